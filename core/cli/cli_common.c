@@ -1,0 +1,1 @@
+/* core/cli/cli_common.c: placeholder until written */

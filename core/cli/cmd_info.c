@@ -1,0 +1,1 @@
+/* core/cli/cmd_info.c: placeholder until written */

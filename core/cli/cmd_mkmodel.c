@@ -1,0 +1,1 @@
+/* core/cli/cmd_mkmodel.c: placeholder until written */

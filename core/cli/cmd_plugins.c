@@ -1,0 +1,1 @@
+/* core/cli/cmd_plugins.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/cli/mkmodel.h: placeholder until written */

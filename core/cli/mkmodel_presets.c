@@ -1,0 +1,1 @@
+/* core/cli/mkmodel_presets.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/config.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/fp16.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/gguf.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/gguf_write.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/host.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/quant.c: placeholder until written */

@@ -1,0 +1,1 @@
+/* core/quant_iq.c: placeholder until written */

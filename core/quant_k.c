@@ -1,0 +1,1 @@
+/* core/quant_k.c: placeholder until written */
