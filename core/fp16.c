@@ -6,8 +6,9 @@
  *
  * float -> half rounds to nearest, ties to even, produces subnormals,
  * overflows to infinity (at 65520, the midpoint between 65504 and 2^16) and
- * turns a NaN into a quiet NaN that keeps the top 9 payload bits (as x86's
- * vcvtps2ph does), so a half NaN survives half -> float -> half.
+ * turns a NaN into a quiet NaN that keeps its sign and the top 10 mantissa
+ * bits (quiet bit forced, as x86's vcvtps2ph does), so a half NaN survives
+ * half -> float -> half (a signalling one comes back quiet).
  *
  * float -> bfloat16 rounds to nearest, ties to even, on the upper 16 bits;
  * a NaN keeps its sign and top payload bits and is forced quiet (bit 6 of
@@ -15,7 +16,7 @@
  */
 #include <string.h>
 
-#include "quant.h"
+#include "quant_internal.h"
 
 static uint32_t f32_bits(float f)
 {
@@ -31,7 +32,7 @@ static float bits_f32(uint32_t u)
     return f;
 }
 
-float si_fp16_to_f32(uint16_t h)
+static inline float half_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp  = (h >> 10) & 0x1fu;
@@ -48,7 +49,7 @@ float si_fp16_to_f32(uint16_t h)
     return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
-uint16_t si_f32_to_fp16(float f)
+static inline uint16_t float_to_half(float f)
 {
     uint32_t x    = f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
@@ -81,12 +82,12 @@ uint16_t si_f32_to_fp16(float f)
     return (uint16_t)(sign | h);
 }
 
-float si_bf16_to_f32(uint16_t h)
+static inline float bf16_to_float(uint16_t h)
 {
     return bits_f32((uint32_t)h << 16);
 }
 
-uint16_t si_f32_to_bf16(float f)
+static inline uint16_t float_to_bf16(float f)
 {
     uint32_t x = f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u)
@@ -95,4 +96,37 @@ uint16_t si_f32_to_bf16(float f)
      * ties go to even, and a carry rounds up into the exponent (the
      * largest floats correctly become infinity). */
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* ---- public scalar API -------------------------------------------------- */
+
+float    si_fp16_to_f32(uint16_t h) { return half_to_float(h); }
+uint16_t si_f32_to_fp16(float f)    { return float_to_half(f); }
+float    si_bf16_to_f32(uint16_t h) { return bf16_to_float(h); }
+uint16_t si_f32_to_bf16(float f)    { return float_to_bf16(f); }
+
+/* ---- rows (little-endian 16-bit codes), for si_dequant / si_quant ------- */
+
+void si_fp16_row_to_f32(const uint8_t *src, float *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = half_to_float(si_rd16(src + 2 * i));
+}
+
+void si_f32_row_to_fp16(const float *src, uint8_t *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        si_wr16(dst + 2 * i, float_to_half(src[i]));
+}
+
+void si_bf16_row_to_f32(const uint8_t *src, float *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = bf16_to_float(si_rd16(src + 2 * i));
+}
+
+void si_f32_row_to_bf16(const float *src, uint8_t *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        si_wr16(dst + 2 * i, float_to_bf16(src[i]));
 }

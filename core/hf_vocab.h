@@ -56,8 +56,9 @@ int  si_hf_vocab_write_gguf(const si_hf_vocab *v, si_gguf_writer *w, si_err *err
 
 /* A minimal byte-level vocabulary for synthetic models: the 256 byte symbols
  * in GPT-2 bytes_to_unicode order (ids 0..255), a few hundred merges learnt
- * by BPE training on a short built-in English text (merge i makes token
- * 256+i), then <|endoftext|>, <|im_start|>, <|im_end|> (control) and <think>,
+ * by BPE training on a short built-in English text (each merge adds its
+ * merged string as the next token, unless an earlier merge already spelled
+ * it), then <|endoftext|>, <|im_start|>, <|im_end|> (control) and <think>,
  * </think> (user-defined).  bos = pad = <|endoftext|>, eos = <|im_end|>,
  * pre = "qwen35", and a small ChatML chat template. */
 int  si_hf_vocab_minimal(si_hf_vocab *out, si_err *err);

@@ -26,7 +26,7 @@ typedef struct si_plugin_record {
     const char      *section;    /* "backend.cpu"                          */
     const char      *name;       /* "cpu" (from the section)               */
     uint32_t         kind;       /* enum si_kind expected from the section */
-    const char      *path;       /* resolved path                          */
+    const char      *path;       /* resolved path ("" when none configured) */
     int              state;      /* enum si_plugin_state                   */
     int              status;     /* SI_OK or the SI_E* of the refusal      */
     const char      *reason;     /* "" when loaded                         */
@@ -37,15 +37,31 @@ typedef struct si_plugin_record {
 
 typedef struct si_registry si_registry;
 
+/* Loads every plugin section of cfg.  `host` is lent to the plugins and
+ * must outlive the registry.  Fails (nothing loaded, *out NULL) when a
+ * `required` plugin cannot be loaded: the status is that plugin's and the
+ * message "[section] is required: <reason>". */
 int  si_registry_load(const si_config *cfg, const si_host *host,
                       si_registry **out, si_err *err);
+/* Like si_registry_load, but attempts and records every section even after
+ * a required plugin failed; *out is set unless memory ran out.  Returns the
+ * status (and message) of the first required failure, or SI_OK.  For
+ * reporting (`sparkinfer plugins`), which shows every record either way. */
+int  si_registry_load_all(const si_config *cfg, const si_host *host,
+                          si_registry **out, si_err *err);
 /* Destroys the registry and dlclose()s in reverse load order.  Every object
  * made by its plugins must have been destroyed first. */
 void si_registry_free(si_registry *r);
 
 size_t                  si_registry_count(const si_registry *r);
 const si_plugin_record *si_registry_at(const si_registry *r, size_t i);
-/* The loaded plugin of that kind and name, or NULL. */
+/* The loaded plugin of that kind and name, or NULL (also for records that
+ * are disabled or refused). */
 const si_plugin_record *si_registry_find(const si_registry *r, uint32_t kind, const char *name);
+
+/* "backend", "model", "kernel" or "?" */
+const char *si_kind_name(uint32_t kind);
+/* "loaded", "disabled", "refused" or "?" */
+const char *si_plugin_state_name(int state);
 
 #endif /* SI_CORE_LOADER_H */

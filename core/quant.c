@@ -15,6 +15,10 @@
  * llama-quantize's): symmetric types map the signed value of largest
  * magnitude to the most negative level, Q4_1/Q5_1 span [min, max], Q8_0
  * uses d = max|x| / 127 and rounds half away from zero.
+ *
+ * si_quant takes any float for F32/F16/BF16 (NaN and inf included); the
+ * block types take finite values within +-65504, the range their f16
+ * scales can carry (anything else is refused, naming the element).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -212,11 +216,15 @@ void si_quant_q8_0(const float *src, uint8_t *dst, int64_t nb)
         for (int j = 0; j < SI_QK; j++) {
             float v = src[j] * id;
             /* |v| <= 127 up to rounding; the clamp also covers id = inf
-             * from a subnormal amax.  roundf: half away from zero. */
+             * from a subnormal amax (v = inf, or NaN for 0 * inf). */
             v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-            if (v != v)
-                v = 0.0f;
-            dst[2 + j] = (uint8_t)(int8_t)(int)roundf(v);
+            v = v == v ? v : 0.0f;
+            /* round half away from zero (roundf), without the libm call:
+             * truncate, then step by the exact remainder. */
+            int   t  = (int)v;
+            float fr = v - (float)t;
+            t += (fr >= 0.5f) - (fr <= -0.5f);
+            dst[2 + j] = (uint8_t)(int8_t)t;
         }
     }
 }
@@ -259,14 +267,8 @@ int si_dequant(uint32_t type, const void *src, float *dst, int64_t n, si_err *er
     case SI_TYPE_F32:
         memcpy(dst, s, (size_t)n * sizeof(float));
         break;
-    case SI_TYPE_F16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = si_fp16_to_f32(si_rd16(s + 2 * i));
-        break;
-    case SI_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = si_bf16_to_f32(si_rd16(s + 2 * i));
-        break;
+    case SI_TYPE_F16:    si_fp16_row_to_f32(s, dst, n); break;
+    case SI_TYPE_BF16:   si_bf16_row_to_f32(s, dst, n); break;
     case SI_TYPE_Q4_0:   si_dequant_q4_0(s, dst, nb);   break;
     case SI_TYPE_Q4_1:   si_dequant_q4_1(s, dst, nb);   break;
     case SI_TYPE_Q5_0:   si_dequant_q5_0(s, dst, nb);   break;
@@ -287,23 +289,25 @@ int si_dequant(uint32_t type, const void *src, float *dst, int64_t n, si_err *er
     return SI_OK;
 }
 
-/* Index of the first NaN or infinity in x[0..n), or -1.  Block formats
- * cannot represent them (a block's scale would become inf/nan and poison
- * its 32 or 256 neighbours), so si_quant refuses such input. */
-static int64_t first_nonfinite(const float *x, int64_t n)
+/* Largest magnitude si_quant accepts for the block types: the f16 range.
+ * Their block scales and minimums are f16, so a block whose values reach
+ * beyond it would get an infinite scale (Q4_1/Q5_1 cannot even store a
+ * minimum below -65504); every type holds everything within it. */
+#define QUANT_MAX_ABS 65504.0f
+
+/* Index of the first element that is NaN, infinite or beyond
+ * QUANT_MAX_ABS, or -1. */
+static int64_t first_out_of_range(const float *x, int64_t n)
 {
     const int64_t chunk = 1024;
     for (int64_t i0 = 0; i0 < n; i0 += chunk) {
-        int64_t  i1  = i0 + chunk < n ? i0 + chunk : n;
-        uint32_t bad = 0;
-        for (int64_t i = i0; i < i1; i++) {        /* branch-free, vectorises */
-            uint32_t u;
-            memcpy(&u, &x[i], sizeof u);
-            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
-        }
+        int64_t i1  = i0 + chunk < n ? i0 + chunk : n;
+        int     bad = 0;
+        for (int64_t i = i0; i < i1; i++)        /* branch-free, vectorises */
+            bad |= !(fabsf(x[i]) <= QUANT_MAX_ABS);
         if (bad)
             for (int64_t i = i0; i < i1; i++)
-                if (!isfinite(x[i]))
+                if (!(fabsf(x[i]) <= QUANT_MAX_ABS))
                     return i;
     }
     return -1;
@@ -321,22 +325,21 @@ int si_quant(uint32_t type, const float *src, void *dst, int64_t n, si_err *err)
         memcpy(d, src, (size_t)n * sizeof(float));
         return SI_OK;
     case SI_TYPE_F16:
-        for (int64_t i = 0; i < n; i++)
-            si_wr16(d + 2 * i, si_f32_to_fp16(src[i]));
+        si_f32_row_to_fp16(src, d, n);
         return SI_OK;
     case SI_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++)
-            si_wr16(d + 2 * i, si_f32_to_bf16(src[i]));
+        si_f32_row_to_bf16(src, d, n);
         return SI_OK;
     default:
         break;
     }
 
-    int64_t bad = first_nonfinite(src, n);
+    int64_t bad = first_out_of_range(src, n);
     if (bad >= 0)
-        return si_err_set(err, SI_EINVAL, "quant %s (n = %" PRId64 "): element %" PRId64
-                          " is %s; block types hold finite values only",
-                          si_type_name(type), n, bad, isnan(src[bad]) ? "NaN" : "infinite");
+        return si_err_set(err, isfinite(src[bad]) ? SI_ERANGE : SI_EINVAL,
+                          "quant %s (n = %" PRId64 "): element %" PRId64 " is %g; block "
+                          "types hold finite values within +-65504 (f16 scales)",
+                          si_type_name(type), n, bad, (double)src[bad]);
     switch (type) {
     case SI_TYPE_Q4_0: si_quant_q4_0(src, d, nb); break;
     case SI_TYPE_Q4_1: si_quant_q4_1(src, d, nb); break;

@@ -57,6 +57,23 @@ static inline int si_nearest_int(float v)
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* Nearest integer level in [lo, hi]; clamps in float first, so any v
+ * (huge, infinite, NaN -> lo) gives a defined, sensible level. */
+static inline int si_level(float v, int lo, int hi)
+{
+    if (!(v > (float)lo))
+        return lo;
+    if (v >= (float)hi)
+        return hi;
+    return si_nearest_int(v);
+}
+
+/* ---- core/fp16.c: rows of n 16-bit codes ----------------------------- */
+void si_fp16_row_to_f32(const uint8_t *src, float *dst, int64_t n);
+void si_f32_row_to_fp16(const float *src, uint8_t *dst, int64_t n);
+void si_bf16_row_to_f32(const uint8_t *src, float *dst, int64_t n);
+void si_f32_row_to_bf16(const float *src, uint8_t *dst, int64_t n);
+
 /* ---- core/quant.c: 32-element types --------------------------------- */
 void si_dequant_q4_0(const uint8_t *src, float *dst, int64_t nb);
 void si_dequant_q4_1(const uint8_t *src, float *dst, int64_t nb);

@@ -29,7 +29,7 @@ AS_IF([test "x$with_cuda" != xno], [
     CUDA_CFLAGS="-I$si_cuda_home/include"
     si_cuda_libdir="$si_cuda_home/lib64"
     test -d "$si_cuda_libdir" || si_cuda_libdir="$si_cuda_home/lib"
-    CUDA_LIBS="-L$si_cuda_libdir -Wl,-rpath,$si_cuda_libdir -lcudart -lstdc++"
+    CUDA_LIBS="-L$si_cuda_libdir -lcudart_static -lrt -lpthread -ldl -lstdc++"
     CUDA_GENCODE=""
     for a in `echo "$with_cuda_arch" | tr ',' ' '`; do
       AS_CASE([$a], [*[[!0-9]]*|''], [AC_MSG_ERROR([--with-cuda-arch: '$a' is not an SM number like 90 or 120])])

@@ -12,9 +12,15 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+    { "run",      si_cmd_run,      "generate text from a prompt (streamed)" },
+    { "chat",     si_cmd_chat,     "interactive ChatML conversation" },
+    { "tokenize", si_cmd_tokenize, "print the token ids and pieces of a text" },
+    { "check",    si_cmd_check,    "batched prefill vs token-by-token: top-1 and KL" },
+    { "score",    si_cmd_score,    "perplexity of a text, or agreement with reference logits" },
     { "info",    si_cmd_info,    "print a GGUF file's metadata and tensor table" },
     { "plugins", si_cmd_plugins, "list the configured plugins and their state" },
     { "mkmodel", si_cmd_mkmodel, "write a synthetic GGUF with a real model's layout" },
+    { "convert", si_cmd_convert, "convert a Hugging Face Qwen3.5 checkpoint to GGUF" },
 };
 
 static void usage(FILE *f)

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-enum si_status {
+enum si_status_code {
     SI_OK           = 0,
     SI_EINVAL       = -1,  /* bad argument or bad input data               */
     SI_ENOMEM       = -2,  /* allocation failed (host or device)           */
@@ -68,9 +68,24 @@ static inline void si_err_prefix(si_err *err, const char *prefix)
 {
     if (err == NULL || prefix == NULL)
         return;
-    char tmp[SI_ERR_MSG_MAX];
-    snprintf(tmp, sizeof tmp, "%s: %s", prefix, err->msg);
-    snprintf(err->msg, sizeof err->msg, "%s", tmp);
+    /* Shift the old text right (truncating its tail) and write the prefix
+     * in front: no temporary, no format-truncation surprises. */
+    size_t cap = sizeof err->msg, plen = 0, mlen = 0;
+    while (prefix[plen] != '\0')
+        plen++;
+    while (mlen < cap && err->msg[mlen] != '\0')
+        mlen++;
+    if (plen + 2 >= cap)
+        plen = cap - 3;
+    if (mlen > cap - 1 - plen - 2)
+        mlen = cap - 1 - plen - 2;
+    for (size_t i = mlen; i-- > 0;)
+        err->msg[plen + 2 + i] = err->msg[i];
+    for (size_t i = 0; i < plen; i++)
+        err->msg[i] = prefix[i];
+    err->msg[plen] = ':';
+    err->msg[plen + 1] = ' ';
+    err->msg[plen + 2 + mlen] = '\0';
 }
 
 /* Short, static name of a status code ("invalid argument" ...). */

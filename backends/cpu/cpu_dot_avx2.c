@@ -1,0 +1,203 @@
+/* backends/cpu/cpu_dot_avx2.c — AVX2/FMA versions of the two hot dot
+ * kernels.  Compiled with a per-function target attribute rather than
+ * -mavx2, so the plugin still runs on any x86-64; cpu_quant_dot.c calls
+ * these only when cpuid reports AVX2 and FMA.  The portable C versions in
+ * cpu_quant_dot.c are the definition: these must give the same sums up to
+ * float reassociation (tests/cpu compares the paths).
+ */
+#include "cpu_internal.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+float cpu_dot_row8_avx2(const cpu_row8 *w, const cpu_q8 *a, int64_t row, int64_t in);
+void  cpu_dot_row8_x4_avx2(const cpu_row8 *w, const cpu_q8 *a, const int64_t rows[4], int64_t in, float out[4]);
+float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n);
+void  cpu_f16_to_f32_avx2(const uint8_t *src, float *dst, int64_t n);
+void  cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q);
+void  cpu_unpack_q6k_avx2(const uint8_t *ql, const uint8_t *qh, int8_t *q);
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Products of one 32-value block as 8 int32 lanes: lanes 0-3 hold sums over
+ * values 0-15, lanes 4-7 over values 16-31 (maddubs/madd stay inside each
+ * 128-bit half), which is exactly the per-16 scale split of cpu_row8.
+ * maddubs takes unsigned x signed bytes: unsigned weights (the formats
+ * with a min, q in 0..31) go straight in; signed ones use |w| and
+ * sign(w)*x.  No int16 saturation: 2*128*127 < 32768. */
+AVX2 static inline __m256 block_dot(const int8_t *wq, const int8_t *xq, bool nonneg, __m256i ones)
+{
+    __m256i wv = _mm256_loadu_si256((const __m256i *)wq);
+    __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+    __m256i p16 = nonneg ? _mm256_maddubs_epi16(wv, xv)
+                         : _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+}
+
+AVX2 static inline __m256 block_scale(const float *d16, float ad)
+{
+    return _mm256_set_m128(_mm_set1_ps(d16[1] * ad), _mm_set1_ps(d16[0] * ad));
+}
+
+AVX2 float cpu_dot_row8_avx2(const cpu_row8 *w, const cpu_q8 *a, int64_t row, int64_t in)
+{
+    const int64_t nb = in / 32;
+    const int8_t *aq = a->q + row * in;
+    const float *ad = a->d + row * nb, *as = a->s + row * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const bool nonneg = w->has_min;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m256 p0 = block_dot(w->q + 32 * b, aq + 32 * b, nonneg, ones);
+        __m256 p1 = block_dot(w->q + 32 * b + 32, aq + 32 * b + 32, nonneg, ones);
+        acc0 = _mm256_fmadd_ps(p0, block_scale(w->d16 + 2 * b, ad[b]), acc0);
+        acc1 = _mm256_fmadd_ps(p1, block_scale(w->d16 + 2 * b + 2, ad[b + 1]), acc1);
+    }
+    for (; b < nb; b++)
+        acc0 = _mm256_fmadd_ps(block_dot(w->q + 32 * b, aq + 32 * b, nonneg, ones),
+                               block_scale(w->d16 + 2 * b, ad[b]), acc0);
+    float acc = hsum8(_mm256_add_ps(acc0, acc1));
+    if (w->has_min) {
+        __m256 m = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 8 <= nb; i += 8)
+            m = _mm256_fmadd_ps(_mm256_loadu_ps(w->m32 + i), _mm256_loadu_ps(as + i), m);
+        float ms = hsum8(m);
+        for (; i < nb; i++)
+            ms += w->m32[i] * as[i];
+        acc -= ms;
+    }
+    return acc;
+}
+
+/* Four activation rows against one weight row: the weight block and its
+ * |w| are loaded once for all four (prefill is bound by these dots). */
+AVX2 void cpu_dot_row8_x4_avx2(const cpu_row8 *w, const cpu_q8 *a, const int64_t rows[4], int64_t in, float out[4])
+{
+    const int64_t nb = in / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const bool nonneg = w->has_min;
+    const int8_t *xq[4];
+    const float *xd[4];
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) {
+        xq[t] = a->q + rows[t] * in;
+        xd[t] = a->d + rows[t] * nb;
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w->q + 32 * b));
+        __m256i wa = nonneg ? wv : _mm256_sign_epi8(wv, wv);
+        __m256 ws = _mm256_set_m128(_mm_set1_ps(w->d16[2 * b + 1]), _mm_set1_ps(w->d16[2 * b]));
+        for (int t = 0; t < 4; t++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b));
+            if (!nonneg)
+                xv = _mm256_sign_epi8(xv, wv);
+            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, xv), ones));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(p, ws), _mm256_set1_ps(xd[t][b]), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; t++) {
+        float s = hsum8(acc[t]);
+        if (w->has_min) {
+            const float *xs = a->s + rows[t] * nb;
+            __m256 m = _mm256_setzero_ps();
+            int64_t i = 0;
+            for (; i + 8 <= nb; i += 8)
+                m = _mm256_fmadd_ps(_mm256_loadu_ps(w->m32 + i), _mm256_loadu_ps(xs + i), m);
+            float ms = hsum8(m);
+            for (; i < nb; i++)
+                ms += w->m32[i] * xs[i];
+            s -= ms;
+        }
+        out[t] = s;
+    }
+}
+
+/* The value bytes of one Q4_K (qh NULL) or Q5_K super-block: 32 bytes of
+ * nibbles per pair of sub-blocks, low nibbles first; Q5_K's fifth bit of
+ * value l of sub-block s is bit s of qh[l]. */
+AVX2 void cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (qh != NULL) {
+            __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))), bh = _mm256_set1_epi8((char)(2 << (2 * c)));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bl), bl), b4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bh), bh), b4));
+        }
+        _mm256_storeu_si256((__m256i *)(q + 64 * c), lo);
+        _mm256_storeu_si256((__m256i *)(q + 64 * c + 32), hi);
+    }
+}
+
+/* The value bytes of one Q6_K super-block (two halves of 128 values). */
+AVX2 void cpu_unpack_q6k_avx2(const uint8_t *ql, const uint8_t *qh, int8_t *q)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    for (int n = 0; n < 2; n++, ql += 64, qh += 32, q += 128) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+        /* bit pair k of each qh byte moved to bits 4-5 (16-bit shifts; the
+         * 0x30 mask drops what crossed from the neighbouring byte) */
+        __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
+        __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
+        __m256i h2 = _mm256_and_si256(h, m30);
+        __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
+        __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), h0);
+        __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4), h1);
+        __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2);
+        __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3);
+        _mm256_storeu_si256((__m256i *)q, _mm256_sub_epi8(v0, k32));
+        _mm256_storeu_si256((__m256i *)(q + 32), _mm256_sub_epi8(v1, k32));
+        _mm256_storeu_si256((__m256i *)(q + 64), _mm256_sub_epi8(v2, k32));
+        _mm256_storeu_si256((__m256i *)(q + 96), _mm256_sub_epi8(v3, k32));
+    }
+}
+
+AVX2 void cpu_f16_to_f32_avx2(const uint8_t *src, float *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
+    for (; i < n; i++)
+        dst[i] = cpu_f16_to_f32(cpu_rd16(src + 2 * i));
+}
+
+AVX2 float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+#else
+/* Not x86: nothing here; cpu_quant_dot.c uses its portable kernels. */
+typedef int cpu_dot_avx2_unused;
+#endif

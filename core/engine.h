@@ -1,0 +1,41 @@
+/* core/engine.h — one loaded model ready to run: the configuration's
+ * plugins, an open backend, a GGUF and the model plugin that accepted it.
+ *
+ * Backend choice: the backend named in opts (error if it is not loaded), or
+ * else every LOADED backend in descending `priority` (config order breaks
+ * ties) until one opens.  Model choice: the first loaded model plugin whose
+ * accepts() takes the file's general.architecture; none → an error that
+ * names the architecture and the model plugins that were asked.
+ */
+#ifndef SI_CORE_ENGINE_H
+#define SI_CORE_ENGINE_H
+
+#include <sparkinfer/plugin.h>
+
+#include "config.h"
+#include "loader.h"
+
+typedef struct si_engine si_engine;
+
+typedef struct si_engine_opts {
+    const si_config *cfg;          /* borrowed; must outlive the engine        */
+    const char      *model_path;   /* GGUF file                                 */
+    const char      *backend;      /* NULL = best loaded backend by priority    */
+    uint32_t         n_seq;        /* 0 = [runtime] n_seq                       */
+    uint32_t         n_ctx;        /* 0 = [runtime] n_ctx                       */
+} si_engine_opts;
+
+int  si_engine_open(const si_engine_opts *o, si_engine **out, si_err *err);
+void si_engine_close(si_engine *e);
+
+const si_host       *si_engine_host(const si_engine *e);
+const si_gguf       *si_engine_gguf(const si_engine *e);
+const si_registry   *si_engine_registry(const si_engine *e);
+const char          *si_engine_backend_name(const si_engine *e);
+const char          *si_engine_model_plugin(const si_engine *e);
+void                 si_engine_info(const si_engine *e, si_model_info *out);
+
+int si_engine_forward(si_engine *e, const si_batch *b, float *logits, si_err *err);
+int si_engine_seq_reset(si_engine *e, uint32_t seq, si_err *err);
+
+#endif /* SI_CORE_ENGINE_H */

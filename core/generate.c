@@ -1,0 +1,116 @@
+/* core/generate.c — chunked prefill and the sampling loop (generate.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "generate.h"
+
+double si_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int si_prefill(si_engine *e, uint32_t seq, uint32_t pos0, const int32_t *tokens, uint32_t n,
+               uint32_t n_batch, const uint8_t *want, float *logits, si_err *err)
+{
+    si_model_info info;
+    si_engine_info(e, &info);
+    if (n_batch == 0)
+        n_batch = 512;
+    if ((uint64_t)pos0 + n > info.n_ctx)
+        return si_err_set(err, SI_ERANGE,
+                          "%u tokens at position %u do not fit the context of %u tokens (raise [runtime] n_ctx)",
+                          n, pos0, info.n_ctx);
+    int32_t *pos = malloc(sizeof *pos * n_batch);
+    int32_t *sq = malloc(sizeof *sq * n_batch);
+    uint8_t *w = malloc(n_batch);
+    if (pos == NULL || sq == NULL || w == NULL) {
+        free(pos); free(sq); free(w);
+        return si_err_set(err, SI_ENOMEM, "out of memory");
+    }
+    int rc = SI_OK;
+    float *out = logits;
+    for (uint32_t done = 0; done < n && rc == SI_OK;) {
+        uint32_t m = n - done < n_batch ? n - done : n_batch;
+        uint32_t n_want = 0;
+        for (uint32_t i = 0; i < m; i++) {
+            pos[i] = (int32_t)(pos0 + done + i);
+            sq[i] = (int32_t)seq;
+            w[i] = want ? want[done + i] : 1;
+            n_want += w[i] != 0;
+        }
+        si_batch b = { .n = m, .tokens = tokens + done, .pos = pos, .seq = sq, .want_logits = w };
+        rc = si_engine_forward(e, &b, out, err);
+        if (out != NULL)
+            out += (size_t)n_want * info.n_vocab;
+        done += m;
+    }
+    free(pos);
+    free(sq);
+    free(w);
+    return rc;
+}
+
+int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,
+                const int32_t *prompt, uint32_t n_prompt, si_gen_token_cb cb, void *ctx,
+                uint32_t *pos_out, si_gen_stats *stats, si_err *err)
+{
+    si_model_info info;
+    si_engine_info(e, &info);
+    memset(stats, 0, sizeof *stats);
+    if (n_prompt == 0)
+        return si_err_set(err, SI_EINVAL, "empty prompt");
+    if ((uint64_t)o->pos0 + n_prompt > info.n_ctx)
+        return si_err_set(err, SI_ERANGE,
+                          "prompt of %u tokens at position %u exceeds the context of %u tokens (raise [runtime] n_ctx or shorten the prompt)",
+                          n_prompt, o->pos0, info.n_ctx);
+    float *logits = malloc(sizeof(float) * info.n_vocab);
+    uint8_t *want = calloc(n_prompt, 1);
+    if (logits == NULL || want == NULL) {
+        free(logits);
+        free(want);
+        return si_err_set(err, SI_ENOMEM, "out of memory for %u logits", info.n_vocab);
+    }
+    want[n_prompt - 1] = 1;
+    for (uint32_t i = 0; i < n_prompt; i++)
+        si_sampler_accept(s, prompt[i]);
+
+    double t0 = si_now_seconds();
+    int rc = si_prefill(e, o->seq, o->pos0, prompt, n_prompt, o->n_batch, want, logits, err);
+    stats->prompt_s = si_now_seconds() - t0;
+    stats->n_prompt = n_prompt;
+    uint32_t pos = o->pos0 + n_prompt;
+
+    t0 = si_now_seconds();
+    while (rc == SI_OK) {
+        if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
+            break;
+        int32_t id = -1;
+        rc = si_sampler_sample(s, logits, &id, err);
+        if (rc != SI_OK)
+            break;
+        si_sampler_accept(s, id);
+        stats->n_gen++;
+        if (o->stop_at_eog && tok != NULL && si_token_is_eog(tok, id)) {
+            stats->stopped_eog = true;
+            break;
+        }
+        if (cb != NULL && cb(ctx, id) != 0)
+            break;
+        if (pos >= info.n_ctx)
+            break;   /* context full: stop cleanly, the text so far stands */
+        int32_t p = (int32_t)pos, sq = (int32_t)o->seq;
+        uint8_t w1 = 1;
+        si_batch b = { .n = 1, .tokens = &id, .pos = &p, .seq = &sq, .want_logits = &w1 };
+        rc = si_engine_forward(e, &b, logits, err);
+        pos++;
+    }
+    stats->gen_s = si_now_seconds() - t0;
+    if (pos_out != NULL)
+        *pos_out = pos;
+    free(logits);
+    free(want);
+    return rc;
+}

@@ -1,0 +1,413 @@
+/* models/common/forward.c — one forward step as a list of backend ops.
+ *
+ * Spec §3.3, per chunk of T tokens (tokens of one sequence consecutive):
+ *     x   = GET_ROWS(token_embd, ids)                         [H, T]
+ *     per layer:
+ *       h = RMSNORM(x, attn_norm)
+ *       full:  qg,k,v = MATMUL(attn_q|attn_k|attn_v, h); o = ATTN(...)
+ *              y = MATMUL(attn_output, o)
+ *       GDN:   u,z,b,a = MATMUL(attn_qkv|attn_gate|ssm_beta|ssm_alpha, h)
+ *              o = GDN(...); y = MATMUL(ssm_out, o)
+ *       x = x + y; h = RMSNORM(x, post_attention_norm)
+ *       dense: y = MATMUL(ffn_down, SWIGLU(MATMUL(ffn_gate,h), MATMUL(ffn_up,h)))
+ *       MoE:   y = MOE(h, ...)
+ *       x = x + y
+ *     rows = GET_ROWS(x, wanted); logits = MATMUL(output, RMSNORM(rows, output_norm))
+ * No op writes a tensor it reads (the residual ping-pongs between two
+ * regions), so a backend need not support aliasing.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hybrid.h"
+
+#define OPS_PER_LAYER 14u   /* norm + 6 (GDN) + add + norm + 4 (dense) + add */
+
+size_t sih_plan_max_ops(const si_model *m)
+{
+    return 1 + (size_t)m->hp.n_layer * OPS_PER_LAYER;
+}
+
+void sih_acts_init(const si_model *m, uint32_t n, sih_acts *t)
+{
+    const sih_hparams *hp = &m->hp;
+    const sih_scratch *sc = &m->sc;
+    si_buf *B = sc->buf;
+    int64_t H = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
+    int64_t kv = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->moe ? 0 : hp->n_ff;
+    t->x[0] = sih_act(B, sc->x[0], H, n);
+    t->x[1] = sih_act(B, sc->x[1], H, n);
+    t->h = sih_act(B, sc->h, H, n);
+    t->y = sih_act(B, sc->y, H, n);
+    t->qg = sih_act(B, sc->qg, 2 * q, n);
+    t->k = sih_act(B, sc->k, kv, n);
+    t->v = sih_act(B, sc->v, kv, n);
+    t->ao = sih_act(B, sc->ao, q, n);
+    t->u = sih_act(B, sc->u, sih_conv_dim(hp), n);
+    t->z = sih_act(B, sc->z, hp->d_inner, n);
+    t->b = sih_act(B, sc->b, hp->n_v_head, n);
+    t->a = sih_act(B, sc->a, hp->n_v_head, n);
+    t->go = sih_act(B, sc->go, hp->d_inner, n);
+    t->fg = sih_act(B, sc->fg, F, n);
+    t->fu = sih_act(B, sc->fu, F, n);
+    t->fa = sih_act(B, sc->fa, F, n);
+    t->ids = sih_ids(B, sc->ids, n);
+}
+
+/* An op appender: every op records the layer it belongs to. */
+typedef struct plan {
+    si_op   *ops;
+    int32_t *layer;
+    size_t   n;
+    int32_t  cur;
+} plan;
+
+static si_op *emit(plan *p, uint32_t kind, const si_tensor *dst)
+{
+    si_op *op = &p->ops[p->n];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->dst = *dst;
+    p->layer[p->n] = p->cur;
+    p->n++;
+    return op;
+}
+
+static const si_tensor *opt(const si_tensor *w)
+{
+    return w->buf != NULL ? w : NULL;
+}
+
+static void matmul(plan *p, const si_tensor *dst, const si_tensor *w, const si_tensor *x)
+{
+    si_op *op = emit(p, SI_OP_MATMUL, dst);
+    op->src[0] = w;
+    op->src[1] = x;
+}
+
+static void rmsnorm(plan *p, const si_tensor *dst, const si_tensor *x, const si_tensor *w, float eps)
+{
+    si_op *op = emit(p, SI_OP_RMSNORM, dst);
+    op->src[0] = x;
+    op->src[1] = w;
+    op->p.norm.eps = eps;
+}
+
+static void add(plan *p, const si_tensor *dst, const si_tensor *a, const si_tensor *b)
+{
+    si_op *op = emit(p, SI_OP_ADD, dst);
+    op->src[0] = a;
+    op->src[1] = b;
+}
+
+static void attention(plan *p, const si_model *m, const sih_layer *ly, const sih_acts *t,
+                      const int32_t *pos, const int32_t *seq)
+{
+    const sih_hparams *hp = &m->hp;
+    matmul(p, &t->qg, &ly->wq, &t->h);
+    matmul(p, &t->k, &ly->wk, &t->h);
+    matmul(p, &t->v, &ly->wv, &t->h);
+    si_op *op = emit(p, SI_OP_ATTN, &t->ao);
+    op->src[0] = &t->qg;
+    op->src[1] = &t->k;
+    op->src[2] = &t->v;
+    op->src[3] = &ly->q_norm;
+    op->src[4] = &ly->k_norm;
+    op->p.attn = (si_attn_params){
+        .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+        .n_rot = hp->n_rot, .eps = hp->eps, .rope_base = hp->rope_base,
+        .yarn_factor = hp->yarn_factor, .yarn_orig_ctx = hp->yarn_orig_ctx,
+        .kv = m->kv, .kv_layer = ly->kv_layer, .pos = pos, .seq = seq,
+    };
+    matmul(p, &t->y, &ly->wo, &t->ao);
+}
+
+static void gated_delta_net(plan *p, const si_model *m, const sih_layer *ly, const sih_acts *t,
+                            const int32_t *seq)
+{
+    const sih_hparams *hp = &m->hp;
+    matmul(p, &t->u, &ly->wqkv, &t->h);
+    matmul(p, &t->z, &ly->wgate, &t->h);
+    matmul(p, &t->b, &ly->wbeta, &t->h);
+    matmul(p, &t->a, &ly->walpha, &t->h);
+    si_op *op = emit(p, SI_OP_GDN, &t->go);
+    op->src[0] = &t->u;
+    op->src[1] = &t->z;
+    op->src[2] = &t->b;
+    op->src[3] = &t->a;
+    op->src[4] = &ly->conv;
+    op->src[5] = &ly->ssm_a;
+    op->src[6] = &ly->ssm_dt;
+    op->src[7] = &ly->ssm_norm;
+    op->p.gdn = (si_gdn_params){
+        .n_k_head = hp->n_k_head, .n_v_head = hp->n_v_head, .head_k_dim = hp->d_state,
+        .head_v_dim = hp->d_state, .conv_k = hp->conv_k, .eps = hp->eps,
+        .state = m->gdn_state[ly->gdn_index], .state_offset = 0,
+        .state_stride = m->gdn_stride, .seq = seq,
+    };
+    matmul(p, &t->y, &ly->ssm_out, &t->go);
+}
+
+static void ffn(plan *p, const si_model *m, const sih_layer *ly, const sih_acts *t)
+{
+    if (!m->hp.moe) {
+        matmul(p, &t->fg, &ly->ffn_gate, &t->h);
+        matmul(p, &t->fu, &ly->ffn_up, &t->h);
+        si_op *op = emit(p, SI_OP_SWIGLU, &t->fa);
+        op->src[0] = &t->fg;
+        op->src[1] = &t->fu;
+        matmul(p, &t->y, &ly->ffn_down, &t->fa);
+        return;
+    }
+    si_op *op = emit(p, SI_OP_MOE, &t->y);
+    op->src[0] = &t->h;
+    op->src[1] = &ly->router;
+    op->src[2] = &ly->gate_exps;          /* fused gate_up when up_exps is absent */
+    op->src[3] = opt(&ly->up_exps);
+    op->src[4] = &ly->down_exps;
+    op->src[5] = opt(&ly->shexp_gate_inp);
+    op->src[6] = opt(&ly->gate_shexp);
+    op->src[7] = opt(&ly->up_shexp);
+    op->src[8] = opt(&ly->down_shexp);
+    op->p.moe = (si_moe_params){ .n_expert = m->hp.n_expert, .n_used = m->hp.n_expert_used };
+}
+
+size_t sih_plan_trunk(si_model *m, const sih_acts *t, const int32_t *pos,
+                      const int32_t *seq, int *x_final)
+{
+    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+    int cur = 0;
+    si_op *op = emit(&p, SI_OP_GET_ROWS, &t->x[cur]);
+    op->src[0] = &m->tok_embd;
+    op->src[1] = &t->ids;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const sih_layer *ly = &m->layers[il];
+        p.cur = (int32_t)il;
+        rmsnorm(&p, &t->h, &t->x[cur], &ly->attn_norm, m->hp.eps);
+        if (ly->full)
+            attention(&p, m, ly, t, pos, seq);
+        else
+            gated_delta_net(&p, m, ly, t, seq);
+        add(&p, &t->x[cur ^ 1], &t->x[cur], &t->y);
+        cur ^= 1;
+        rmsnorm(&p, &t->h, &t->x[cur], &ly->post_norm, m->hp.eps);
+        ffn(&p, m, ly, t);
+        add(&p, &t->x[cur ^ 1], &t->x[cur], &t->y);
+        cur ^= 1;
+    }
+    *x_final = cur;
+    return p.n;
+}
+
+/* The weight of a refused MATMUL / GET_ROWS (src[0]), whose type is the
+ * likely reason, for the message; NULL for other ops or activations. */
+static const char *weight_of(const si_model *m, const si_op *op, uint32_t *type)
+{
+    const si_tensor *s = op->src[0];
+    if ((op->kind != SI_OP_MATMUL && op->kind != SI_OP_GET_ROWS) || s == NULL)
+        return NULL;
+    *type = s->type;
+    if (s == &m->output && m->tied)
+        return "token_embd.weight (tied output)";
+    for (size_t w = 0; w < m->n_weights; w++)
+        if (m->weights[w].dst == s)
+            return m->weights[w].ti->name;
+    return NULL;
+}
+
+int sih_plan_check(const si_model *m, const si_op *ops, const int32_t *op_layer,
+                   size_t n_ops, uint32_t n_tok, si_err *err)
+{
+    for (size_t i = 0; i < n_ops; i++) {
+        if (m->bops->supports(m->b, &ops[i]))
+            continue;
+        char where[48] = "the output head", tn[32];
+        if (op_layer != NULL && op_layer[i] >= 0)
+            snprintf(where, sizeof where, "layer %d", (int)op_layer[i]);
+        else if (op_layer != NULL)
+            snprintf(where, sizeof where, "the embedding");
+        uint32_t type = 0;
+        const char *w = weight_of(m, &ops[i], &type);
+        if (w != NULL)
+            return si_err_set(err, SI_EUNSUPPORTED,
+                              "backend '%s' refuses op %s of %s (%u tokens) with weight %s of type %s",
+                              m->be_name, sih_op_name(ops[i].kind), where, n_tok, w,
+                              sih_type_str(m->host, type, tn, sizeof tn));
+        return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' refuses op %s of %s (%u tokens)",
+                          m->be_name, sih_op_name(ops[i].kind), where, n_tok);
+    }
+    return SI_OK;
+}
+
+/* The output head for `n_out` gathered rows: GET_ROWS + RMSNORM. */
+static size_t plan_head(si_model *m, const si_tensor *x, const si_tensor *oids,
+                        const si_tensor *xo, const si_tensor *xn)
+{
+    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+    si_op *op = emit(&p, SI_OP_GET_ROWS, xo);
+    op->src[0] = x;
+    op->src[1] = oids;
+    rmsnorm(&p, xn, xo, &m->out_norm, m->hp.eps);
+    return p.n;
+}
+
+int sih_plan_validate(si_model *m, si_err *err)
+{
+    static const int32_t zero = 0;
+    sih_acts t;
+    int xf, rc;
+    sih_acts_init(m, 1, &t);
+    size_t n = sih_plan_trunk(m, &t, &zero, &zero, &xf);
+    if ((rc = sih_plan_check(m, m->ops, m->op_layer, n, 1, err)) != SI_OK)
+        return rc;
+    si_tensor oids = sih_ids(m->sc.buf, m->sc.oids, 1);
+    si_tensor xo = sih_act(m->sc.buf, m->sc.xo, m->hp.n_embd, 1);
+    si_tensor xn = sih_act(m->sc.buf, m->sc.xn, m->hp.n_embd, 1);
+    n = plan_head(m, &t.x[xf], &oids, &xo, &xn);
+    si_tensor lg = sih_act(m->sc.buf, m->sc.lg, m->hp.n_vocab, 1);
+    plan p = { .ops = m->ops + n, .layer = m->op_layer + n, .n = 0, .cur = -1 };
+    matmul(&p, &lg, &m->output, &xn);
+    return sih_plan_check(m, m->ops, NULL, n + 1, 1, err);
+}
+
+/* Tokens in range, sequences provisioned and consecutive, positions
+ * continuing each sequence exactly: the recurrent state cannot skip or
+ * rewind, so anything else would silently compute garbage. */
+static int check_batch(si_model *m, const si_batch *bt, const float *logits, si_err *err)
+{
+    if (bt->tokens == NULL || bt->pos == NULL || bt->seq == NULL)
+        return si_err_set(err, SI_EINVAL, "batch of %u tokens without tokens/pos/seq arrays", bt->n);
+    uint32_t n_want = 0;
+    int64_t expect = 0;
+    memset(m->seen, 0, m->n_seq);
+    for (uint32_t i = 0; i < bt->n; i++) {
+        int32_t tok = bt->tokens[i], s = bt->seq[i], pos = bt->pos[i];
+        if (tok < 0 || (uint32_t)tok >= m->hp.n_vocab)
+            return si_err_set(err, SI_ERANGE, "batch token %u: id %d outside the vocabulary [0, %u)",
+                              i, tok, m->hp.n_vocab);
+        if (s < 0 || (uint32_t)s >= m->n_seq)
+            return si_err_set(err, SI_ERANGE, "batch token %u: sequence %d outside [0, %u)",
+                              i, s, m->n_seq);
+        if (i == 0 || s != bt->seq[i - 1]) {
+            if (m->seen[s])
+                return si_err_set(err, SI_EINVAL,
+                                  "batch token %u: sequence %d appears again after another sequence "
+                                  "(tokens of one sequence must be consecutive)", i, s);
+            if (m->n_past[s] == UINT32_MAX)
+                return si_err_set(err, SI_EINVAL,
+                                  "sequence %d: state undefined after a failed forward; reset it first", s);
+            m->seen[s] = 1;
+            expect = m->n_past[s];
+        }
+        if (pos != expect)
+            return si_err_set(err, SI_EINVAL,
+                              "batch token %u: sequence %d at position %d but %" PRId64 " expected "
+                              "(positions continue the sequence, one by one)", i, s, pos, expect);
+        if ((uint32_t)pos >= m->n_ctx)
+            return si_err_set(err, SI_ERANGE, "batch token %u: sequence %d position %d beyond the "
+                              "context of %u tokens", i, s, pos, m->n_ctx);
+        expect++;
+        n_want += bt->want_logits != NULL && bt->want_logits[i] != 0;
+    }
+    if (n_want > 0 && logits == NULL)
+        return si_err_set(err, SI_EINVAL, "batch asks for %u logits but the logits buffer is NULL", n_want);
+    return SI_OK;
+}
+
+static int run(si_model *m, const si_op *ops, size_t n, si_err *err)
+{
+    int rc = m->bops->exec(m->b, ops, n, err);
+    if (rc == SI_OK && m->bops->sync != NULL)
+        rc = m->bops->sync(m->b, err);
+    return rc;
+}
+
+/* Logits of the wanted rows of one chunk, SIH_LOGIT_ROWS at a time. */
+static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, float *logits, si_err *err)
+{
+    const sih_scratch *sc = &m->sc;
+    int64_t H = m->hp.n_embd, V = m->hp.n_vocab;
+    si_tensor oids = sih_ids(sc->buf, sc->oids, n_out);
+    si_tensor xo = sih_act(sc->buf, sc->xo, H, n_out);
+    si_tensor xn = sih_act(sc->buf, sc->xn, H, n_out);
+    int rc = m->bops->upload(m->b, sc->buf, sc->oids, m->oids, (uint64_t)n_out * sizeof(int32_t), err);
+    if (rc != SI_OK)
+        return rc;
+    size_t n = plan_head(m, x, &oids, &xo, &xn);
+    if ((rc = sih_plan_check(m, m->ops, NULL, n, n_out, err)) != SI_OK ||
+        (rc = run(m, m->ops, n, err)) != SI_OK)
+        return rc;
+    for (uint32_t r0 = 0; r0 < n_out; r0 += SIH_LOGIT_ROWS) {
+        uint32_t c = n_out - r0 < SIH_LOGIT_ROWS ? n_out - r0 : SIH_LOGIT_ROWS;
+        si_tensor xv = sih_act(sc->buf, sc->xn + (uint64_t)r0 * H * sizeof(float), H, c);
+        si_tensor lg = sih_act(sc->buf, sc->lg, V, c);
+        plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+        matmul(&p, &lg, &m->output, &xv);
+        if ((rc = sih_plan_check(m, m->ops, NULL, 1, c, err)) != SI_OK ||
+            (rc = run(m, m->ops, 1, err)) != SI_OK ||
+            (rc = m->bops->download(m->b, logits + (size_t)r0 * V, sc->buf, sc->lg,
+                                    (uint64_t)c * V * sizeof(float), err)) != SI_OK)
+            return rc;
+    }
+    return SI_OK;
+}
+
+static int forward_chunks(si_model *m, const si_batch *bt, float *logits, bool *touched,
+                          si_err *err)
+{
+    uint32_t out_row = 0;
+    for (uint32_t t0 = 0; t0 < bt->n; t0 += m->sc.cap) {
+        uint32_t T = bt->n - t0 < m->sc.cap ? bt->n - t0 : m->sc.cap;
+        sih_acts t;
+        int xf, rc;
+        sih_acts_init(m, T, &t);
+        rc = m->bops->upload(m->b, m->sc.buf, m->sc.ids, bt->tokens + t0,
+                             (uint64_t)T * sizeof(int32_t), err);
+        if (rc != SI_OK)
+            return rc;
+        size_t n = sih_plan_trunk(m, &t, bt->pos + t0, bt->seq + t0, &xf);
+        if ((rc = sih_plan_check(m, m->ops, m->op_layer, n, T, err)) != SI_OK)
+            return rc;
+        *touched = true;
+        if ((rc = run(m, m->ops, n, err)) != SI_OK)
+            return rc;
+        uint32_t n_out = 0;
+        for (uint32_t i = 0; i < T; i++)
+            if (bt->want_logits != NULL && bt->want_logits[t0 + i])
+                m->oids[n_out++] = (int32_t)i;
+        if (n_out > 0) {
+            rc = chunk_logits(m, &t.x[xf], n_out, logits + (size_t)out_row * m->hp.n_vocab, err);
+            if (rc != SI_OK)
+                return rc;
+            out_row += n_out;
+        }
+    }
+    return SI_OK;
+}
+
+int sih_forward(si_model *m, const si_batch *bt, float *logits, si_err *err)
+{
+    if (bt == NULL)
+        return si_err_set(err, SI_EINVAL, "forward: NULL batch");
+    if (bt->n == 0)
+        return SI_OK;
+    int rc = check_batch(m, bt, logits, err);
+    if (rc != SI_OK)
+        return rc;
+    if ((rc = sih_scratch_reserve(m, bt->n, err)) != SI_OK)
+        return rc;
+    bool touched = false;
+    rc = forward_chunks(m, bt, logits, &touched, err);
+    if (rc != SI_OK && !touched)
+        return rc;
+    for (uint32_t i = 0; i < bt->n; i++) {
+        uint32_t s = (uint32_t)bt->seq[i];
+        /* A step that failed after running ops may have advanced some
+         * layers' state but not others: the sequences of the batch are
+         * unusable until seq_reset. */
+        m->n_past[s] = rc == SI_OK ? (uint32_t)bt->pos[i] + 1 : UINT32_MAX;
+    }
+    return rc;
+}

@@ -1,0 +1,749 @@
+/* tests/models/check_models.c — the qwen35 and qwen36 model plugins, loaded
+ * with dlopen like the core does, running on the real cpu backend plugin.
+ *
+ *  - logits of tiny qwen35 / qwen35moe GGUFs against the independent
+ *    double-precision reference (ref_forward.c): relative error <= 1e-4
+ *    and identical top-1 at every position;
+ *  - batched prefill vs token by token, two sequences interleaved in one
+ *    batch vs each alone, seq_reset, chunked batches, bad batches;
+ *  - every load error path, and the accepted variants (per-layer
+ *    head_count_kv, MTP block, tied output, "ssm_dt", fused gate_up,
+ *    attention.recurrent_layers).
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sparkinfer/plugin.h>
+
+#include "config.h"
+#include "gguf.h"
+#include "host.h"
+#include "tiny.h"
+
+#define REL_TOL 1e-4
+
+/* ---- environment: host, cpu backend, both model plugins ---- */
+
+typedef struct env {
+    si_config       *cfg;
+    si_host          host;
+    void            *dl[3];
+    const si_plugin *cpu, *q35, *q36;
+    si_backend      *b;
+    si_backend_ref   be;
+    char             path[64];      /* the tiny GGUF of this test */
+    si_gguf         *g;
+    si_model        *m;
+    const struct si_model_ops *mops;
+} env;
+
+static const si_plugin *open_plugin(env *e, int slot, const char *rel)
+{
+    const char *top = getenv("SI_TOP_BUILDDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", top != NULL ? top : ".", rel);
+    e->dl[slot] = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(e->dl[slot] != NULL, "dlopen %s: %s", path, dlerror());
+    si_entry_fn entry = (si_entry_fn)(uintptr_t)dlsym(e->dl[slot], SI_ENTRY_SYMBOL);
+    ck_assert_msg(entry != NULL, "%s: no %s", path, SI_ENTRY_SYMBOL);
+    const si_plugin *p = entry(&e->host);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* `sets` are extra "section.key=value" overrides, NULL-terminated. */
+static void env_open(env *e, const char *const *sets)
+{
+    si_err err;
+    memset(e, 0, sizeof *e);
+    ck_assert_int_eq(si_config_new(&e->cfg, &err), SI_OK);
+    /* f32 KV so the reference comparison measures the math, not f16. */
+    ck_assert_msg(si_config_set(e->cfg, "runtime.kv_type=f32", &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(si_config_set(e->cfg, "runtime.threads=2", &err) == SI_OK, "%s", err.msg);
+    for (int i = 0; sets != NULL && sets[i] != NULL; i++)
+        ck_assert_msg(si_config_set(e->cfg, sets[i], &err) == SI_OK, "%s", err.msg);
+    si_host_init(&e->host, e->cfg);
+    e->cpu = open_plugin(e, 0, "backends/cpu/.libs/cpu.so");
+    e->q35 = open_plugin(e, 1, "models/qwen35/.libs/qwen35.so");
+    e->q36 = open_plugin(e, 2, "models/qwen36/.libs/qwen36.so");
+    ck_assert_int_eq(e->q35->kind, SI_KIND_MODEL);
+    ck_assert_str_eq(e->q35->name, "qwen35");
+    ck_assert_str_eq(e->q36->name, "qwen36");
+    ck_assert_ptr_null(e->q35->probe);
+    const struct si_backend_ops *bops = e->cpu->ops;
+    ck_assert_msg(bops->open(&e->host, "backend.cpu", &e->b, &err) == SI_OK, "%s", err.msg);
+    e->be = (si_backend_ref){ .ops = bops, .b = e->b, .name = "cpu" };
+    snprintf(e->path, sizeof e->path, "/tmp/si-models-XXXXXX");
+    int fd = mkstemp(e->path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
+static void env_close(env *e)
+{
+    if (e->m != NULL)
+        e->mops->unload(e->m);
+    si_gguf_close(e->g);
+    if (e->b != NULL)
+        ((const struct si_backend_ops *)e->cpu->ops)->close(e->b);
+    unlink(e->path);
+    for (int i = 0; i < 3; i++)
+        if (e->dl[i] != NULL)
+            dlclose(e->dl[i]);
+    si_config_free(e->cfg);
+}
+
+/* Writes the tiny GGUF of c and loads it through the plugin serving its
+ * arch; returns the load status with the message in err. */
+static int try_load(env *e, const tiny_cfg *c, uint32_t n_seq, uint32_t n_ctx, si_err *err)
+{
+    ck_assert_msg(tiny_write(c, e->path, err) == SI_OK, "tiny_write: %s", err->msg);
+    ck_assert_msg(si_gguf_open(e->path, &e->g, err) == SI_OK, "gguf: %s", err->msg);
+    const si_plugin *p = c->moe ? e->q36 : e->q35;
+    const si_plugin *other = c->moe ? e->q35 : e->q36;
+    e->mops = p->ops;
+    const struct si_model_ops *oops = other->ops;
+    ck_assert(oops->accepts(&e->host, e->g) == false);   /* the other family says no */
+    if (c->arch_override == NULL)
+        ck_assert(e->mops->accepts(&e->host, e->g));
+    err->msg[0] = '\0';
+    return e->mops->load(&e->host, e->g, &e->be, n_seq, n_ctx, &e->m, err);
+}
+
+static void load_ok(env *e, const tiny_cfg *c, uint32_t n_seq, uint32_t n_ctx)
+{
+    si_err err;
+    int rc = try_load(e, c, n_seq, n_ctx, &err);
+    ck_assert_msg(rc == SI_OK, "load: %s (%d)", err.msg, rc);
+    ck_assert_ptr_nonnull(e->m);
+}
+
+/* A cpu backend that refuses some ops, to test how the plugins report a
+ * backend's refusal: refuse_kind (any op of that kind) or refuse_type (a
+ * MATMUL whose weight has that type).  Test-only globals. */
+static bool (*real_supports)(const si_backend *, const si_op *);
+static int (*real_exec)(si_backend *, const si_op *, size_t, si_err *);
+static uint32_t refuse_kind, refuse_type = UINT32_MAX;
+static int64_t refuse_over_tokens = INT64_MAX;   /* refuse ops of more tokens */
+static bool fail_exec;                            /* exec fails once ops ran */
+static struct si_backend_ops picky_ops;
+
+static bool picky_supports(const si_backend *b, const si_op *op)
+{
+    if (op->kind == refuse_kind || op->dst.ne[1] > refuse_over_tokens)
+        return false;
+    if (op->kind == SI_OP_MATMUL && op->src[0] != NULL && op->src[0]->type == refuse_type)
+        return false;
+    return real_supports(b, op);
+}
+
+static int picky_exec(si_backend *b, const si_op *ops, size_t n, si_err *err)
+{
+    int rc = real_exec(b, ops, n, err);
+    if (rc == SI_OK && fail_exec)
+        rc = si_err_set(err, SI_EDEVICE, "injected device failure");
+    return rc;
+}
+
+static void make_picky(env *e, uint32_t kind, uint32_t type)
+{
+    picky_ops = *e->be.ops;
+    real_supports = picky_ops.supports;
+    real_exec = picky_ops.exec;
+    picky_ops.supports = picky_supports;
+    picky_ops.exec = picky_exec;
+    refuse_kind = kind;
+    refuse_type = type;
+    e->be.ops = &picky_ops;
+}
+
+/* Expects load to fail with `code` and a message containing `needle`. */
+static void load_fails_on(const tiny_cfg *c, uint32_t refuse_k, uint32_t refuse_t, int code,
+                          const char *needle)
+{
+    env e;
+    si_err err;
+    env_open(&e, NULL);
+    if (refuse_k != SI_OP_NONE || refuse_t != UINT32_MAX)
+        make_picky(&e, refuse_k, refuse_t);
+    int rc = try_load(&e, c, 1, 64, &err);
+    ck_assert_msg(rc == code, "load returned %d, %d expected (%s)", rc, code, err.msg);
+    ck_assert_ptr_null(e.m);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "message '%s' lacks '%s'", err.msg, needle);
+    printf("  load error as expected: %s\n", err.msg);
+    env_close(&e);
+}
+
+static void load_fails(const tiny_cfg *c, int code, const char *needle)
+{
+    load_fails_on(c, SI_OP_NONE, UINT32_MAX, code, needle);
+}
+
+static int32_t tok_at(uint32_t i, uint32_t salt, uint32_t V)
+{
+    uint32_t x = (i + 1) * 2654435761u ^ (salt * 40503u);
+    x ^= x >> 13;
+    return (int32_t)(x % V);
+}
+
+/* One forward of n tokens of sequence `seq` from position pos0; logits of
+ * every token into out[n*V] (or none when out is NULL). */
+static int fwd_seq(env *e, uint32_t seq, uint32_t pos0, const int32_t *toks, uint32_t n,
+                   float *out, si_err *err)
+{
+    int32_t *pos = malloc(n * sizeof *pos), *sq = malloc(n * sizeof *sq);
+    uint8_t *want = malloc(n);
+    ck_assert(pos && sq && want);
+    for (uint32_t i = 0; i < n; i++) {
+        pos[i] = (int32_t)(pos0 + i);
+        sq[i] = (int32_t)seq;
+        want[i] = out != NULL;
+    }
+    si_batch bt = { .n = n, .tokens = toks, .pos = pos, .seq = sq, .want_logits = want };
+    int rc = e->mops->forward(e->m, &bt, out, err);
+    free(pos);
+    free(sq);
+    free(want);
+    return rc;
+}
+
+typedef struct cmp {
+    double max_rel, max_abs;
+    uint32_t top1_diff;
+} cmp;
+
+static int argmax_f(const float *x, uint32_t n)
+{
+    int b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = (int)i;
+    return b;
+}
+
+static int argmax_d(const double *x, uint32_t n)
+{
+    int b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = (int)i;
+    return b;
+}
+
+/* Relative error of a position: max |got - ref| / max |ref|. */
+static void cmp_ref(cmp *c, const float *got, const double *ref, uint32_t V)
+{
+    double num = 0, den = 0;
+    for (uint32_t i = 0; i < V; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        num = d > num ? d : num;
+        den = fabs(ref[i]) > den ? fabs(ref[i]) : den;
+    }
+    double rel = num / (den > 1e-30 ? den : 1e-30);
+    c->max_rel = rel > c->max_rel ? rel : c->max_rel;
+    c->max_abs = num > c->max_abs ? num : c->max_abs;
+    c->top1_diff += argmax_f(got, V) != argmax_d(ref, V);
+}
+
+static void cmp_f(cmp *c, const float *a, const float *b, uint32_t V)
+{
+    for (uint32_t i = 0; i < V; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        c->max_abs = d > c->max_abs ? d : c->max_abs;
+    }
+    c->top1_diff += argmax_f(a, V) != argmax_f(b, V);
+}
+
+/* Loads c, feeds n tokens of one sequence in one batch (all logits) and
+ * compares every position with the reference. */
+static void check_against_reference(const tiny_cfg *c, const char *what, uint32_t n,
+                                    const char *const *sets)
+{
+    env e;
+    si_err err;
+    env_open(&e, sets);
+    load_ok(&e, c, 1, 256);
+    ref_model *rm = NULL;
+    ck_assert_msg(ref_load(c, e.path, &rm, &err) == SI_OK, "reference: %s", err.msg);
+    ref_seq *rs = ref_seq_new(rm, 256);
+    ck_assert_ptr_nonnull(rs);
+
+    int32_t *toks = malloc(n * sizeof *toks);
+    float *lg = malloc((size_t)n * c->V * sizeof *lg);
+    double *rl = malloc(c->V * sizeof *rl);
+    ck_assert(toks && lg && rl);
+    for (uint32_t i = 0; i < n; i++)
+        toks[i] = tok_at(i, 7, c->V);
+    int rc = fwd_seq(&e, 0, 0, toks, n, lg, &err);
+    ck_assert_msg(rc == SI_OK, "forward: %s", err.msg);
+    cmp r = { 0 };
+    for (uint32_t i = 0; i < n; i++) {
+        ref_step(rm, rs, toks[i], rl);
+        cmp_ref(&r, lg + (size_t)i * c->V, rl, c->V);
+    }
+    printf("  %-34s %3u positions: max rel err %.2e, max abs err %.2e, top-1 mismatches %u\n",
+           what, n, r.max_rel, r.max_abs, r.top1_diff);
+    ck_assert_msg(r.max_rel <= REL_TOL, "%s: max rel err %g > %g", what, r.max_rel, REL_TOL);
+    ck_assert_msg(r.top1_diff == 0, "%s: top-1 differs at %u positions", what, r.top1_diff);
+
+    si_model_info info = { .size = sizeof info };
+    e.mops->info(e.m, &info);
+    ck_assert_str_eq(info.arch, tiny_arch(c));
+    ck_assert_uint_eq(info.n_layer, c->n_layer);
+    ck_assert_uint_eq(info.n_vocab, c->V);
+    ck_assert_uint_eq(info.n_embd, c->H);
+    ck_assert_uint_eq(info.n_seq_max, 1);
+    ck_assert_uint_eq(info.n_ctx, 256);
+
+    free(toks);
+    free(lg);
+    free(rl);
+    ref_seq_free(rs);
+    ref_free(rm);
+    env_close(&e);
+}
+
+/* ---- logits against the reference ---- */
+
+START_TEST(test_dense_reference)
+{
+    tiny_cfg c = tiny_default(false);
+    /* 40 > 32 wanted rows: the output head runs in two logit chunks. */
+    check_against_reference(&c, "qwen35 tiny", 40, NULL);
+}
+END_TEST
+
+START_TEST(test_moe_reference)
+{
+    tiny_cfg c = tiny_default(true);
+    check_against_reference(&c, "qwen35moe tiny", 40, NULL);
+}
+END_TEST
+
+START_TEST(test_moe_fused_gate_up)
+{
+    tiny_cfg c = tiny_default(true);
+    c.fused_gate_up = true;
+    check_against_reference(&c, "qwen35moe fused gate_up", 16, NULL);
+}
+END_TEST
+
+START_TEST(test_yarn_reference)
+{
+    tiny_cfg c = tiny_default(false);
+    c.rope_base = 10000.0f;
+    c.yarn_factor = 4.0f;
+    c.yarn_orig_ctx = 32;
+    check_against_reference(&c, "qwen35 YaRN x4", 40, NULL);
+}
+END_TEST
+
+START_TEST(test_chunked_batch)
+{
+    /* n_batch 7: a 30-token batch runs in 5 chunks; the recurrent state and
+     * the KV cache carry across them. */
+    static const char *const sets[] = { "runtime.n_batch=7", NULL };
+    tiny_cfg c = tiny_default(_i == 1);
+    check_against_reference(&c, _i ? "qwen35moe n_batch 7" : "qwen35 n_batch 7", 30, sets);
+}
+END_TEST
+
+/* ---- variants that must load and compute the same function ---- */
+
+START_TEST(test_variants)
+{
+    tiny_cfg c = tiny_default(false);
+    const char *what = "";
+    switch (_i) {
+    case 0: c.head_kv_array = true; what = "per-layer head_count_kv"; break;
+    case 1: c.nextn = 1; what = "nextn 1 + MTP block skipped"; break;
+    case 2: c.tied = true; what = "tied output"; break;
+    case 3: c.dt_no_bias = true; what = "ssm_dt without .bias"; break;
+    case 4: c.recurrent_array = true; what = "attention.recurrent_layers"; break;
+    case 5: c = tiny_default(true); c.nextn = 1; c.head_kv_array = true; c.tied = true;
+            what = "moe: MTP + kv array + tied"; break;
+    default: ck_abort();
+    }
+    check_against_reference(&c, what, 12, NULL);
+}
+END_TEST
+
+/* ---- batching and sequences ---- */
+
+START_TEST(test_batch_vs_stepwise)
+{
+    env e;
+    si_err err;
+    tiny_cfg c = tiny_default(_i == 1);
+    const uint32_t n = 24, V = c.V;
+    env_open(&e, NULL);
+    load_ok(&e, &c, 2, 64);
+    int32_t toks[24];
+    float *a = malloc((size_t)n * V * sizeof *a), *b = malloc((size_t)n * V * sizeof *b);
+    ck_assert(a && b);
+    for (uint32_t i = 0; i < n; i++)
+        toks[i] = tok_at(i, 3, V);
+    ck_assert_msg(fwd_seq(&e, 0, 0, toks, n, a, &err) == SI_OK, "%s", err.msg);
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_msg(fwd_seq(&e, 1, i, toks + i, 1, b + (size_t)i * V, &err) == SI_OK, "%s", err.msg);
+    cmp r = { 0 };
+    for (uint32_t i = 0; i < n; i++)
+        cmp_f(&r, a + (size_t)i * V, b + (size_t)i * V, V);
+    printf("  %s batched prefill vs token by token: max abs diff %.2e, top-1 mismatches %u\n",
+           _i ? "qwen35moe" : "qwen35", r.max_abs, r.top1_diff);
+    ck_assert_uint_eq(r.top1_diff, 0);
+    ck_assert_msg(r.max_abs < 1e-4, "max abs diff %g", r.max_abs);
+    free(a);
+    free(b);
+    env_close(&e);
+}
+END_TEST
+
+/* Sequences A and B interleaved across three batches (A then B, B then A,
+ * then one decode token each) must equal each sequence run alone after a
+ * seq_reset, and a reset sequence must reproduce its first run. */
+START_TEST(test_two_sequences)
+{
+    env e;
+    si_err err;
+    tiny_cfg c = tiny_default(_i == 1);
+    const uint32_t V = c.V, nA = 13, nB = 10;
+    env_open(&e, NULL);
+    load_ok(&e, &c, 2, 64);
+    int32_t A[13], B[10];
+    for (uint32_t i = 0; i < nA; i++)
+        A[i] = tok_at(i, 11, V);
+    for (uint32_t i = 0; i < nB; i++)
+        B[i] = tok_at(i, 12, V);
+    float *la = calloc((size_t)nA * V, sizeof *la), *lb = calloc((size_t)nB * V, sizeof *lb);
+    float *sa = calloc((size_t)nA * V, sizeof *sa), *sb = calloc((size_t)nB * V, sizeof *sb);
+    float *out = calloc((size_t)(nA + nB) * V, sizeof *out);
+    ck_assert(la && lb && sa && sb && out);
+
+    /* batch 1: A[0..5) seq 0, B[0..4) seq 1 ; batch 2: B[4..9), A[5..12) ;
+     * batch 3: A[12], B[9] */
+    struct { uint32_t s, from, to; } parts[3][2] = {
+        { { 0, 0, 5 }, { 1, 0, 4 } },
+        { { 1, 4, 9 }, { 0, 5, 12 } },
+        { { 0, 12, 13 }, { 1, 9, 10 } },
+    };
+    for (int k = 0; k < 3; k++) {
+        int32_t tk[32], ps[32], sq[32];
+        uint8_t want[32];
+        uint32_t n = 0;
+        for (int j = 0; j < 2; j++)
+            for (uint32_t i = parts[k][j].from; i < parts[k][j].to; i++, n++) {
+                tk[n] = parts[k][j].s == 0 ? A[i] : B[i];
+                ps[n] = (int32_t)i;
+                sq[n] = (int32_t)parts[k][j].s;
+                want[n] = 1;
+            }
+        si_batch bt = { .n = n, .tokens = tk, .pos = ps, .seq = sq, .want_logits = want };
+        ck_assert_msg(e.mops->forward(e.m, &bt, out, &err) == SI_OK, "batch %d: %s", k, err.msg);
+        for (uint32_t r = 0; r < n; r++)
+            memcpy((sq[r] == 0 ? la : lb) + (size_t)ps[r] * V, out + (size_t)r * V, V * sizeof(float));
+    }
+
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 0, &err), SI_OK);
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 1, &err), SI_OK);
+    ck_assert_msg(fwd_seq(&e, 1, 0, B, nB, sb, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(fwd_seq(&e, 0, 0, A, nA, sa, &err) == SI_OK, "%s", err.msg);
+    cmp r = { 0 };
+    for (uint32_t i = 0; i < nA; i++)
+        cmp_f(&r, la + (size_t)i * V, sa + (size_t)i * V, V);
+    for (uint32_t i = 0; i < nB; i++)
+        cmp_f(&r, lb + (size_t)i * V, sb + (size_t)i * V, V);
+    printf("  %s two sequences interleaved vs alone: max abs diff %.2e, top-1 mismatches %u\n",
+           _i ? "qwen35moe" : "qwen35", r.max_abs, r.top1_diff);
+    ck_assert_uint_eq(r.top1_diff, 0);
+    ck_assert_msg(r.max_abs < 1e-4, "max abs diff %g", r.max_abs);
+
+    /* Reset A once more: the same prompt reproduces the same logits. */
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 0, &err), SI_OK);
+    ck_assert_msg(fwd_seq(&e, 0, 0, A, nA, la, &err) == SI_OK, "%s", err.msg);
+    cmp r2 = { 0 };
+    for (uint32_t i = 0; i < nA; i++)
+        cmp_f(&r2, la + (size_t)i * V, sa + (size_t)i * V, V);
+    ck_assert_msg(r2.max_abs < 1e-6, "after seq_reset: max abs diff %g", r2.max_abs);
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 2, &err), SI_ERANGE);
+
+    free(la); free(lb); free(sa); free(sb); free(out);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_bad_batches)
+{
+    env e;
+    si_err err;
+    tiny_cfg c = tiny_default(false);
+    env_open(&e, NULL);
+    load_ok(&e, &c, 2, 16);
+    int32_t tk[4] = { 1, 2, 3, 4 }, ps[4], sq[4];
+    uint8_t want[4] = { 1, 1, 1, 1 };
+    float out[4 * 128];
+    si_batch bt = { .n = 4, .tokens = tk, .pos = ps, .seq = sq, .want_logits = want };
+
+    /* sequence 0, 1, 0: not consecutive */
+    int32_t s1[4] = { 0, 1, 0, 1 }, p1[4] = { 0, 0, 1, 1 };
+    memcpy(sq, s1, sizeof sq);
+    memcpy(ps, p1, sizeof ps);
+    ck_assert_int_eq(e.mops->forward(e.m, &bt, out, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "consecutive") != NULL, "%s", err.msg);
+    /* a gap in positions */
+    int32_t s2[4] = { 0, 0, 0, 0 }, p2[4] = { 0, 1, 3, 4 };
+    memcpy(sq, s2, sizeof sq);
+    memcpy(ps, p2, sizeof ps);
+    ck_assert_int_eq(e.mops->forward(e.m, &bt, out, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "position 3 but 2 expected") != NULL, "%s", err.msg);
+    /* a token outside the vocabulary, a sequence not provisioned */
+    int32_t p3[4] = { 0, 1, 2, 3 };
+    memcpy(ps, p3, sizeof ps);
+    tk[2] = 128;
+    ck_assert_int_eq(e.mops->forward(e.m, &bt, out, &err), SI_ERANGE);
+    tk[2] = 3;
+    sq[0] = sq[1] = sq[2] = sq[3] = 2;
+    ck_assert_int_eq(e.mops->forward(e.m, &bt, out, &err), SI_ERANGE);
+    /* logits wanted but no buffer */
+    memcpy(sq, s2, sizeof sq);
+    ck_assert_int_eq(e.mops->forward(e.m, &bt, NULL, &err), SI_EINVAL);
+    /* rejected batches left the state alone: position 0 still comes next,
+     * and the context limit is enforced */
+    ck_assert_msg(e.mops->forward(e.m, &bt, out, &err) == SI_OK, "%s", err.msg);
+    int32_t big[16];
+    for (int i = 0; i < 16; i++)
+        big[i] = i;
+    ck_assert_int_eq(fwd_seq(&e, 0, 4, big, 13, NULL, &err), SI_ERANGE);
+    ck_assert_msg(strstr(err.msg, "beyond the context") != NULL, "%s", err.msg);
+    ck_assert_msg(fwd_seq(&e, 0, 4, big, 12, NULL, &err) == SI_OK, "%s", err.msg);
+    env_close(&e);
+}
+END_TEST
+
+/* A backend that refuses a batch shape at forward time: the refusal is
+ * reported before any op runs, so the sequence stays usable.  A failure
+ * while ops run leaves the sequence undefined until seq_reset. */
+START_TEST(test_forward_failures)
+{
+    env e;
+    si_err err;
+    tiny_cfg c = tiny_default(false);
+    int32_t toks[8] = { 5, 6, 7, 8, 9, 10, 11, 12 };
+    float lg[8 * 128];
+    env_open(&e, NULL);
+    make_picky(&e, SI_OP_NONE, UINT32_MAX);
+    refuse_over_tokens = 4;
+    load_ok(&e, &c, 1, 32);
+    ck_assert_int_eq(fwd_seq(&e, 0, 0, toks, 8, lg, &err), SI_EUNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "backend 'cpu' refuses op GET_ROWS of the embedding (8 tokens)") != NULL,
+                  "%s", err.msg);
+    ck_assert_msg(fwd_seq(&e, 0, 0, toks, 4, lg, &err) == SI_OK, "%s", err.msg);
+
+    fail_exec = true;
+    ck_assert_int_eq(fwd_seq(&e, 0, 4, toks + 4, 2, lg, &err), SI_EDEVICE);
+    fail_exec = false;
+    ck_assert_int_eq(fwd_seq(&e, 0, 6, toks + 6, 1, lg, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "reset it first") != NULL, "%s", err.msg);
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 0, &err), SI_OK);
+    ck_assert_msg(fwd_seq(&e, 0, 0, toks, 2, lg, &err) == SI_OK, "%s", err.msg);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- load errors ---- */
+
+START_TEST(test_err_missing_tensor)
+{
+    tiny_cfg c = tiny_default(false);
+    c.omit = "blk.3.attn_k.weight";
+    load_fails(&c, SI_ENOTFOUND, "blk.3.attn_k.weight: tensor missing (required by full-attention layer 3)");
+    c.omit = "blk.0.ssm_a";
+    load_fails(&c, SI_ENOTFOUND, "blk.0.ssm_a: tensor missing (required by GDN layer 0)");
+    c.omit = "output_norm.weight";
+    load_fails(&c, SI_ENOTFOUND, "output_norm.weight: tensor missing");
+    c = tiny_default(true);
+    c.omit = "blk.5.ffn_down_exps.weight";
+    load_fails(&c, SI_ENOTFOUND, "blk.5.ffn_down_exps.weight: tensor missing (required by layer 5 (MoE FFN))");
+    c.omit = "blk.2.ffn_up_shexp.weight";
+    load_fails(&c, SI_ENOTFOUND, "blk.2.ffn_up_shexp.weight: tensor missing");
+    c.omit = "blk.1.ssm_dt.bias";
+    load_fails(&c, SI_ENOTFOUND, "blk.1.ssm_dt.bias: tensor missing (nor blk.1.ssm_dt");
+}
+END_TEST
+
+START_TEST(test_err_wrong_shape)
+{
+    tiny_cfg c = tiny_default(false);
+    c.grow = "blk.3.attn_q.weight";
+    load_fails(&c, SI_EFORMAT, "blk.3.attn_q.weight: shape [64, 257] but [64, 256] expected "
+                               "(embedding_length 64, 2 * head_count 4 * key_length 32)");
+    c.grow = "blk.0.ssm_conv1d.weight";
+    load_fails(&c, SI_EFORMAT, "blk.0.ssm_conv1d.weight: shape [4, 129] but [4, 128] expected "
+                               "(conv_kernel 4, 2 * group_count 2 * state_size 16 + inner_size 64)");
+    c.grow = "token_embd.weight";   /* 129 rows: output.weight disagrees */
+    load_fails(&c, SI_EFORMAT, "output.weight: shape [64, 128] but [64, 129] expected");
+    c = tiny_default(true);
+    c.grow = "blk.4.ffn_gate_exps.weight";
+    load_fails(&c, SI_EFORMAT, "blk.4.ffn_gate_exps.weight: shape [64, 32, 9] but [64, 32, 8] expected");
+}
+END_TEST
+
+START_TEST(test_err_wrong_type)
+{
+    tiny_cfg c = tiny_default(false);
+    c.f16 = "blk.1.attn_norm.weight";
+    load_fails(&c, SI_EFORMAT, "blk.1.attn_norm.weight: type f16 but f32 required");
+    c.f16 = "blk.2.ssm_conv1d.weight";
+    load_fails(&c, SI_EFORMAT, "blk.2.ssm_conv1d.weight: type f16 but f32 required");
+    c.f16 = "blk.3.attn_k_norm.weight";
+    load_fails(&c, SI_EFORMAT, "blk.3.attn_k_norm.weight: type f16 but f32 required");
+}
+END_TEST
+
+START_TEST(test_err_metadata)
+{
+    tiny_cfg c = tiny_default(false);
+    c.bad_key = "ssm.inner_size";
+    c.bad_val = 60;
+    load_fails(&c, SI_EFORMAT, "qwen35.ssm.inner_size 60 but time_step_rank 4 * state_size 16 = 64");
+    c.bad_key = "attention.head_count";
+    c.bad_val = 8;   /* contradicts attn_q's rows */
+    load_fails(&c, SI_EFORMAT, "blk.3.attn_q.weight: shape [64, 256] but [64, 512] expected "
+                               "(embedding_length 64, 2 * head_count 8 * key_length 32)");
+    c.bad_key = "attention.value_length";
+    c.bad_val = 16;
+    load_fails(&c, SI_EFORMAT, "qwen35.attention.value_length 16 differs from key_length 32");
+    c.bad_key = "ssm.group_count";
+    c.bad_val = 3;
+    load_fails(&c, SI_EFORMAT, "qwen35.ssm.time_step_rank 4 is not a multiple of group_count 3");
+    c.bad_key = "block_count";
+    c.bad_val = 9;   /* claims a 9th layer that is not in the file */
+    load_fails(&c, SI_ENOTFOUND, "blk.8.attn_norm.weight: tensor missing");
+    c.bad_key = NULL;
+    c.omit_key = "ssm.conv_kernel";
+    load_fails(&c, SI_ENOTFOUND, "qwen35.ssm.conv_kernel: required key missing");
+    c = tiny_default(true);
+    c.bad_key = "expert_used_count";
+    c.bad_val = 9;
+    load_fails(&c, SI_ERANGE, "qwen35moe.expert_used_count 9 / expert_count 8");
+    c.bad_key = NULL;
+    c.arch_override = "qwen3next";
+    load_fails(&c, SI_EREFUSED, "general.architecture is not 'qwen35moe'");
+}
+END_TEST
+
+START_TEST(test_err_backend_refuses)
+{
+    tiny_cfg c = tiny_default(false);
+    c.weight_type = SI_TYPE_F16;
+    load_fails_on(&c, SI_OP_NONE, SI_TYPE_F16, SI_EUNSUPPORTED,
+                  "backend 'cpu' refuses op MATMUL of layer 0 (1 tokens) with weight "
+                  "blk.0.attn_qkv.weight of type f16");
+    c = tiny_default(false);
+    load_fails_on(&c, SI_OP_GDN, UINT32_MAX, SI_EUNSUPPORTED,
+                  "backend 'cpu' refuses op GDN of layer 0 (1 tokens)");
+    c = tiny_default(true);
+    load_fails_on(&c, SI_OP_MOE, UINT32_MAX, SI_EUNSUPPORTED,
+                  "backend 'cpu' refuses op MOE of layer 0 (1 tokens)");
+    load_fails_on(&c, SI_OP_ATTN, UINT32_MAX, SI_EUNSUPPORTED,
+                  "backend 'cpu' refuses op ATTN of layer 3 (1 tokens)");
+    c.tied = true;
+    c.f16 = "token_embd.weight";
+    load_fails_on(&c, SI_OP_NONE, SI_TYPE_F16, SI_EUNSUPPORTED,
+                  "backend 'cpu' refuses op MATMUL of the output head (1 tokens) with weight "
+                  "token_embd.weight (tied output) of type f16");
+}
+END_TEST
+
+/* Quantized weights (every matrix Q8_0 or F16) flow through weight_load
+ * unchanged: with the cpu backend's f32 reference matmul the logits still
+ * match the reference (which dequantizes the same blocks) to 1e-4. */
+START_TEST(test_quantized_weights)
+{
+    static const char *const ref_mm[] = { "backend.cpu.matmul=ref", NULL };
+    tiny_cfg c = tiny_default(_i >= 2);
+    c.weight_type = _i % 2 == 0 ? SI_TYPE_Q8_0 : SI_TYPE_F16;
+    char what[64];
+    snprintf(what, sizeof what, "%s %s weights", tiny_arch(&c), _i % 2 == 0 ? "q8_0" : "f16");
+    check_against_reference(&c, what, 12, ref_mm);
+}
+END_TEST
+
+/* Real third-party GGUFs of other architectures are declined by both
+ * plugins' accepts(), and load() refuses them too. */
+START_TEST(test_foreign_files)
+{
+    static const char *const files[] = {
+        "gguf/ollama/llama-2-tiny-random.gguf",
+        "gguf/llama.cpp-vocab/ggml-vocab-gpt-2.gguf",
+    };
+    const char *data = getenv("SI_SHARED_DATA");
+    ck_assert_msg(data != NULL, "SI_SHARED_DATA unset");
+    env e;
+    si_err err;
+    env_open(&e, NULL);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        si_gguf *g = NULL;
+        si_model *m = NULL;
+        snprintf(path, sizeof path, "%s/%s", data, files[i]);
+        ck_assert_msg(si_gguf_open(path, &g, &err) == SI_OK, "%s", err.msg);
+        const struct si_model_ops *o35 = e.q35->ops, *o36 = e.q36->ops;
+        ck_assert(!o35->accepts(&e.host, g));
+        ck_assert(!o36->accepts(&e.host, g));
+        ck_assert_int_eq(o35->load(&e.host, g, &e.be, 1, 16, &m, &err), SI_EREFUSED);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(err.msg, "general.architecture is not 'qwen35'") != NULL, "%s", err.msg);
+        si_gguf_close(g);
+    }
+    env_close(&e);
+}
+END_TEST
+
+static Suite *models_suite(void)
+{
+    Suite *s = suite_create("models");
+    TCase *t = tcase_create("reference");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, test_dense_reference);
+    tcase_add_test(t, test_moe_reference);
+    tcase_add_test(t, test_moe_fused_gate_up);
+    tcase_add_test(t, test_yarn_reference);
+    tcase_add_loop_test(t, test_chunked_batch, 0, 2);
+    tcase_add_loop_test(t, test_variants, 0, 6);
+    tcase_add_loop_test(t, test_quantized_weights, 0, 4);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("sequences");
+    tcase_set_timeout(t, 300);
+    tcase_add_loop_test(t, test_batch_vs_stepwise, 0, 2);
+    tcase_add_loop_test(t, test_two_sequences, 0, 2);
+    tcase_add_test(t, test_bad_batches);
+    tcase_add_test(t, test_forward_failures);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("load_errors");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_err_missing_tensor);
+    tcase_add_test(t, test_err_wrong_shape);
+    tcase_add_test(t, test_err_wrong_type);
+    tcase_add_test(t, test_err_metadata);
+    tcase_add_test(t, test_err_backend_refuses);
+    tcase_add_test(t, test_foreign_files);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(models_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
