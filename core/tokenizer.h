@@ -127,8 +127,9 @@ typedef struct si_detok {
 
 void si_detok_init(si_detok *d, const si_tokenizer *t, bool render_special);
 /* Writes the complete text that `id` finishes into out (not NUL-terminated)
- * and its length into *len.  SI_ERANGE for a bad id or when cap is smaller
- * than si_tokenizer_max_token_bytes() + 4 (then nothing is consumed). */
+ * and its length into *len.  SI_ERANGE for a bad id or when cap is too small
+ * for this token (nothing is consumed then); a cap of
+ * si_tokenizer_max_token_bytes() + 4 always suffices. */
 int  si_detok_push(si_detok *d, int32_t id, char *out, size_t cap, size_t *len, si_err *err);
 /* Emits the held-back bytes (at most 3; cap >= 4 always suffices). */
 void si_detok_flush(si_detok *d, char *out, size_t cap, size_t *len);

@@ -86,6 +86,11 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
 {
     if (h == NULL || out == NULL)
         return si_err_set(err, SI_EINVAL, "cpu: open: NULL argument");
+    /* Every host service used here exists since 1.0; a shorter table is
+     * not a host of this ABI. */
+    if (!SI_HAS_MEMBER(h, si_host, quant) || h->log == NULL || h->cfg_get == NULL || h->dequant == NULL ||
+        h->type_name == NULL)
+        return si_err_set(err, SI_EABI, "cpu: open: host table of %u bytes lacks services of ABI 1.0", h->size);
     if (section == NULL)
         section = "backend." CPU_NAME;
     int threads, mm, moe, kvt, simd, rc;

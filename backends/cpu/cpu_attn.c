@@ -152,13 +152,12 @@ static void append_task(void *ctx, int64_t t, int tid)
     store_row(jb->kv, jb->kv->v, base, v, hd * (int)p->n_head_kv);
 }
 
-static inline const float *load_row(const si_kv *kv, const uint8_t *base, size_t idx, float *tmp, int n)
+static inline const float *load_row(const si_kv *kv, const uint8_t *base, size_t idx, float *tmp, int n,
+                                    bool simd)
 {
     if (kv->type != SI_TYPE_F16)
         return (const float *)base + idx;
-    const uint16_t *s = (const uint16_t *)base + idx;
-    for (int i = 0; i < n; i++)
-        tmp[i] = cpu_f16_to_f32(s[i]);
+    cpu_decode_f32_simd(SI_TYPE_F16, base + 2 * idx, n, tmp, simd);
     return tmp;
 }
 
@@ -185,7 +184,7 @@ static void attend_task(void *ctx, int64_t task, int tid)
     const size_t step = (size_t)kv->d.n_head_kv * hd;
     float mx = -INFINITY;
     for (int32_t i = 0; i <= pos; i++) {
-        const float *kr = load_row(kv, kv->k, base + (size_t)i * step, tmp, hd);
+        const float *kr = load_row(kv, kv->k, base + (size_t)i * step, tmp, hd, jb->b->simd);
         score[i] = cpu_dot_f32(q, kr, hd, jb->b->simd) * scale;
         mx = score[i] > mx ? score[i] : mx;
     }
@@ -197,7 +196,7 @@ static void attend_task(void *ctx, int64_t task, int tid)
     for (int d = 0; d < hd; d++)
         acc[d] = 0.0f;
     for (int32_t i = 0; i <= pos; i++) {
-        const float *vr = load_row(kv, kv->v, base + (size_t)i * step, tmp, hd);
+        const float *vr = load_row(kv, kv->v, base + (size_t)i * step, tmp, hd, jb->b->simd);
         const float w = score[i];
         for (int d = 0; d < hd; d++)
             acc[d] += w * vr[d];

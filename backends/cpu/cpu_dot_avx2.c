@@ -79,8 +79,20 @@ AVX2 float cpu_dot_row8_avx2(const cpu_row8 *w, const cpu_q8 *a, int64_t row, in
     return acc;
 }
 
-/* Four activation rows against one weight row: the weight block and its
- * |w| are loaded once for all four (prefill is bound by these dots). */
+/* Four activation rows against one weight row: each weight block and its
+ * |w| are loaded once for all four (prefill is bound by these dots).  The
+ * arithmetic per row is exactly that of cpu_dot_row8_avx2 (same products,
+ * same two alternating accumulators, same order), so a token's result
+ * does not depend on how many tokens share its batch or expert group. */
+AVX2 static inline __m256i wabs(__m256i wv, bool nonneg) { return nonneg ? wv : _mm256_sign_epi8(wv, wv); }
+
+AVX2 static inline __m256 block_dot_w(__m256i wv, __m256i wa, const int8_t *xq, bool nonneg, __m256i ones)
+{
+    __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+    __m256i p16 = _mm256_maddubs_epi16(wa, nonneg ? xv : _mm256_sign_epi8(xv, wv));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+}
+
 AVX2 void cpu_dot_row8_x4_avx2(const cpu_row8 *w, const cpu_q8 *a, const int64_t rows[4], int64_t in, float out[4])
 {
     const int64_t nb = in / 32;
@@ -88,26 +100,33 @@ AVX2 void cpu_dot_row8_x4_avx2(const cpu_row8 *w, const cpu_q8 *a, const int64_t
     const bool nonneg = w->has_min;
     const int8_t *xq[4];
     const float *xd[4];
-    __m256 acc[4];
+    __m256 acc0[4], acc1[4];
     for (int t = 0; t < 4; t++) {
         xq[t] = a->q + rows[t] * in;
         xd[t] = a->d + rows[t] * nb;
-        acc[t] = _mm256_setzero_ps();
+        acc0[t] = acc1[t] = _mm256_setzero_ps();
     }
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(w->q + 32 * b));
-        __m256i wa = nonneg ? wv : _mm256_sign_epi8(wv, wv);
-        __m256 ws = _mm256_set_m128(_mm_set1_ps(w->d16[2 * b + 1]), _mm_set1_ps(w->d16[2 * b]));
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(w->q + 32 * b));
+        __m256i w1 = _mm256_loadu_si256((const __m256i *)(w->q + 32 * b + 32));
+        __m256i a0 = wabs(w0, nonneg), a1 = wabs(w1, nonneg);
         for (int t = 0; t < 4; t++) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b));
-            if (!nonneg)
-                xv = _mm256_sign_epi8(xv, wv);
-            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, xv), ones));
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(p, ws), _mm256_set1_ps(xd[t][b]), acc[t]);
+            __m256 p0 = block_dot_w(w0, a0, xq[t] + 32 * b, nonneg, ones);
+            __m256 p1 = block_dot_w(w1, a1, xq[t] + 32 * b + 32, nonneg, ones);
+            acc0[t] = _mm256_fmadd_ps(p0, block_scale(w->d16 + 2 * b, xd[t][b]), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(p1, block_scale(w->d16 + 2 * b + 2, xd[t][b + 1]), acc1[t]);
         }
     }
+    if (b < nb) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(w->q + 32 * b));
+        __m256i a0 = wabs(w0, nonneg);
+        for (int t = 0; t < 4; t++)
+            acc0[t] = _mm256_fmadd_ps(block_dot_w(w0, a0, xq[t] + 32 * b, nonneg, ones),
+                                      block_scale(w->d16 + 2 * b, xd[t][b]), acc0[t]);
+    }
     for (int t = 0; t < 4; t++) {
-        float s = hsum8(acc[t]);
+        float s = hsum8(_mm256_add_ps(acc0[t], acc1[t]));
         if (w->has_min) {
             const float *xs = a->s + rows[t] * nb;
             __m256 m = _mm256_setzero_ps();

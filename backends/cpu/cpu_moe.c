@@ -284,10 +284,15 @@ int cpu_moe_exec(si_backend *b, const si_op *op, si_err *err)
     const si_tensor *W[9];
     for (int i = 0; i < 9; i++)
         W[i] = op->src[i];
+    /* int8 rows of h when a weight that reads h (router, gate, up, the
+     * shared gate_inp/gate/up) takes the int8 path */
+    static const int reads_h[] = { 1, 2, 3, 5, 6, 7 };
     bool need_hq = false;
-    for (int i = 1; i < 9; i++)
-        if (W[i] != NULL && !b->mm_ref && cpu_type_path(W[i]->type) == CPU_PATH_Q8)
+    for (size_t i = 0; i < sizeof reads_h / sizeof reads_h[0]; i++) {
+        const si_tensor *t = W[reads_h[i]];
+        if (t != NULL && !b->mm_ref && cpu_type_path(t->type) == CPU_PATH_Q8)
             need_hq = true;
+    }
     const bool down_q8 = !b->mm_ref && cpu_type_path(W[4]->type) == CPU_PATH_Q8;
     const bool sdown_q8 = d->shared && !b->mm_ref && cpu_type_path(W[8]->type) == CPU_PATH_Q8;
 

@@ -116,12 +116,14 @@ static int write_arch_keys(si_gguf_writer *w, const char *arch, const si_hf_qwen
     SET(si_gguf_writer_set_u32(w, KEY("attention.value_length"), h->head_dim));
     SET(si_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), h->rms_eps));
     SET(si_gguf_writer_set_u32(w, KEY("rope.dimension_count"), h->n_rot));
-    SET(si_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), SI_GGUF_I32, h->rope_sections, 4));
+    SET(si_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), SI_GGUF_I32,
+                               h->rope_sections, 4));
     SET(si_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)h->rope_theta));
     if (h->yarn) {
         SET(si_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
         SET(si_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), h->yarn_factor));
-        SET(si_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), h->yarn_orig_ctx));
+        SET(si_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                                   h->yarn_orig_ctx));
         if (h->has_beta_fast)
             SET(si_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), h->yarn_beta_fast));
         if (h->has_beta_slow)
@@ -288,6 +290,29 @@ static int write_tensor(const cv_plan *p, const cv_tensor *t, si_gguf_writer *w,
     return rc;
 }
 
+static bool uses(const cv_tensor *t, const si_st_tensor *src)
+{
+    if (t->rows != CV_ROWS_PER_EXPERT)
+        return t->src == src;
+    for (int64_t e = 0; e < t->ne[2]; e++)
+        if (t->src_e[e] == src)
+            return true;
+    return false;
+}
+
+/* After tensor i is written its sources' pages are dropped, unless tensor
+ * i + 1 reads them too (ffn_up_exps after ffn_gate_exps from gate_up_proj). */
+static void release_sources(const cv_plan *p, size_t i)
+{
+    const cv_tensor *t = &p->t[i], *next = i + 1 < p->n ? &p->t[i + 1] : NULL;
+    int64_t n = t->rows == CV_ROWS_PER_EXPERT ? t->ne[2] : 1;
+    for (int64_t e = 0; e < n; e++) {
+        const si_st_tensor *src = t->rows == CV_ROWS_PER_EXPERT ? t->src_e[e] : t->src;
+        if (next == NULL || !uses(next, src))
+            si_st_release(p->st, src);
+    }
+}
+
 /* Source bytes read for t (for progress): its elements at the source's size. */
 static uint64_t src_bytes(const cv_tensor *t)
 {
@@ -352,6 +377,7 @@ static int run(const si_convert_opts *o, const char *part, si_convert_stats *st,
             goto out;
         uint64_t n_rows = (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
         uint64_t bytes = si_type_row_bytes(t->type, t->ne[0]) * n_rows;
+        release_sources(plan, i);
         st->n_tensors++;
         st->n_by_type[t->type]++;
         st->tensor_bytes += bytes;

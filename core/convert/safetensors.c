@@ -545,6 +545,19 @@ const char *si_st_file_path(const si_st_set *s, uint32_t file)
     return file < s->n_files ? s->files[file].path : "?";
 }
 
+void si_st_release(const si_st_set *s, const si_st_tensor *t)
+{
+    const st_file *f = t->file < s->n_files ? &s->files[t->file] : NULL;
+    if (f == NULL || f->map == NULL || t->n_bytes == 0)
+        return;
+    /* Whole pages inside [data, data + n_bytes) only: neighbours keep theirs. */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)t->data + t->n_bytes) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 uint64_t si_st_row_len(const si_st_tensor *t)
 {
     return t->ndim == 0 ? 1 : (uint64_t)t->shape[t->ndim - 1];

@@ -71,6 +71,11 @@ bool        si_st_dtype_convertible(uint32_t dtype);
 int si_st_read_rows(const si_st_set *s, const si_st_tensor *t, uint64_t row0,
                     uint64_t n_rows, float *dst, si_err *err);
 
+/* Drops the mapped pages of t's data from this process (they are re-read
+ * from the file if touched again), so converting a checkpoint larger than
+ * memory keeps the resident set near one tensor.  Advisory; never fails. */
+void si_st_release(const si_st_set *s, const si_st_tensor *t);
+
 /* Elements per row (shape[ndim-1], 1 for a scalar) and number of rows. */
 uint64_t si_st_row_len(const si_st_tensor *t);
 uint64_t si_st_n_rows(const si_st_tensor *t);

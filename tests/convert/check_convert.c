@@ -291,7 +291,8 @@ static void check_gdn_layer(const si_gguf *g, int il)
         int src = c < S_QK ? c : S_QK + VHEAD[v / S_DV] * S_DV + v % S_DV;
         for (int k = 0; k < S_CONV; k++)
             ck_assert_msg(at(t, (uint64_t)c * S_CONV + k) ==
-                          synth_value(hn, (uint64_t)src * S_CONV + k), "conv channel %d tap %d", c, k);
+                          synth_value(hn, (uint64_t)src * S_CONV + k),
+                          "conv channel %d tap %d", c, k);
     }
     t = tensor(g, G("ssm_dt.bias"), SI_TYPE_F32, 1, S_HV, 1, 1);
     H("dt_bias");
@@ -359,7 +360,8 @@ static void check_dense_metadata(const si_gguf *g)
     si_err err;
     ck_assert_int_eq(si_gguf_get_f32(g, "qwen35.rope.freq_base", &f, &err), SI_OK);
     ck_assert(f == 1e7f);
-    ck_assert_int_eq(si_gguf_get_f32(g, "qwen35.attention.layer_norm_rms_epsilon", &f, &err), SI_OK);
+    ck_assert_int_eq(si_gguf_get_f32(g, "qwen35.attention.layer_norm_rms_epsilon", &f, &err),
+                     SI_OK);
     ck_assert(f == 1e-6f);
     static const int32_t sections[4] = { 1, 1, 0, 0 };
     const si_gguf_value *v = si_gguf_get(g, "qwen35.rope.dimension_sections");
@@ -498,7 +500,8 @@ static void check_moe_layer(const si_gguf *g, int il)
 #define G(s) (snprintf(gn, sizeof gn, "blk.%d." s, il), gn)
 #define H(s) (snprintf(hn, sizeof hn, "layers.%d.mlp." s, il), hn)
     check_ident(g, G("ffn_gate_inp.weight"), H("gate.weight"), 2, S_H, S_E, 1, 0.0f);
-    const si_tensor_info *gate = tensor(g, G("ffn_gate_exps.weight"), SI_TYPE_F32, 3, S_H, S_FE, S_E);
+    const si_tensor_info *gate =
+        tensor(g, G("ffn_gate_exps.weight"), SI_TYPE_F32, 3, S_H, S_FE, S_E);
     const si_tensor_info *up = tensor(g, G("ffn_up_exps.weight"), SI_TYPE_F32, 3, S_H, S_FE, S_E);
     H("experts.gate_up_proj");
     for (int e = 0; e < S_E; e++)
@@ -705,7 +708,8 @@ START_TEST(test_tensor_errors)
     expect_fail(&c, "missing", "missing tensor", "model.layers.2.linear_attn.in_proj_z.weight");
     synth_cfg s = { .dtype = SI_ST_F32, .shards = 1,
                     .bad_shape = "layers.1.self_attn.k_proj.weight" };
-    expect_fail(&s, "shape", "model.layers.1.self_attn.k_proj.weight", "shape [3, 5], expected [32, 32]");
+    expect_fail(&s, "shape", "model.layers.1.self_attn.k_proj.weight",
+                "shape [3, 5], expected [32, 32]");
     synth_cfg d = { .dtype = SI_ST_F32, .shards = 1, .bad_dtype = "layers.0.linear_attn.A_log" };
     expect_fail(&d, "dtype", "model.layers.0.linear_attn.A_log", "dtype I64");
     synth_cfg x = { .dtype = SI_ST_F32, .shards = 1, .extra_tensor = "layers.0.mlp.bias" };
@@ -747,7 +751,8 @@ START_TEST(test_safetensors_errors)
     fclose(f);
     expect_st_fail("hlen.safetensors", "runs past the end");
     ck_assert(synth_write_single(path("off.safetensors"), NULL, NULL, NULL, 8,
-                                 "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}"));
+                                 "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],"
+                                 "\"data_offsets\":[0,16]}}"));
     expect_st_fail("off.safetensors", "beyond the end of the data section");
     ck_assert(synth_write_single(path("dt.safetensors"), "w", "Q9", "[2]", 8, NULL));
     expect_st_fail("dt.safetensors", "unknown dtype \"Q9\"");
@@ -758,7 +763,8 @@ START_TEST(test_safetensors_errors)
     ck_assert(synth_write_single(path("neg.safetensors"), "w", "F32", "[-1]", 0, NULL));
     expect_st_fail("neg.safetensors", "shape[0]");
     ck_assert(synth_write_single(path("offs.safetensors"), NULL, NULL, NULL, 8,
-                                 "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}"));
+                                 "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                 "\"data_offsets\":[8,4]}}"));
     expect_st_fail("offs.safetensors", "end before begin");
 
     /* Recognised but unconvertible dtypes are refused when read. */
@@ -810,7 +816,8 @@ START_TEST(test_safetensors_read)
     float row[2 * S_CONV];
     ck_assert_int_eq(si_st_read_rows(s, t, 7, 2, row, &err), SI_OK);
     for (int i = 0; i < 2 * S_CONV; i++)
-        ck_assert(row[i] == synth_value("layers.0.linear_attn.conv1d.weight", 7 * S_CONV + (uint64_t)i));
+        ck_assert(row[i] ==
+                  synth_value("layers.0.linear_attn.conv1d.weight", 7 * S_CONV + (uint64_t)i));
     ck_assert_int_eq(si_st_read_rows(s, t, S_CDIM - 1, 2, row, &err), SI_ERANGE);
     ck_assert_ptr_null(si_st_find(s, "model.nothing"));
     for (size_t i = 1; i < si_st_count(s); i++)

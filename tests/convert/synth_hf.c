@@ -437,7 +437,8 @@ static bool write_tokenizer(const char *dir)
               "{\"id\":262,\"content\":\"<|im_end|>\",\"special\":true},"
               "{\"id\":263,\"content\":\"<think>\",\"special\":false}],"
               "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
-              "\"pattern\":{\"Regex\":\"(?i:'s|'t)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|"
+              "\"pattern\":{\"Regex\":\"(?i:'s|'t)|"
+              "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|"
               "\\\\p{N}\"},\"behavior\":\"Isolated\"}]},"
               "\"model\":{\"type\":\"BPE\",\"vocab\":{");
     for (int i = 0; i < 260; i++)
@@ -448,7 +449,8 @@ static bool write_tokenizer(const char *dir)
     ok = ok && write_text(dir, "tokenizer_config.json",
                           "{\"add_bos_token\": false, \"bos_token\": null,\n"
                           " \"eos_token\": \"<|im_end|>\", \"pad_token\": \"<|endoftext|>\",\n"
-                          " \"chat_template\": \"{% for m in messages %}{{ m.content }}{% endfor %}\"}\n");
+                          " \"chat_template\": "
+                          "\"{% for m in messages %}{{ m.content }}{% endfor %}\"}\n");
     return ok;
 }
 

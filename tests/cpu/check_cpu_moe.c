@@ -195,8 +195,23 @@ static void moe_case(const mcfg *c, bool fast_vs_double)
         dg[i] = og[i];
     ct_expect_close("MOE per_token vs grouped", op, dg, NULL, N, 0, 1e-6);
     ct_expect_close("MOE ref path vs double reference", orf, want, NULL, N, 1e-5 * mx, 1e-4);
-    if (fast_vs_double)
-        ct_expect_close("MOE fast path vs double reference", og, want, NULL, N, 0.02 * mx, 0.02);
+    if (fast_vs_double) {
+        /* The int8 activations (h, and the heavy-tailed SwiGLU outputs
+         * whose block maximum sets the step) leave ~1-2% rms error; the
+         * kernels themselves are checked exactly in check_cpu_ops.  A wrong
+         * expert, weight or gate moves a token by tens of percent. */
+        ct_expect_close("MOE fast path vs double reference", og, want, NULL, N, 0.1 * mx, 0.05);
+        for (int t = 0; t < c->n; t++) {
+            double se = 0, sw = 0;
+            for (int i = 0; i < c->H; i++) {
+                double e = og[(size_t)t * c->H + i] - want[(size_t)t * c->H + i];
+                se += e * e;
+                sw += want[(size_t)t * c->H + i] * want[(size_t)t * c->H + i];
+            }
+            ck_assert_msg(sqrt(se) <= 0.06 * sqrt(sw), "MOE fast path: token %d rms error %.3g of its rms %.3g (seed %llu)",
+                          t, sqrt(se / c->H), sqrt(sw / c->H), (unsigned long long)ct_seed());
+        }
+    }
     ct_close(&bg);
     ct_close(&bp);
     ct_close(&br);

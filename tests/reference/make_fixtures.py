@@ -83,7 +83,9 @@ except ImportError as e:  # pragma: no cover
 # --------------------------------------------------------------------------
 # The fixtures.  All hidden 64; n_pos positions each.
 #   dense_a  f32 storage, 8 layers (full every 4th), GQA 2, Hk 2 < Hv 4 (R 2)
-#   dense_b  bf16, 4 layers (full every 2nd), GQA 4, R 3, tied embeddings,
+#   dense_b  bf16, 4 layers (full every 2nd), GQA 4, R 3, tied embeddings
+#            (embedding std 0.3: with 1.0 every position predicts its own
+#            input token, with 0.1 Q8_0 noise is amplified ~8x more),
 #            intermediate 256 (so Q4_K_M uses K-quants on ffn_down)
 #   moe_a    bf16, 8 layers (full every 4th), 8 experts top-2, GQA 4 (1 KV head)
 #   moe_b    bf16, 6 layers with an irregular layer_types pattern, 12 experts
@@ -97,7 +99,7 @@ FIXTURES = [
     dict(name="dense_b", moe=False, storage="bfloat16", seed=23, layers=4,
          layer_types=None, interval=2, heads=8, kv_heads=2, head_dim=32, prf=0.25,
          mrope=[2, 1, 1], intermediate=256, lin_k_heads=2, lin_v_heads=6, lin_dim=16,
-         vocab=512, tok_target=440, tie=True),
+         vocab=512, tok_target=440, tie=True, embed_std=0.3),
     dict(name="moe_a", moe=True, storage="bfloat16", seed=37, layers=8,
          layer_types=None, interval=4, heads=4, kv_heads=1, head_dim=32, prf=0.25,
          mrope=[2, 1, 1], experts=8, top_k=2, moe_inter=16, shared_inter=32,
@@ -330,12 +332,12 @@ def init_weights(model, fx, gen):
         elif name.endswith("norm.weight") or name.endswith("layernorm.weight"):
             v = normal(0.1)           # HF computes (1 + w)
         elif name.endswith("embed_tokens.weight"):
-            # Tied: the LM head is this matrix, and a large embedding would
-            # make every position predict its own input token with a
-            # saturated softmax (logit ||e||^2 vs ~||e|| for the others),
-            # which no top-1 or KL check can see through.  Small embeddings
-            # let the layers dominate the residual stream.
-            v = normal(0.05 if fx["tie"] else 1.0)
+            # With tied embeddings the LM head is this matrix: a large scale
+            # makes positions predict their own input token (logit ~||e||^2
+            # against ~||e|| for the others), a tiny one leaves the residual
+            # stream to the layers alone and the model chaotic (quantisation
+            # noise amplified many times).  embed_std picks the middle.
+            v = normal(fx.get("embed_std", 1.0))
         elif name.endswith("lm_head.weight"):
             v = normal(2.5 / math.sqrt(H))
         elif name.endswith("mlp.gate.weight"):
@@ -411,6 +413,54 @@ def logits_step(model, ids):
             past = out.past_key_values
             rows.append(out.logits[0, -1].float().cpu().numpy())
     return np.stack(rows)
+
+
+def fake_q8_0(model):
+    """Rounds the weights a Q8_0 GGUF would quantise as ggml does (blocks of
+    32 along rows, scale amax/127 stored as f16); others to f16 when their
+    rows are not a multiple of 32.  Norms, conv taps and routers stay."""
+    keep = ("norm.weight", "layernorm.weight", "conv1d.weight", "mlp.gate.weight",
+            "shared_expert_gate.weight", "A_log", "dt_bias")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() < 2 or name.endswith(keep):
+                continue
+            if p.shape[-1] % 32 != 0:
+                p.copy_(p.half().float())
+                continue
+            b = p.reshape(-1, 32)
+            d = (b.abs().amax(dim=1, keepdim=True) / 127.0).half().float()
+            q = torch.where(d > 0, torch.round(b / torch.where(d > 0, d, torch.ones_like(d))),
+                            torch.zeros_like(b)).clamp(-127, 127)
+            p.copy_((q * d).reshape(p.shape))
+
+
+def decisive_agreement(got, ref, threshold=0.1):
+    """Top-1 agreement over positions whose reference top-2 gap is at least
+    `threshold` standard deviations of the reference logits (the metric of
+    check_fixtures.c)."""
+    top = np.sort(ref, axis=-1)
+    gap = (top[:, -1] - top[:, -2]) / ref.std(axis=-1)
+    dec = gap >= threshold
+    same = got.argmax(-1) == ref.argmax(-1)
+    return int((same & dec).sum()), int(dec.sum()), int(same.sum())
+
+
+def quant_probe(mcls, hf_dir, ids, full):
+    """How sensitive the fixture is to Q8_0 rounding (reported, not gated)."""
+    m = load_f32(mcls, hf_dir).eval()
+    fake_q8_0(m)
+    q = logits_full(m, ids)
+    ds, dn, same = decisive_agreement(q, full)
+    p = np.exp(full - full.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    lq = q - q.max(-1, keepdims=True)
+    lq -= np.log(np.exp(lq).sum(-1, keepdims=True))
+    lp = np.log(p)
+    kl = float((p * (lp - lq)).sum(-1).mean())
+    copy = float((full.argmax(-1) == ids[0].numpy()).mean())
+    return {"rel_err": rel_err(q, full), "top1_decisive": [ds, dn], "top1_all": same,
+            "kl": kl, "predicts_own_input": copy}
 
 
 def min_margin(logits):
@@ -529,7 +579,8 @@ def make_fixture(fx, classes, out_root):
         fs_err = rel_err(step, full)
         m_full, m_step = min_margin(full), min_margin(step)
         r_gap = router_margin(ref, ids, fx["top_k"]) if fx["moe"] else None
-        say("  seed %d: params %d, |full - step| rel %.3g, top-1 margin full %.3g step %.3g%s"
+        say("  seed %d: %d parameter tensors, |full - step| rel %.3g, "
+            "top-1 margin full %.3g step %.3g%s"
             % (seed, n_params, fs_err, m_full, m_step,
                "" if r_gap is None else ", router gap %.3g" % r_gap))
         if not np.isfinite(full).all() or not np.isfinite(step).all():
@@ -543,6 +594,12 @@ def make_fixture(fx, classes, out_root):
         say("  margins too small for an unambiguous reference; next seed")
     else:
         die("%s: no seed in %d tries gave the required margins" % (name, SEED_TRIES))
+
+    probe = quant_probe(mcls, hf_dir, ids, full)
+    say("  fake q8_0 probe: rel err %.3g, top-1 %d/%d decisive (%d/%d all), KL %.3g, "
+        "argmax = own input token at %.0f%% of positions"
+        % (probe["rel_err"], probe["top1_decisive"][0], probe["top1_decisive"][1],
+           probe["top1_all"], N_POS, probe["kl"], 100 * probe["predicts_own_input"]))
 
     keys, dtypes = safetensors_summary(hf_dir)
     fused = any(k.endswith("mlp.experts.gate_up_proj") for k in keys)
@@ -574,7 +631,7 @@ def make_fixture(fx, classes, out_root):
         "prompt_tokens": len(prompt_ids),
         "layer_types": layer_types,
         "fixture": {k: v for k, v in fx.items() if k != "name"},
-        "parameters": n_params,
+        "parameter_tensors": n_params,
         "safetensors_tensors": len(keys),
         "safetensors_dtypes": dtypes,
         "experts_format": experts_format,
@@ -583,6 +640,7 @@ def make_fixture(fx, classes, out_root):
             "min_top1_margin_rel_full": m_full,
             "min_top1_margin_rel_step": m_step,
             "min_router_gap": r_gap,
+            "fake_q8_0_probe": probe,
         },
         "versions": {
             "python": platform.python_version(),
