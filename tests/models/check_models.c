@@ -678,12 +678,13 @@ END_TEST
  * plugins' accepts(), and load() refuses them too. */
 START_TEST(test_foreign_files)
 {
+    /* Committed copies (tests/data/gguf), so a fresh clone has them. */
     static const char *const files[] = {
-        "gguf/ollama/llama-2-tiny-random.gguf",
-        "gguf/llama.cpp-vocab/ggml-vocab-gpt-2.gguf",
+        "tests/data/gguf/llama-2-tiny-random.gguf",
+        "tests/data/gguf/ggml-vocab-gpt-2.gguf",
     };
-    const char *data = getenv("SI_SHARED_DATA");
-    ck_assert_msg(data != NULL, "SI_SHARED_DATA unset");
+    const char *data = getenv("SI_TOP_SRCDIR");
+    ck_assert_msg(data != NULL, "SI_TOP_SRCDIR unset");
     env e;
     si_err err;
     env_open(&e, NULL);
