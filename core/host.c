@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "quant.h"
@@ -90,6 +92,30 @@ static uint32_t host_block_bytes(uint32_t type)
     return t ? t->block_bytes : 0;
 }
 
+/* Draws "\rloading X: 42% (1.9 / 4.6 GiB)" on a terminal, at most ~10
+ * times a second; nothing at all when stderr is not a terminal. */
+static void host_progress(const si_host *h, const char *what, uint64_t done, uint64_t total)
+{
+    (void)h;
+    static int tty = -1;
+    static double last;
+    if (tty < 0)
+        tty = isatty(STDERR_FILENO);
+    if (!tty || total == 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    bool end = done >= total;
+    if (!end && now - last < 0.1)
+        return;
+    last = now;
+    fprintf(stderr, "\rloading %s: %3.0f%% (%.2f / %.2f GiB)%s", what ? what : "",
+            100.0 * (double)done / (double)total, (double)done / 1073741824.0,
+            (double)total / 1073741824.0, end ? "\n" : "");
+    fflush(stderr);
+}
+
 void si_host_init(si_host *h, const si_config *cfg)
 {
     memset(h, 0, sizeof *h);
@@ -112,6 +138,7 @@ void si_host_init(si_host *h, const si_config *cfg)
     h->type_name = si_type_name;
     h->dequant = si_dequant;
     h->quant = si_quant;
+    h->progress = host_progress;
 
     if (cfg != NULL) {
         static const char *const names[] = { "error", "warn", "info", "debug" };

@@ -394,12 +394,18 @@ int sih_weights_load(si_model *m, const si_gguf *g, si_err *err)
         goto done;
     }
     m->cap_owned = (uint32_t)v.n;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, total = 0;
+    for (size_t i = 0; i < v.n; i++)
+        total += m->weights[i].ti->nbytes;
+    bool progress = SI_HAS_MEMBER(m->host, si_host, progress) && m->host->progress != NULL;
+    const char *what = m->host->gguf_path(g);
     for (size_t i = 0; i < v.n; i++) {
         rc = upload_one(m, m->weights[i].ti, m->weights[i].dst, err);
         if (rc != SI_OK)
             goto done;
         bytes += m->weights[i].ti->nbytes;
+        if (progress)
+            m->host->progress(m->host, what, bytes, total);
     }
     if (m->tied)
         m->output = m->tok_embd;   /* same buffer; owned once */

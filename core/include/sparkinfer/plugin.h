@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define SI_ABI_MAJOR 1   /* exact match required; bump on any incompatible change */
-#define SI_ABI_MINOR 0   /* bump when a member is appended to any table below     */
+#define SI_ABI_MINOR 1   /* bump when a member is appended to any table below     */
 #define SI_ENTRY_SYMBOL "si_plugin_entry"
 
 #if defined(__GNUC__)
@@ -127,6 +127,12 @@ struct si_host {
     int (*dequant)(uint32_t type, const void *src, float *dst, int64_t n, si_err *err);
     /* Reference quantisation; SI_EUNSUPPORTED for types without one. */
     int (*quant)(uint32_t type, const float *src, void *dst, int64_t n, si_err *err);
+
+    /* since 1.1 — Progress of long work (weight upload): `done` of `total`
+     * units (bytes) of `what`.  The core draws it on a terminal and stays
+     * silent otherwise.  Call with done == total once at the end.  Check
+     * SI_HAS_MEMBER(h, si_host, progress) before use. */
+    void (*progress)(const si_host *h, const char *what, uint64_t done, uint64_t total);
     /* new members are appended here, and only here */
 };
 
