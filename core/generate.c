@@ -38,7 +38,7 @@ int si_prefill(si_engine *e, uint32_t seq, uint32_t pos0, const int32_t *tokens,
         for (uint32_t i = 0; i < m; i++) {
             pos[i] = (int32_t)(pos0 + done + i);
             sq[i] = (int32_t)seq;
-            w[i] = want ? want[done + i] : 1;
+            w[i] = logits == NULL ? 0 : want ? want[done + i] : 1;
             n_want += w[i] != 0;
         }
         si_batch b = { .n = m, .tokens = tokens + done, .pos = pos, .seq = sq, .want_logits = w };

@@ -41,7 +41,7 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
 /* Runs tokens [0, n) of one sequence through the model in chunks of
  * n_batch starting at pos0; writes the logits of tokens whose want[i] is
  * set (all when want is NULL) in order into logits (caller-owned,
- * count * n_vocab floats). */
+ * count * n_vocab floats); no logits at all when logits is NULL. */
 int si_prefill(si_engine *e, uint32_t seq, uint32_t pos0, const int32_t *tokens, uint32_t n,
                uint32_t n_batch, const uint8_t *want, float *logits, si_err *err);
 

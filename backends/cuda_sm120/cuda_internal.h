@@ -1,9 +1,26 @@
-/* backends/cuda_sm120/cuda_internal.h — shared between the C ops table and
- * the .cu translation units.  Only plain C types cross this header. */
+/* backends/cuda_sm120/cuda_internal.h — shared between the C side of the
+ * plugin (cuda_sm120.c: objects and memory; cuda_ops.c: checks and op
+ * dispatch) and the .cu translation units (kernels and their launchers).
+ * Only plain C types cross this header; every launcher enqueues on the
+ * given stream and returns 0 or a cudaError_t value (never aborts).
+ *
+ * Layout of the plugin, one concern per file:
+ *   cuda_sm120.c    descriptor, probe, open/close, buffers, KV cache, sync
+ *   cuda_ops.c      supports()/exec(): shape checks (same rules as the cpu
+ *                   backend), host-side validation, workspace, launches
+ *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
+ *   cuda_matmul.cu  GEMV-style MATMUL (also the expert products of MOE)
+ *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
+ *   cuda_attn.cu    RoPE table, K/V append, causal GQA attention
+ *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm
+ *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
+ */
 #ifndef SI_CUDA_INTERNAL_H
 #define SI_CUDA_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,6 +32,101 @@ extern "C" {
  * missing SM target would otherwise surface later, at the first real
  * kernel, as "no kernel image is available"). */
 int si_cuda_selftest_launch(unsigned *dev, int n);
+
+/* Weight types the kernels decode (cuda_quant.cuh). */
+bool si_cu_type_ok(uint32_t type);
+
+/* ---- MATMUL core -------------------------------------------------------
+ * For every column j in [0, ncols) and weight row r in [0, rows):
+ *   y[j*y_stride + r] = W_e[r] . x[(j / x_div)*x_stride + 0..in)
+ * where W_e = w + e*expert_bytes, e = expert ? expert[j] : 0. */
+typedef struct cu_mm {
+    const uint8_t *w;            /* device: row 0 of expert 0              */
+    uint32_t       type;
+    int64_t        in, rows;
+    uint64_t       row_bytes, expert_bytes;
+    const int32_t *expert;       /* device [ncols] or NULL                 */
+    const float   *x;            /* device                                 */
+    int64_t        x_stride;     /* floats                                 */
+    int64_t        x_div;        /* >= 1                                   */
+    float         *y;            /* device                                 */
+    int64_t        y_stride;     /* floats                                 */
+    int64_t        ncols;
+} cu_mm;
+
+int si_cu_matmul(const cu_mm *mm, void *stream);
+
+/* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
+typedef struct cu_rows {
+    uint8_t *p;                  /* device, first element                  */
+    int64_t  ne1, ne2;           /* to split a flat row index              */
+    uint64_t nb1, nb2, nb3;      /* byte strides                           */
+} cu_rows;
+
+/* dst rows = decoded rows ids[i] of the table (row_bytes apart). */
+int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, const int32_t *ids,
+                   uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
+                   void *stream);
+/* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU. */
+int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
+               int64_t nrows, float eps, void *stream);
+
+/* ---- ATTN --------------------------------------------------------------- */
+typedef struct cu_attn {
+    const float *qg, *k, *v;     /* [*, n] activations                     */
+    uint64_t     qg_stride, k_stride, v_stride, dst_stride;   /* floats    */
+    const float *q_norm, *k_norm;/* [hd] or NULL                           */
+    float       *dst;
+    int          n_head, n_head_kv, head_dim, n_rot;
+    float        eps, rope_base, yarn_factor;
+    uint32_t     yarn_orig_ctx;
+    int64_t      n;
+    const int32_t *pos, *seq;    /* device [n]                             */
+    float       *rope;           /* device workspace [n][n_rot]            */
+    void        *kc, *vc;        /* device: this layer's K and V           */
+    bool         f16;            /* cache element type                     */
+    uint32_t     n_ctx;          /* cache: [seq][ctx][kv_head][head_dim]   */
+} cu_attn;
+
+int si_cu_attn(const cu_attn *a, void *stream);
+
+/* ---- GDN ---------------------------------------------------------------- */
+typedef struct cu_gdn_run {
+    int64_t  t0, len;
+    uint64_t state_off;          /* bytes into the state buffer            */
+} cu_gdn_run;
+
+typedef struct cu_gdn {
+    const float *u, *z, *b, *a;  /* activations                            */
+    uint64_t     u_stride, z_stride, b_stride, a_stride, dst_stride;   /* floats */
+    const float *conv_w;         /* [conv_dim][conv_k]                     */
+    uint64_t     conv_w_stride;  /* floats per channel row                 */
+    const float *ssm_a, *dt_bias, *norm_w;
+    float       *dst;
+    uint8_t     *state;          /* device state buffer                    */
+    const cu_gdn_run *runs;      /* device [n_runs]                        */
+    int64_t      n_runs, n, conv_dim;
+    int          n_k_head, n_v_head, dk, dv, conv_k;
+    float        eps;
+    float       *y;              /* device workspace [n][conv_dim]         */
+} cu_gdn;
+
+int si_cu_gdn(const cu_gdn *g, void *stream);
+
+/* ---- MOE pieces ---------------------------------------------------------- */
+/* Per token: softmax of logits[t][0..E), top-K (ties: lower index),
+ * renormalised weights (denominator clamped to >= 6.103515625e-5). */
+int si_cu_moe_route(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts,
+                    void *stream);
+/* g[r][i] = silu(g[r][i]) * u[r][i] for rows r of F (u_stride floats apart). */
+int si_cu_swiglu_rows(float *g, uint64_t g_stride, const float *u, uint64_t u_stride, int64_t rows,
+                      int64_t F, void *stream);
+/* dst[t] = sum_k wts[t][k] * y[t*K+k] + (shared ? sigmoid(gamma[t]) * ys[t] : 0). */
+int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y, const float *wts,
+                      const float *ys, const float *gamma, int64_t n, int K, int64_t H, void *stream);
+
+/* A cudaError_t as text (for the C side, which has no cuda_runtime.h). */
+const char *si_cu_errstr(int e);
 
 #ifdef __cplusplus
 }

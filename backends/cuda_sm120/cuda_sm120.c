@@ -1,30 +1,22 @@
-/* backends/cuda_sm120/cuda_sm120.c — the CUDA backend's descriptor, probe
- * and memory ops.
+/* backends/cuda_sm120/cuda_sm120.c — the CUDA backend's descriptor, probe,
+ * open/close, device memory, weights, the KV cache and sync.  The compute
+ * ops (supports/exec) are in cuda_ops.c, the kernels in the .cu files.
  *
- * State of this plugin: device selection, the launch self-test, device
- * memory and host<->device copies are real.  The compute ops (quantised
- * GEMV, paged KV attention, GDN, MoE) are the work of the CUDA backend
- * issue; until they land, supports() answers false for every op and
- * kv_create refuses, so the core reports "cuda_sm120 does not support …"
- * instead of computing garbage.  FIXME(issue 5): compute ops. */
+ * Knobs ([backend.cuda_sm120], read with host->cfg_get):
+ *   device  = N           CUDA device index (default 0)
+ *   kv_type = f16 | f32   KV cache element type (default f16)
+ *
+ * Weights are uploaded as-is in their GGUF type; the kernels decode
+ * F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K in registers (cuda_quant.cuh).  Every
+ * op of one exec is enqueued on one stream; sync waits for it.  The KV
+ * cache is a dense device array per layer ([seq][ctx][kv_head][head_dim]);
+ * a paged int8 cache is the follow-up. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-#include <sparkinfer/plugin.h>
-
+#include "cuda_backend.h"
 #include "cuda_internal.h"
-
-struct si_backend {
-    const si_host *host;
-    int            device;
-    char           device_name[256];
-};
-
-struct si_buf {
-    void    *dev;
-    uint64_t nbytes;
-};
 
 /* Compute capabilities this fatbin is built for: 9.x (H100/H200, the test
  * GPUs) and 12.x (RTX 5090, the target the backend is named for). */
@@ -53,8 +45,27 @@ static int cuda_probe(const si_host *h, si_err *err)
                       p0.name, p0.major, p0.minor);
 }
 
+static void cuda_close(si_backend *b)
+{
+    if (b == NULL)
+        return;
+    if (b->stream != NULL) {
+        cudaStreamSynchronize(b->stream);
+        cudaStreamDestroy(b->stream);
+    }
+    cudaFree(b->ws);
+    free(b->ids_host);
+    free(b);
+}
+
 static int cuda_open(const si_host *h, const char *section, si_backend **out, si_err *err)
 {
+    if (h == NULL || out == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": open: NULL argument");
+    if (!SI_HAS_MEMBER(h, si_host, quant) || h->log == NULL || h->cfg_get == NULL || h->type_name == NULL)
+        return si_err_set(err, SI_EABI, CU_NAME ": open: host table of %u bytes lacks services of ABI 1.0", h->size);
+    if (section == NULL)
+        section = "backend." CU_NAME;
     int device = 0;
     const char *dv = h->cfg_get(h, section, "device");
     if (dv != NULL) {
@@ -63,6 +74,16 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         if (end == dv || *end != '\0' || v < 0 || v > 64)
             return si_err_set(err, SI_EINVAL, "[%s] device = '%s': not a device index", section, dv);
         device = (int)v;
+    }
+    uint32_t kv_type = SI_TYPE_F16;
+    const char *kt = h->cfg_get(h, section, "kv_type");
+    if (kt != NULL) {
+        if (strcmp(kt, "f16") == 0)
+            kv_type = SI_TYPE_F16;
+        else if (strcmp(kt, "f32") == 0)
+            kv_type = SI_TYPE_F32;
+        else
+            return si_err_set(err, SI_EINVAL, "[%s] kv_type = '%s': expected one of f16|f32", section, kt);
     }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
@@ -95,25 +116,61 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, "out of host memory");
     b->host = h;
     b->device = device;
+    b->kv_type = kv_type;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
-    h->log(h, SI_LOG_INFO, "cuda_sm120", "device %d: %s, sm_%d%d, %.1f GiB", device, p.name,
-           p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        b->stream = NULL;
+        cuda_close(b);
+        return si_err_set(err, SI_EDEVICE, "cudaStreamCreate: %s", cudaGetErrorString(e));
+    }
+    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s", device, p.name,
+           p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+           kv_type == SI_TYPE_F16 ? "f16" : "f32");
     *out = b;
     return SI_OK;
 }
 
-static void cuda_close(si_backend *b)
+void *cu_ws_reserve(si_backend *b, size_t bytes, si_err *err)
 {
-    free(b);
+    if (bytes <= b->ws_size)
+        return b->ws;
+    /* Kernels of earlier ops may still read the old workspace. */
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess) {
+        si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
+        return NULL;
+    }
+    cudaFree(b->ws);
+    b->ws = NULL;
+    b->ws_size = 0;
+    size_t want = bytes + bytes / 2;
+    if ((e = cudaMalloc(&b->ws, want)) != cudaSuccess) {
+        cudaGetLastError();   /* clear the sticky-free allocation error */
+        if ((e = cudaMalloc(&b->ws, bytes)) != cudaSuccess) {
+            cudaGetLastError();
+            b->ws = NULL;
+            size_t free_b = 0, total_b = 0;
+            cudaMemGetInfo(&free_b, &total_b);
+            si_err_set(err, SI_ENOMEM, CU_NAME ": workspace of %zu bytes does not fit (%zu free): %s", bytes,
+                       free_b, cudaGetErrorString(e));
+            return NULL;
+        }
+        want = bytes;
+    }
+    b->ws_size = want;
+    return b->ws;
 }
 
 static int cuda_buf_alloc(si_backend *b, uint64_t nbytes, si_buf **out, si_err *err)
 {
+    if (b == NULL || out == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": buf_alloc: NULL argument");
     si_buf *buf = calloc(1, sizeof *buf);
     if (buf == NULL)
         return si_err_set(err, SI_ENOMEM, "out of host memory");
     cudaError_t e = cudaMalloc(&buf->dev, nbytes ? nbytes : 1);
     if (e != cudaSuccess) {
+        cudaGetLastError();
         free(buf);
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
@@ -127,15 +184,18 @@ static int cuda_buf_alloc(si_backend *b, uint64_t nbytes, si_buf **out, si_err *
 
 static void cuda_buf_free(si_backend *b, si_buf *buf)
 {
-    (void)b;
     if (buf == NULL)
         return;
+    if (b != NULL && b->stream != NULL)
+        cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
     cudaFree(buf->dev);
     free(buf);
 }
 
 static int check_range(const si_buf *buf, uint64_t off, uint64_t n, si_err *err)
 {
+    if (buf == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": copy: no buffer");
     if (off > buf->nbytes || n > buf->nbytes - off)
         return si_err_set(err, SI_ERANGE, "copy [%llu, +%llu) outside a %llu-byte buffer",
                           (unsigned long long)off, (unsigned long long)n,
@@ -143,51 +203,187 @@ static int check_range(const si_buf *buf, uint64_t off, uint64_t n, si_err *err)
     return SI_OK;
 }
 
+/* Copies are ordered after every op enqueued so far (same stream) and
+ * synchronous on return, as the ABI asks. */
 static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src, uint64_t n, si_err *err)
 {
-    (void)b;
     int rc = check_range(dst, off, n, err);
-    if (rc != SI_OK)
+    if (rc != SI_OK || n == 0)
         return rc;
-    cudaError_t e = cudaMemcpy((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
     return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, "upload: %s", cudaGetErrorString(e));
 }
 
 static int cuda_download(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, si_err *err)
 {
-    (void)b;
     int rc = check_range(src, off, n, err);
+    if (rc != SI_OK || n == 0)
+        return rc;
+    cudaError_t e = cudaMemcpyAsync(dst, (const char *)src->dev + off, n, cudaMemcpyDeviceToHost, b->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
+}
+
+/* Block size and bytes of the types the kernels read; 0 otherwise. */
+static void type_blk(uint32_t type, uint32_t *blk, uint32_t *bytes)
+{
+    *blk = 0;
+    *bytes = 0;
+    switch (type) {
+    case SI_TYPE_F32:  *blk = 1;   *bytes = 4;   break;
+    case SI_TYPE_F16:  *blk = 1;   *bytes = 2;   break;
+    case SI_TYPE_BF16: *blk = 1;   *bytes = 2;   break;
+    case SI_TYPE_Q8_0: *blk = 32;  *bytes = 34;  break;
+    case SI_TYPE_Q4_K: *blk = 256; *bytes = 144; break;
+    case SI_TYPE_Q5_K: *blk = 256; *bytes = 176; break;
+    case SI_TYPE_Q6_K: *blk = 256; *bytes = 210; break;
+    default: break;
+    }
+}
+
+static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *out, si_err *err)
+{
+    if (b == NULL || w == NULL || out == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": weight_load: NULL argument");
+    const char *name = w->name != NULL ? w->name : "?";
+    uint32_t blk, bytes;
+    type_blk(w->type, &blk, &bytes);
+    if (blk == 0) {
+        const char *tn = b->host->type_name(w->type);
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": tensor '%s': type %s (%u) is not supported "
+                          "(F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K are)", name, tn ? tn : "unknown", w->type);
+    }
+    if (w->ndim < 1 || w->ndim > SI_MAX_DIMS)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": tensor '%s': %u dims", name, w->ndim);
+    if (w->ne[0] <= 0 || w->ne[0] % blk != 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": tensor '%s': ne0 = %lld is not a multiple of the block (%u)",
+                          name, (long long)w->ne[0], blk);
+    memset(out, 0, sizeof *out);
+    out->type = w->type;
+    out->ndim = w->ndim;
+    out->nb[0] = bytes;
+    out->ne[0] = w->ne[0];
+    uint64_t total = (uint64_t)(w->ne[0] / blk) * bytes;
+    for (int i = 1; i < SI_MAX_DIMS; i++) {
+        int64_t ne = (uint32_t)i < w->ndim ? w->ne[i] : 1;
+        if (ne <= 0 || total > UINT64_MAX / (uint64_t)ne)
+            return si_err_set(err, SI_EINVAL, CU_NAME ": tensor '%s': bad ne%d = %lld", name, i, (long long)ne);
+        out->ne[i] = ne;
+        out->nb[i] = total;
+        total *= (uint64_t)ne;
+    }
+    if (total != w->nbytes)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": tensor '%s': %llu bytes of data, shape needs %llu", name,
+                          (unsigned long long)w->nbytes, (unsigned long long)total);
+    if (w->data == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": tensor '%s': no data", name);
+    si_buf *buf = NULL;
+    int rc = cuda_buf_alloc(b, total, &buf, err);
+    if (rc == SI_OK && (rc = cuda_upload(b, buf, 0, w->data, total, err)) != SI_OK) {
+        cuda_buf_free(b, buf);
+        buf = NULL;
+    }
     if (rc != SI_OK)
         return rc;
-    cudaError_t e = cudaMemcpy(dst, (const char *)src->dev + off, n, cudaMemcpyDeviceToHost);
-    return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
+    out->buf = buf;
+    out->offset = 0;
+    return SI_OK;
+}
+
+/* ---- KV cache ----------------------------------------------------------- */
+
+static void cuda_kv_free(si_backend *b, si_kv *kv)
+{
+    if (kv == NULL)
+        return;
+    if (b != NULL && b->stream != NULL)
+        cudaStreamSynchronize(b->stream);
+    cudaFree(kv->k);
+    cudaFree(kv->v);
+    free(kv->len);
+    free(kv);
 }
 
 static int cuda_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err)
 {
-    (void)b; (void)d; (void)out;
-    return si_err_set(err, SI_EUNSUPPORTED, "cuda_sm120: the paged KV cache is not implemented yet");
+    if (b == NULL || out == NULL || d == NULL || !SI_HAS_MEMBER(d, si_kv_desc, n_ctx))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": kv_create: descriptor missing or too small");
+    if (d->n_layer == 0 || d->n_head_kv == 0 || d->head_dim == 0 || d->n_seq == 0 || d->n_ctx == 0)
+        return si_err_set(err, SI_EINVAL,
+                          CU_NAME ": kv_create: every size must be > 0 (layers %u, kv heads %u, head_dim %u, seqs %u, ctx %u)",
+                          d->n_layer, d->n_head_kv, d->head_dim, d->n_seq, d->n_ctx);
+    const uint32_t elem = b->kv_type == SI_TYPE_F16 ? 2 : 4;
+    double layer = (double)d->n_seq * d->n_ctx * d->n_head_kv * d->head_dim * elem;
+    double total = 2.0 * layer * d->n_layer;
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": cudaMemGetInfo: %s", cudaGetErrorString(e));
+    if (total > (double)free_b || total > (double)(SIZE_MAX / 4))
+        return si_err_set(err, SI_ENOMEM,
+                          CU_NAME ": KV cache needs %.0f bytes (%.1f MiB: %u layers x %u seqs x %u ctx x %u kv heads x %u, %s) "
+                          "but device %d has %zu bytes (%.1f MiB) free",
+                          total, total / 1048576.0, d->n_layer, d->n_seq, d->n_ctx, d->n_head_kv, d->head_dim,
+                          elem == 2 ? "f16" : "f32", b->device, free_b, (double)free_b / 1048576.0);
+    si_kv *kv = calloc(1, sizeof *kv);
+    if (kv == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    kv->d = *d;
+    kv->d.size = sizeof kv->d;
+    kv->f16 = elem == 2;
+    kv->elem = elem;
+    kv->layer_bytes = (uint64_t)layer;
+    size_t bytes = (size_t)(total / 2.0);
+    kv->len = calloc((size_t)d->n_layer * d->n_seq, sizeof *kv->len);
+    if (kv->len == NULL) {
+        free(kv);
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    }
+    if ((e = cudaMalloc((void **)&kv->k, bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&kv->v, bytes)) != cudaSuccess) {
+        cudaGetLastError();
+        cuda_kv_free(b, kv);
+        cudaMemGetInfo(&free_b, &total_b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": KV cache: cannot allocate 2 x %zu bytes (%zu free): %s", bytes,
+                          free_b, cudaGetErrorString(e));
+    }
+    /* Rows are read only after they were written; zeros keep stray reads
+     * (a bug) finite rather than NaN-poisoned. */
+    if ((e = cudaMemsetAsync(kv->k, 0, bytes, b->stream)) != cudaSuccess ||
+        (e = cudaMemsetAsync(kv->v, 0, bytes, b->stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(b->stream)) != cudaSuccess) {
+        cuda_kv_free(b, kv);
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": KV cache: %s", cudaGetErrorString(e));
+    }
+    b->host->log(b->host, SI_LOG_INFO, CU_NAME, "KV cache: %u layers x %u seqs x %u ctx, %s, %.1f MiB", d->n_layer,
+                 d->n_seq, d->n_ctx, kv->f16 ? "f16" : "f32", total / 1048576.0);
+    *out = kv;
+    return SI_OK;
 }
-
-static void cuda_kv_free(si_backend *b, si_kv *kv) { (void)b; (void)kv; }
 
 static int cuda_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err)
 {
-    (void)b; (void)kv; (void)seq;
-    return si_err_set(err, SI_EUNSUPPORTED, "cuda_sm120: no KV cache");
-}
-
-static bool cuda_supports(const si_backend *b, const si_op *op)
-{
-    (void)b; (void)op;
-    return false;   /* no compute op yet: the core must say so, not fall back silently */
-}
-
-static int cuda_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
-{
     (void)b;
-    return si_err_set(err, SI_EUNSUPPORTED, "cuda_sm120: op kind %u is not implemented yet",
-                      n_ops ? ops[0].kind : 0u);
+    if (kv == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": kv_seq_reset: no KV cache");
+    if (seq >= kv->d.n_seq)
+        return si_err_set(err, SI_ERANGE, CU_NAME ": kv_seq_reset: seq %u >= n_seq %u", seq, kv->d.n_seq);
+    for (uint32_t l = 0; l < kv->d.n_layer; l++)
+        kv->len[(size_t)l * kv->d.n_seq + seq] = 0;
+    return SI_OK;
+}
+
+static int cuda_sync(si_backend *b, si_err *err)
+{
+    if (b == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": sync: NULL backend");
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": device error while running ops: %s", cudaGetErrorString(e));
+    return SI_OK;
 }
 
 static const struct si_backend_ops cuda_ops = {
@@ -198,13 +394,17 @@ static const struct si_backend_ops cuda_ops = {
     .buf_free = cuda_buf_free,
     .upload = cuda_upload,
     .download = cuda_download,
+    .weight_load = cuda_weight_load,
     .kv_create = cuda_kv_create,
     .kv_free = cuda_kv_free,
     .kv_seq_reset = cuda_kv_seq_reset,
-    .supports = cuda_supports,
-    .exec = cuda_exec,
+    .supports = cu_supports,
+    .exec = cu_exec,
+    .sync = cuda_sync,
+    .attach_kernel = NULL,
 };
 
-SI_PLUGIN_DEFINE(SI_KIND_BACKEND, "cuda_sm120", "0.1.0",
-                 "CUDA backend for sm_90/sm_120 (device memory only; compute ops pending)",
+SI_PLUGIN_DEFINE(SI_KIND_BACKEND, CU_NAME, "0.2.0",
+                 "CUDA backend for sm_90/sm_120: every op, GGUF weights decoded in registers, "
+                 "f32-accumulate GEMV, dense f16/f32 KV cache",
                  cuda_probe, &cuda_ops, NULL)

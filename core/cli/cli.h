@@ -27,6 +27,7 @@ int si_cmd_chat(int argc, char **argv);
 int si_cmd_tokenize(int argc, char **argv);
 int si_cmd_check(int argc, char **argv);
 int si_cmd_score(int argc, char **argv);
+int si_cmd_bench(int argc, char **argv);
 
 /* ---- shared helpers (cli_common.c) ---- */
 

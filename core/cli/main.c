@@ -16,6 +16,7 @@ static const struct subcommand subcommands[] = {
     { "chat",     si_cmd_chat,     "interactive ChatML conversation" },
     { "tokenize", si_cmd_tokenize, "print the token ids and pieces of a text" },
     { "check",    si_cmd_check,    "batched prefill vs token-by-token: top-1 and KL" },
+    { "bench",    si_cmd_bench,    "prefill and decode speed: a sweep, one model load" },
     { "score",    si_cmd_score,    "perplexity of a text, or agreement with reference logits" },
     { "info",    si_cmd_info,    "print a GGUF file's metadata and tensor table" },
     { "plugins", si_cmd_plugins, "list the configured plugins and their state" },

@@ -1,0 +1,119 @@
+// backends/cuda_sm120/cuda_elem.cu — GET_ROWS, RMSNORM, ADD, MUL, SWIGLU.
+// F32 rows of up to 4 dims with contiguous ne0 and any row strides (the
+// same views the cpu backend accepts); an element is read before it is
+// written by the same thread, so dst may alias a source.
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+#include "cuda_quant.cuh"
+
+__device__ __forceinline__ float *row_ptr(const cu_rows &t, int64_t r)
+{
+    int64_t i1 = r % t.ne1, i2 = (r / t.ne1) % t.ne2, i3 = r / (t.ne1 * t.ne2);
+    return (float *)(t.p + (uint64_t)i1 * t.nb1 + (uint64_t)i2 * t.nb2 + (uint64_t)i3 * t.nb3);
+}
+
+template <int T>
+__global__ void get_rows_kernel(const uint8_t *table, uint64_t row_bytes, const int32_t *ids, uint64_t ids_stride,
+                                int64_t n, float *dst, uint64_t dst_stride, int64_t ne0)
+{
+    for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+        const int32_t id = *(const int32_t *)((const uint8_t *)ids + (uint64_t)i * ids_stride);
+        const uint8_t *src = table + (uint64_t)id * row_bytes;
+        float *y = (float *)((uint8_t *)dst + (uint64_t)i * dst_stride);
+        const int64_t n8 = ne0 / 8;
+        for (int64_t g = threadIdx.x; g < n8; g += blockDim.x) {
+            float w[8];
+            cu_deq8<T>(src, g * 8, w);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                y[g * 8 + j] = w[j];
+        }
+        if (cu_is_plain<T>::value)
+            for (int64_t e = n8 * 8 + threadIdx.x; e < ne0; e += blockDim.x)
+                y[e] = cu_deq1<T>(src, e);
+    }
+}
+
+template <int T>
+static cudaError_t get_rows_launch(const uint8_t *table, uint64_t row_bytes, const int32_t *ids, uint64_t ids_stride,
+                                   int64_t n, float *dst, uint64_t dst_stride, int64_t ne0, cudaStream_t s)
+{
+    unsigned grid = (unsigned)(n < 65535 ? n : 65535);
+    get_rows_kernel<T><<<grid, 128, 0, s>>>(table, row_bytes, ids, ids_stride, n, dst, dst_stride, ne0);
+    return cudaGetLastError();
+}
+
+extern "C" int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, const int32_t *ids,
+                              uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
+                              void *stream)
+{
+    if (n <= 0 || ne0 <= 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (type) {
+        CU_TYPE_CASES(get_rows_launch, table, row_bytes, ids, ids_stride, n, dst, dst_stride, ne0, s)
+    default:
+        return (int)cudaErrorInvalidValue;
+    }
+}
+
+// One block per row; the sum of squares in double like the cpu backend,
+// y = (x * scale) * w without contraction.
+__global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps)
+{
+    __shared__ double red[33];
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+        const float *x = row_ptr(a, r);
+        float *y = row_ptr(d, r);
+        double ss = 0.0;
+        for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
+            ss += (double)x[i] * (double)x[i];
+        ss = cu_block_sumd(ss, red);
+        const float scale = (float)(1.0 / sqrt(ss / (double)ne0 + (double)eps));
+        for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
+            y[i] = __fmul_rn(__fmul_rn(x[i], scale), w[i]);
+        __syncthreads();   // in place: no thread of the next row reads before all wrote
+    }
+}
+
+__global__ void binary_kernel(int op, cu_rows a, cu_rows b, cu_rows d, int64_t ne0, int64_t total)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / ne0, i = idx % ne0;
+        const float x = row_ptr(a, r)[i], y = row_ptr(b, r)[i];
+        float v;
+        if (op == 4)
+            v = x + y;
+        else if (op == 5)
+            v = x * y;
+        else
+            v = __fmul_rn(cu_silu(x), y);
+        row_ptr(d, r)[i] = v;
+    }
+}
+
+extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
+                          int64_t nrows, float eps, void *stream)
+{
+    if (nrows <= 0 || ne0 <= 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (op == 3) {
+        unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
+        rmsnorm_kernel<<<grid, 256, 0, s>>>(*a, (const float *)b->p, *d, ne0, nrows, eps);
+    } else {
+        const int64_t total = ne0 * nrows;
+        int64_t blocks = (total + 255) / 256;
+        if (blocks > 65535 * 8)
+            blocks = 65535 * 8;
+        binary_kernel<<<(unsigned)blocks, 256, 0, s>>>(op, *a, *b, *d, ne0, total);
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" const char *si_cu_errstr(int e)
+{
+    return cudaGetErrorString((cudaError_t)e);
+}

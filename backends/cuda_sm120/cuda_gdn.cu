@@ -1,0 +1,134 @@
+// backends/cuda_sm120/cuda_gdn.cu — SI_OP_GDN (spec qwen35-gguf.md §3.5),
+// token by token like the cpu backend, in two launches:
+//   A. conv_kernel: one thread per (channel, run): causal depthwise conv of
+//      the run's raw inputs against the slot's conv state (the last conv_k-1
+//      raw inputs, oldest first), SiLU, into the workspace y[n][conv_dim];
+//      the state then keeps the run's last conv_k-1 raw inputs;
+//   B. delta_kernel: one block per (v-head, run), tokens in order: L2-norm
+//      q and k of k-head j % Hk (q times 1/sqrt(dk)), beta, decay, then one
+//      warp per state row m (s[m*dk + i] = S[i][m], rows contiguous over the
+//      key dim so the lanes read coalesced): decay + readout, update +
+//      output; then the gated RMSNorm with silu(z).
+// The state stays in the state buffer (f32, plugin.h layout); within a run
+// it is hot in L2.
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "cuda_internal.h"
+#include "cuda_quant.cuh"
+
+#define GDN_THREADS 128
+
+__global__ void conv_kernel(cu_gdn g)
+{
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= g.conv_dim)
+        return;
+    const cu_gdn_run run = g.runs[blockIdx.y];
+    const int K = g.conv_k, H = K - 1;
+    float *st = (float *)(g.state + run.state_off) + c * H;
+    const float *w = g.conv_w + c * g.conv_w_stride;
+    // Element at run-relative position p (p may be negative: then state).
+    for (int64_t i = 0; i < run.len; i++) {
+        const float x = g.u[(run.t0 + i) * g.u_stride + c];
+        float acc = w[H] * x;   // tap K-1 multiplies the current token
+        for (int j = 0; j < H; j++) {
+            const int64_t p = i - H + j;
+            const float hv = p < 0 ? st[p + H] : g.u[(run.t0 + p) * g.u_stride + c];
+            acc += w[j] * hv;
+        }
+        g.y[(run.t0 + i) * g.conv_dim + c] = cu_silu(acc);
+    }
+    // New state: the last H raw inputs.  Entry j reads old entry len + j
+    // (>= j) when it comes from the old state, so ascending j is safe.
+    for (int j = 0; j < H; j++) {
+        const int64_t p = run.len - H + j;
+        st[j] = p < 0 ? st[p + H] : g.u[(run.t0 + p) * g.u_stride + c];
+    }
+}
+
+// dst[0..n) = x * (1 / max(||x||, eps)) * extra, for the block.
+__device__ void l2norm(const float *x, float *dst, int n, float eps, float extra, double *red)
+{
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        ss += (double)x[i] * (double)x[i];
+    ss = cu_block_sumd(ss, red);
+    const double nrm = sqrt(ss);
+    const float sc = __fmul_rn((float)(1.0 / (nrm > eps ? nrm : (double)eps)), extra);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        dst[i] = __fmul_rn(x[i], sc);
+}
+
+__global__ void __launch_bounds__(GDN_THREADS) delta_kernel(cu_gdn g)
+{
+    extern __shared__ float sm[];
+    __shared__ double red[33];
+    const int j = blockIdx.x, dk = g.dk, dv = g.dv;
+    const cu_gdn_run run = g.runs[blockIdx.y];
+    const int kh = j % g.n_k_head;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    float *qn = sm, *kn = qn + dk, *o = kn + dk;   // [dk], [dk], [dv]
+    float *S = (float *)(g.state + run.state_off) + (int64_t)g.conv_dim * (g.conv_k - 1) + (int64_t)j * dv * dk;
+    const float ssm_a = g.ssm_a[j], dt_b = g.dt_bias[j];
+    const float qscale = 1.0f / sqrtf((float)dk);
+    const int64_t key_dim = (int64_t)g.n_k_head * dk;
+    for (int64_t t = run.t0; t < run.t0 + run.len; t++) {
+        const float *y = g.y + t * g.conv_dim;
+        l2norm(y + (int64_t)kh * dk, qn, dk, g.eps, qscale, red);
+        l2norm(y + key_dim + (int64_t)kh * dk, kn, dk, g.eps, 1.0f, red);
+        __syncthreads();
+        const float *v = y + 2 * key_dim + (int64_t)j * dv;
+        const float bt = g.b[t * g.b_stride + j], at = g.a[t * g.a_stride + j];
+        const float beta = 1.0f / (1.0f + expf(-bt));
+        const float sp_in = at + dt_b;
+        const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
+        const float alpha = expf(ssm_a * sp);
+        for (int m = warp; m < dv; m += nw) {
+            float *row = S + (int64_t)m * dk;
+            float r = 0.0f;
+            for (int i = lane; i < dk; i += 32) {
+                const float s = row[i] * alpha;
+                row[i] = s;
+                r = fmaf(s, kn[i], r);
+            }
+            r = cu_warp_sum(r);
+            const float delta = beta * (v[m] - r);
+            float oo = 0.0f;
+            for (int i = lane; i < dk; i += 32) {
+                const float s = fmaf(kn[i], delta, row[i]);
+                row[i] = s;
+                oo = fmaf(s, qn[i], oo);
+            }
+            oo = cu_warp_sum(oo);
+            if (lane == 0)
+                o[m] = oo;
+        }
+        __syncthreads();
+        double ss = 0.0;
+        for (int m = threadIdx.x; m < dv; m += blockDim.x)
+            ss += (double)o[m] * (double)o[m];
+        ss = cu_block_sumd(ss, red);
+        const float sc = (float)(1.0 / sqrt(ss / dv + (double)g.eps));
+        const float *z = g.z + t * g.z_stride + (int64_t)j * dv;
+        float *out = g.dst + t * g.dst_stride + (int64_t)j * dv;
+        for (int m = threadIdx.x; m < dv; m += blockDim.x)
+            out[m] = __fmul_rn(__fmul_rn(__fmul_rn(o[m], sc), g.norm_w[m]), cu_silu(z[m]));
+        __syncthreads();   // qn/kn/o are rewritten by the next token
+    }
+}
+
+extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
+{
+    if (g->n <= 0 || g->n_runs <= 0)
+        return 0;
+    if (g->n_runs > 65535 || g->n_v_head > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    const size_t sm = (2 * (size_t)g->dk + (size_t)g->dv) * sizeof(float);
+    if (sm > 48 * 1024)
+        return (int)cudaErrorInvalidValue;
+    conv_kernel<<<dim3((unsigned)((g->conv_dim + 127) / 128), (unsigned)g->n_runs), 128, 0, s>>>(*g);
+    delta_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs), GDN_THREADS, sm, s>>>(*g);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,772 @@
+/* backends/cuda_sm120/cuda_ops.c — supports() and exec() of the CUDA
+ * backend: the shape/type checks (the same rules as the cpu backend, so
+ * both accept exactly the same ops, minus weight types the kernels do not
+ * decode), host-side validation that needs the host arrays (positions,
+ * sequence runs, GET_ROWS ids), workspace carving, and the launches.
+ * supports() never touches the device. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "cuda_internal.h"
+
+#define WS_ALIGN 256
+#define MAX_HEAD_DIM 4096   /* shared-memory budget of the ATTN/GDN kernels */
+
+/* ---- tensors ------------------------------------------------------------ */
+
+static int64_t ne_of(const si_tensor *t, int i) { return (uint32_t)i < t->ndim ? t->ne[i] : 1; }
+
+static uint8_t *dptr(const si_tensor *t) { return (uint8_t *)t->buf->dev + t->offset; }
+
+static void type_blk(uint32_t type, uint32_t *blk, uint32_t *bytes)
+{
+    *blk = 0;
+    *bytes = 0;
+    switch (type) {
+    case SI_TYPE_F32:  *blk = 1;   *bytes = 4;   break;
+    case SI_TYPE_I32:  *blk = 1;   *bytes = 4;   break;
+    case SI_TYPE_F16:  *blk = 1;   *bytes = 2;   break;
+    case SI_TYPE_BF16: *blk = 1;   *bytes = 2;   break;
+    case SI_TYPE_Q8_0: *blk = 32;  *bytes = 34;  break;
+    case SI_TYPE_Q4_K: *blk = 256; *bytes = 144; break;
+    case SI_TYPE_Q5_K: *blk = 256; *bytes = 176; break;
+    case SI_TYPE_Q6_K: *blk = 256; *bytes = 210; break;
+    default: break;
+    }
+}
+
+static const char *tname(const si_backend *b, uint32_t type)
+{
+    const char *n = b->host->type_name(type);
+    return n != NULL ? n : "unknown type";
+}
+
+/* NULL when the tensor lies inside its buffer with sane strides for its
+ * type, else a static reason (the cpu backend's rules). */
+static const char *tensor_check(const si_tensor *t)
+{
+    if (t->buf == NULL)
+        return "no buffer";
+    if (t->ndim < 1 || t->ndim > SI_MAX_DIMS)
+        return "ndim must be 1..4";
+    uint32_t blk, bytes;
+    type_blk(t->type, &blk, &bytes);
+    if (blk == 0)
+        return "unsupported element type";
+    if (t->ne[0] % blk != 0)
+        return "ne0 is not a multiple of the type's block";
+    if (t->nb[0] != bytes)
+        return "nb0 is not the element/block size (ne0 must be contiguous)";
+    uint64_t align = bytes >= 4 && blk == 1 ? 4 : (blk == 1 ? bytes : 1);
+    uint64_t extent = 0, min_stride = (uint64_t)(t->ne[0] / blk) * bytes;
+    bool empty = false;
+    for (uint32_t i = 0; i < t->ndim; i++) {
+        if (t->ne[i] < 0)
+            return "negative ne";
+        if (t->ne[i] == 0)
+            empty = true;
+        if (i > 0 && t->ne[i] > 1) {
+            if (t->nb[i] < min_stride)
+                return "strides overlap (nb[i] < nb[i-1]*ne[i-1])";
+            if (t->nb[i] % align != 0)
+                return "stride not a multiple of the element size";
+            if (t->nb[i] > UINT64_MAX / (uint64_t)t->ne[i])
+                return "stride overflow";
+            extent += (uint64_t)(t->ne[i] - 1) * t->nb[i];
+        }
+        if (i > 0)
+            min_stride = t->ne[i] > 1 ? t->nb[i] * (uint64_t)t->ne[i] : min_stride;
+    }
+    if (t->offset % align != 0)
+        return "offset not a multiple of the element size";
+    if (empty)
+        return t->offset <= t->buf->nbytes ? NULL : "offset beyond the buffer";
+    extent += (uint64_t)(t->ne[0] / blk) * bytes;
+    if (t->offset > t->buf->nbytes || extent > t->buf->nbytes - t->offset)
+        return "extends beyond its buffer";
+    return NULL;
+}
+
+/* `t` is a valid F32 tensor of exactly [ne0, ne1] (further dims 1). */
+static int want_f32(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, const char *op,
+                    const char *what, si_err *err)
+{
+    if (t == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is required", op, what);
+    if (t->type != SI_TYPE_F32)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": %s: %s must be F32, not %s", op, what, tname(b, t->type));
+    const char *why = tensor_check(t);
+    if (why != NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s: %s", op, what, why);
+    if (t->ne[0] != ne0 || ne_of(t, 1) != ne1 || ne_of(t, 2) != 1 || ne_of(t, 3) != 1)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld]", op,
+                          what, (long long)t->ne[0], (long long)ne_of(t, 1), (long long)ne_of(t, 2),
+                          (long long)ne_of(t, 3), (long long)ne0, (long long)ne1);
+    return SI_OK;
+}
+
+/* A weight the kernels decode, of shape [ne0, ne1, ne2]. */
+static int want_weight(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2,
+                       const char *op, const char *what, si_err *err)
+{
+    if (t == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is required", op, what);
+    if (!si_cu_type_ok(t->type))
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": %s: %s: type %s (%u) is not supported", op, what,
+                          tname(b, t->type), t->type);
+    const char *why = tensor_check(t);
+    if (why != NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s: %s", op, what, why);
+    if (t->ne[0] != ne0 || ne_of(t, 1) != ne1 || ne_of(t, 2) != ne2 || ne_of(t, 3) != 1)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                          op, what, (long long)t->ne[0], (long long)ne_of(t, 1), (long long)ne_of(t, 2),
+                          (long long)ne_of(t, 3), (long long)ne0, (long long)ne1, (long long)ne2);
+    return SI_OK;
+}
+
+static uint64_t row_stride(const si_tensor *t) { return ne_of(t, 1) > 1 ? t->nb[1] : 0; }
+
+static int launched(int e, const char *op, si_err *err)
+{
+    if (e == 0)
+        return SI_OK;
+    return si_err_set(err, SI_EDEVICE, CU_NAME ": %s: kernel launch failed: %s", op, si_cu_errstr(e));
+}
+
+/* Bump allocator over the workspace. */
+typedef struct carve {
+    uint8_t *p;
+    size_t   used;
+} carve;
+
+static size_t rnd(size_t n) { return (n + WS_ALIGN - 1) & ~(size_t)(WS_ALIGN - 1); }
+
+static void *take(carve *c, size_t bytes)
+{
+    void *r = c->p + c->used;
+    c->used += rnd(bytes);
+    return r;
+}
+
+static int h2d(si_backend *b, void *dst, const void *src, size_t n, si_err *err)
+{
+    /* From pageable memory the source is consumed before this returns; the
+     * copy itself is ordered on the stream after earlier kernels. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, b->stream);
+    return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, CU_NAME ": upload of op data: %s",
+                                                 cudaGetErrorString(e));
+}
+
+/* ---- MATMUL --------------------------------------------------------------- */
+
+static int matmul_check(const si_backend *b, const si_op *op, si_err *err)
+{
+    const si_tensor *w = op->src[0], *x = op->src[1];
+    if (w == NULL || x == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MATMUL: src[0] (weight) and src[1] (input) are required");
+    if (!si_cu_type_ok(w->type))
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": MATMUL: weight type %s (%u) is not supported",
+                          tname(b, w->type), w->type);
+    const char *why = tensor_check(w);
+    if (why != NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MATMUL: weight: %s", why);
+    if (ne_of(w, 2) != 1 || ne_of(w, 3) != 1)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": MATMUL: weight must be 2-D (ne2 = %lld)",
+                          (long long)ne_of(w, 2));
+    int64_t in = w->ne[0], out = ne_of(w, 1), n = ne_of(x, 1);
+    int rc = want_f32(b, x, in, n, "MATMUL", "src[1] (input)", err);
+    return rc != SI_OK ? rc : want_f32(b, &op->dst, out, n, "MATMUL", "dst", err);
+}
+
+static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_tensor *w = op->src[0], *x = op->src[1];
+    const int64_t n = ne_of(x, 1);
+    cu_mm mm = {
+        .w = dptr(w), .type = w->type, .in = w->ne[0], .rows = ne_of(w, 1), .row_bytes = row_stride(w),
+        .x = (const float *)dptr(x), .x_stride = (int64_t)(row_stride(x) / 4), .x_div = 1,
+        .y = (float *)dptr(&op->dst), .y_stride = (int64_t)(row_stride(&op->dst) / 4), .ncols = n,
+    };
+    return launched(si_cu_matmul(&mm, b->stream), "MATMUL", err);
+}
+
+/* ---- GET_ROWS, RMSNORM, ADD, MUL, SWIGLU ---------------------------------- */
+
+static const char *elem_name(uint32_t kind)
+{
+    switch (kind) {
+    case SI_OP_GET_ROWS: return "GET_ROWS";
+    case SI_OP_RMSNORM:  return "RMSNORM";
+    case SI_OP_ADD:      return "ADD";
+    case SI_OP_MUL:      return "MUL";
+    default:             return "SWIGLU";
+    }
+}
+
+static bool same_shape(const si_tensor *a, const si_tensor *c)
+{
+    for (int i = 0; i < SI_MAX_DIMS; i++)
+        if (ne_of(a, i) != ne_of(c, i))
+            return false;
+    return true;
+}
+
+static int want_f32_nd(const si_backend *b, const si_tensor *t, const si_tensor *like, const char *op,
+                       const char *what, si_err *err)
+{
+    if (t == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is required", op, what);
+    if (t->type != SI_TYPE_F32)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": %s: %s must be F32, not %s", op, what, tname(b, t->type));
+    const char *why = tensor_check(t);
+    if (why != NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s: %s", op, what, why);
+    if (like != NULL && !same_shape(t, like))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is [%lld, %lld, %lld, %lld], src[0] is [%lld, %lld, %lld, %lld]",
+                          op, what, (long long)t->ne[0], (long long)ne_of(t, 1), (long long)ne_of(t, 2),
+                          (long long)ne_of(t, 3), (long long)like->ne[0], (long long)ne_of(like, 1),
+                          (long long)ne_of(like, 2), (long long)ne_of(like, 3));
+    return SI_OK;
+}
+
+static int elem_check(const si_backend *b, const si_op *op, si_err *err)
+{
+    const char *name = elem_name(op->kind);
+    const si_tensor *s0 = op->src[0], *s1 = op->src[1];
+    int rc;
+    if (op->kind == SI_OP_GET_ROWS) {
+        if (s0 == NULL || s1 == NULL)
+            return si_err_set(err, SI_EINVAL, CU_NAME ": GET_ROWS: src[0] (table) and src[1] (ids) are required");
+        if (!si_cu_type_ok(s0->type))
+            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: table type %s (%u) is not supported",
+                              tname(b, s0->type), s0->type);
+        const char *why = tensor_check(s0);
+        if (why != NULL)
+            return si_err_set(err, SI_EINVAL, CU_NAME ": GET_ROWS: table: %s", why);
+        if (ne_of(s0, 2) != 1 || ne_of(s0, 3) != 1)
+            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: table must be 2-D");
+        if (s1->type != SI_TYPE_I32)
+            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: ids must be I32, not %s", tname(b, s1->type));
+        if ((why = tensor_check(s1)) != NULL)
+            return si_err_set(err, SI_EINVAL, CU_NAME ": GET_ROWS: ids: %s", why);
+        if (ne_of(s1, 1) != 1 || ne_of(s1, 2) != 1 || ne_of(s1, 3) != 1)
+            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: ids must be 1-D [n]");
+        return want_f32(b, &op->dst, s0->ne[0], s1->ne[0], name, "dst", err);
+    }
+    if ((rc = want_f32_nd(b, s0, NULL, name, "src[0]", err)) != SI_OK)
+        return rc;
+    if (op->kind == SI_OP_RMSNORM) {
+        if ((rc = want_f32(b, s1, s0->ne[0], 1, name, "src[1] (weight)", err)) != SI_OK)
+            return rc;
+        if (!(op->p.norm.eps >= 0.0f) || !isfinite(op->p.norm.eps))
+            return si_err_set(err, SI_EINVAL, CU_NAME ": RMSNORM: eps %g must be finite and >= 0",
+                              (double)op->p.norm.eps);
+    } else if ((rc = want_f32_nd(b, s1, s0, name, "src[1]", err)) != SI_OK) {
+        return rc;
+    }
+    return want_f32_nd(b, &op->dst, s0, name, "dst", err);
+}
+
+static cu_rows rows_of(const si_tensor *t)
+{
+    cu_rows r = { dptr(t), ne_of(t, 1), ne_of(t, 2), t->nb[1], t->nb[2], t->nb[3] };
+    if (r.ne1 <= 1)
+        r.nb1 = 0;
+    if (r.ne2 <= 1)
+        r.nb2 = 0;
+    if (ne_of(t, 3) <= 1)
+        r.nb3 = 0;
+    if (r.ne1 < 1)
+        r.ne1 = 1;
+    if (r.ne2 < 1)
+        r.ne2 = 1;
+    return r;
+}
+
+static int get_rows_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_tensor *tab = op->src[0], *ids = op->src[1];
+    const int64_t n = ids->ne[0], n_rows = ne_of(tab, 1);
+    if (n == 0)
+        return SI_OK;
+    /* The ids live on the device; check them on the host before any row
+     * is read (a bad id is an error, as on the cpu backend). */
+    if ((size_t)n > b->ids_cap) {
+        int32_t *p = realloc(b->ids_host, (size_t)n * sizeof *p);
+        if (p == NULL)
+            return si_err_set(err, SI_ENOMEM, "out of host memory");
+        b->ids_host = p;
+        b->ids_cap = (size_t)n;
+    }
+    cudaError_t e;
+    if (ids->nb[0] == sizeof(int32_t))
+        e = cudaMemcpyAsync(b->ids_host, dptr(ids), (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, b->stream);
+    else
+        e = cudaErrorInvalidValue;
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": GET_ROWS: reading the ids: %s", cudaGetErrorString(e));
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = b->ids_host[i];
+        if (id < 0 || id >= n_rows)
+            return si_err_set(err, SI_ERANGE, CU_NAME ": GET_ROWS: id %d at index %lld outside [0, %lld)", id,
+                              (long long)i, (long long)n_rows);
+    }
+    return launched(si_cu_get_rows(tab->type, dptr(tab), row_stride(tab), (const int32_t *)dptr(ids), ids->nb[0], n,
+                                   (float *)dptr(&op->dst), op->dst.nb[1], tab->ne[0], b->stream),
+                    "GET_ROWS", err);
+}
+
+static int elem_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    if (op->kind == SI_OP_GET_ROWS)
+        return get_rows_exec(b, op, err);
+    const si_tensor *d = &op->dst;
+    cu_rows a = rows_of(op->src[0]), c = rows_of(op->src[1]), y = rows_of(d);
+    int64_t nrows = ne_of(d, 1) * ne_of(d, 2) * ne_of(d, 3);
+    return launched(si_cu_elem((int)op->kind, &a, &c, &y, d->ne[0], nrows, op->p.norm.eps, b->stream),
+                    elem_name(op->kind), err);
+}
+
+/* ---- ATTN ----------------------------------------------------------------- */
+
+static int attn_check(const si_backend *b, const si_op *op, si_err *err)
+{
+    const si_attn_params *p = &op->p.attn;
+    if (p->n_head == 0 || p->n_head_kv == 0 || p->head_dim == 0 || p->n_head % p->n_head_kv != 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: n_head %u must be a positive multiple of n_head_kv %u (head_dim %u)",
+                          p->n_head, p->n_head_kv, p->head_dim);
+    if (p->head_dim > MAX_HEAD_DIM || p->n_head > 65535)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": ATTN: head_dim %u > %d or n_head %u > 65535", p->head_dim,
+                          MAX_HEAD_DIM, p->n_head);
+    if (p->n_rot % 2 != 0 || p->n_rot > p->head_dim)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: n_rot %u must be even and <= head_dim %u", p->n_rot,
+                          p->head_dim);
+    if (p->n_rot > 0 && !(p->rope_base > 0.0f && isfinite(p->rope_base)))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: rope_base %g must be > 0", (double)p->rope_base);
+    if (!(p->yarn_factor >= 0.0f) || !isfinite(p->yarn_factor) || (p->yarn_factor > 0.0f && p->yarn_orig_ctx == 0))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: yarn_factor %g needs yarn_orig_ctx > 0 (is %u)",
+                          (double)p->yarn_factor, p->yarn_orig_ctx);
+    if (!(p->eps >= 0.0f) || !isfinite(p->eps))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: eps %g must be finite and >= 0", (double)p->eps);
+    const si_kv *kv = p->kv;
+    if (kv == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: no KV cache");
+    if (kv->d.n_head_kv != p->n_head_kv || kv->d.head_dim != p->head_dim || p->kv_layer >= kv->d.n_layer)
+        return si_err_set(err, SI_EINVAL,
+                          CU_NAME ": ATTN: op wants layer %u, %u kv heads x %u; the cache has %u layers, %u kv heads x %u",
+                          p->kv_layer, p->n_head_kv, p->head_dim, kv->d.n_layer, kv->d.n_head_kv, kv->d.head_dim);
+    if (op->src[0] == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: src[0] (QG) is required");
+    const int64_t n = ne_of(op->src[0], 1), hd = p->head_dim;
+    const int64_t q_dim = (int64_t)p->n_head * hd, kv_dim = (int64_t)p->n_head_kv * hd;
+    int rc;
+    if ((rc = want_f32(b, op->src[0], 2 * q_dim, n, "ATTN", "src[0] (QG)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[1], kv_dim, n, "ATTN", "src[1] (K)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[2], kv_dim, n, "ATTN", "src[2] (V)", err)) != SI_OK ||
+        (rc = want_f32(b, &op->dst, q_dim, n, "ATTN", "dst", err)) != SI_OK)
+        return rc;
+    if (op->src[3] != NULL && (rc = want_f32(b, op->src[3], hd, 1, "ATTN", "src[3] (q_norm)", err)) != SI_OK)
+        return rc;
+    if (op->src[4] != NULL && (rc = want_f32(b, op->src[4], hd, 1, "ATTN", "src[4] (k_norm)", err)) != SI_OK)
+        return rc;
+    if (n > 0 && (p->pos == NULL || p->seq == NULL))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: pos and seq arrays are required");
+    return SI_OK;
+}
+
+static int attn_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_attn_params *p = &op->p.attn;
+    si_kv *kv = p->kv;
+    const int64_t n = ne_of(op->src[0], 1);
+    if (n == 0)
+        return SI_OK;
+    const uint32_t n_seq = kv->d.n_seq, n_ctx = kv->d.n_ctx;
+    uint32_t *len = kv->len + (size_t)p->kv_layer * n_seq;
+    uint32_t *added = calloc(n_seq, sizeof *added);
+    if (added == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    /* Every position must be the next free one of its sequence and fit the
+     * cache; checked before anything is written. */
+    for (int64_t t = 0; t < n; t++) {
+        int32_t s = p->seq[t], pos = p->pos[t];
+        int rc = SI_OK;
+        if (s < 0 || (uint32_t)s >= n_seq)
+            rc = si_err_set(err, SI_ERANGE, CU_NAME ": ATTN: token %lld: seq %d outside [0, %u)", (long long)t, s, n_seq);
+        else if (pos < 0 || (uint32_t)pos >= n_ctx)
+            rc = si_err_set(err, SI_ERANGE, CU_NAME ": ATTN: seq %d pos %d does not fit n_ctx %u (layer %u)", s, pos,
+                            n_ctx, p->kv_layer);
+        else if ((uint32_t)pos != len[s] + added[s])
+            rc = si_err_set(err, SI_EINVAL,
+                            CU_NAME ": ATTN: seq %d pos %d, but layer %u holds %u positions: positions must be contiguous",
+                            s, pos, p->kv_layer, len[s] + added[s]);
+        if (rc != SI_OK) {
+            free(added);
+            return rc;
+        }
+        added[s]++;
+    }
+    size_t bytes = 2 * rnd((size_t)n * sizeof(int32_t)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float));
+    void *ws = cu_ws_reserve(b, bytes, err);
+    if (ws == NULL) {
+        free(added);
+        return SI_ENOMEM;
+    }
+    carve cv = { ws, 0 };
+    int32_t *d_pos = take(&cv, (size_t)n * sizeof(int32_t));
+    int32_t *d_seq = take(&cv, (size_t)n * sizeof(int32_t));
+    float *rope = take(&cv, (size_t)n * (p->n_rot + 1) * sizeof(float));
+    int rc;
+    if ((rc = h2d(b, d_pos, p->pos, (size_t)n * sizeof(int32_t), err)) != SI_OK ||
+        (rc = h2d(b, d_seq, p->seq, (size_t)n * sizeof(int32_t), err)) != SI_OK) {
+        free(added);
+        return rc;
+    }
+    const si_tensor *qg = op->src[0], *k = op->src[1], *v = op->src[2];
+    cu_attn a = {
+        .qg = (const float *)dptr(qg), .k = (const float *)dptr(k), .v = (const float *)dptr(v),
+        .qg_stride = row_stride(qg) / 4, .k_stride = row_stride(k) / 4, .v_stride = row_stride(v) / 4,
+        .dst_stride = row_stride(&op->dst) / 4,
+        .q_norm = op->src[3] ? (const float *)dptr(op->src[3]) : NULL,
+        .k_norm = op->src[4] ? (const float *)dptr(op->src[4]) : NULL,
+        .dst = (float *)dptr(&op->dst),
+        .n_head = (int)p->n_head, .n_head_kv = (int)p->n_head_kv, .head_dim = (int)p->head_dim,
+        .n_rot = (int)p->n_rot, .eps = p->eps, .rope_base = p->rope_base, .yarn_factor = p->yarn_factor,
+        .yarn_orig_ctx = p->yarn_orig_ctx, .n = n, .pos = d_pos, .seq = d_seq, .rope = rope,
+        .kc = kv->k + (uint64_t)p->kv_layer * kv->layer_bytes, .vc = kv->v + (uint64_t)p->kv_layer * kv->layer_bytes,
+        .f16 = kv->f16, .n_ctx = n_ctx,
+    };
+    rc = launched(si_cu_attn(&a, b->stream), "ATTN", err);
+    if (rc == SI_OK)
+        for (uint32_t s = 0; s < n_seq; s++)
+            len[s] += added[s];
+    free(added);
+    return rc;
+}
+
+/* ---- GDN ------------------------------------------------------------------ */
+
+static uint64_t gdn_state_bytes(const si_gdn_params *p, int64_t conv_dim)
+{
+    return ((uint64_t)conv_dim * (p->conv_k - 1) + (uint64_t)p->n_v_head * p->head_v_dim * p->head_k_dim) *
+           sizeof(float);
+}
+
+static int gdn_check(const si_backend *b, const si_op *op, si_err *err)
+{
+    const si_gdn_params *p = &op->p.gdn;
+    if (p->n_k_head == 0 || p->n_v_head == 0 || p->head_k_dim == 0 || p->head_v_dim == 0 || p->conv_k == 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: head counts, head dims and conv_k must be > 0");
+    if (p->conv_k > 64)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: conv_k %u > 64", p->conv_k);
+    if (p->head_k_dim > MAX_HEAD_DIM || p->head_v_dim > MAX_HEAD_DIM || p->n_v_head > 65535)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: head dims %u/%u > %d or %u v-heads", p->head_k_dim,
+                          p->head_v_dim, MAX_HEAD_DIM, p->n_v_head);
+    if (!(p->eps >= 0.0f) || !isfinite(p->eps))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: eps %g must be finite and >= 0", (double)p->eps);
+    if (op->src[0] == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: src[0] (u) is required");
+    const int64_t n = ne_of(op->src[0], 1), hv = p->n_v_head;
+    const int64_t vdim = hv * p->head_v_dim, conv_dim = 2 * (int64_t)p->n_k_head * p->head_k_dim + vdim;
+    int rc;
+    if ((rc = want_f32(b, op->src[0], conv_dim, n, "GDN", "src[0] (u)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[1], vdim, n, "GDN", "src[1] (z)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[2], hv, n, "GDN", "src[2] (b)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[3], hv, n, "GDN", "src[3] (a)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[4], p->conv_k, conv_dim, "GDN", "src[4] (conv taps)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[5], hv, 1, "GDN", "src[5] (ssm_a)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[6], hv, 1, "GDN", "src[6] (dt bias)", err)) != SI_OK ||
+        (rc = want_f32(b, op->src[7], p->head_v_dim, 1, "GDN", "src[7] (ssm_norm)", err)) != SI_OK ||
+        (rc = want_f32(b, &op->dst, vdim, n, "GDN", "dst", err)) != SI_OK)
+        return rc;
+    if (p->state == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: state must be a writable backend buffer");
+    uint64_t need = gdn_state_bytes(p, conv_dim);
+    if (p->state_stride < need && n > 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: state_stride %llu < %llu bytes per slot",
+                          (unsigned long long)p->state_stride, (unsigned long long)need);
+    if (p->state_offset % sizeof(float) != 0 || p->state_stride % sizeof(float) != 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: state_offset and state_stride must be multiples of 4");
+    if (n > 0 && p->seq == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: the seq array is required");
+    return SI_OK;
+}
+
+static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_gdn_params *p = &op->p.gdn;
+    const int64_t n = ne_of(op->src[0], 1);
+    if (n == 0)
+        return SI_OK;
+    const int64_t conv_dim = op->src[0]->ne[0];
+    const uint64_t need = gdn_state_bytes(p, conv_dim);
+    cu_gdn_run *runs = malloc((size_t)n * sizeof *runs);
+    if (runs == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    int64_t n_runs = 0;
+    int rc = SI_OK;
+    for (int64_t t = 0; t < n && rc == SI_OK; t++) {
+        int32_t s = p->seq[t];
+        if (n_runs > 0 && p->seq[runs[n_runs - 1].t0] == s) {
+            runs[n_runs - 1].len++;
+            continue;
+        }
+        uint64_t off = p->state_offset + (uint64_t)(s < 0 ? 0 : s) * p->state_stride;
+        if (s < 0 || (p->state_stride > 0 && (uint64_t)s > (UINT64_MAX - p->state_offset) / p->state_stride) ||
+            off > p->state->nbytes || need > p->state->nbytes - off) {
+            rc = si_err_set(err, SI_ERANGE, CU_NAME ": GDN: token %lld: slot %d's state lies outside the %llu-byte state buffer",
+                            (long long)t, s, (unsigned long long)p->state->nbytes);
+            break;
+        }
+        for (int64_t r = 0; r < n_runs; r++)
+            if (p->seq[runs[r].t0] == s) {
+                rc = si_err_set(err, SI_EINVAL, CU_NAME ": GDN: tokens of slot %d are not consecutive (token %lld)", s,
+                                (long long)t);
+                break;
+            }
+        if (rc != SI_OK)
+            break;
+        runs[n_runs].t0 = t;
+        runs[n_runs].len = 1;
+        runs[n_runs].state_off = off;
+        n_runs++;
+    }
+    if (rc == SI_OK && n_runs > 65535)
+        rc = si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: %lld sequences in one op (at most 65535)",
+                        (long long)n_runs);
+    void *ws = NULL;
+    if (rc == SI_OK) {
+        ws = cu_ws_reserve(b, rnd((size_t)n_runs * sizeof *runs) + rnd((size_t)n * (size_t)conv_dim * sizeof(float)),
+                           err);
+        if (ws == NULL)
+            rc = SI_ENOMEM;
+    }
+    if (rc != SI_OK) {
+        free(runs);
+        return rc;
+    }
+    carve cv = { ws, 0 };
+    cu_gdn_run *d_runs = take(&cv, (size_t)n_runs * sizeof *runs);
+    float *y = take(&cv, (size_t)n * (size_t)conv_dim * sizeof(float));
+    rc = h2d(b, d_runs, runs, (size_t)n_runs * sizeof *runs, err);
+    free(runs);
+    if (rc != SI_OK)
+        return rc;
+    const si_tensor *const *s = op->src;
+    cu_gdn g = {
+        .u = (const float *)dptr(s[0]), .z = (const float *)dptr(s[1]), .b = (const float *)dptr(s[2]),
+        .a = (const float *)dptr(s[3]),
+        .u_stride = row_stride(s[0]) / 4, .z_stride = row_stride(s[1]) / 4, .b_stride = row_stride(s[2]) / 4,
+        .a_stride = row_stride(s[3]) / 4, .dst_stride = row_stride(&op->dst) / 4,
+        .conv_w = (const float *)dptr(s[4]), .conv_w_stride = row_stride(s[4]) / 4,
+        .ssm_a = (const float *)dptr(s[5]), .dt_bias = (const float *)dptr(s[6]),
+        .norm_w = (const float *)dptr(s[7]), .dst = (float *)dptr(&op->dst),
+        .state = (uint8_t *)p->state->dev, .runs = d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
+        .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
+        .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y,
+    };
+    return launched(si_cu_gdn(&g, b->stream), "GDN", err);
+}
+
+/* ---- MOE ------------------------------------------------------------------ */
+
+typedef struct moe_dims {
+    int64_t n, H, E, K, F, Fs;
+    bool    fused, shared;
+} moe_dims;
+
+static void moe_dims_of(const si_op *op, moe_dims *d)
+{
+    d->n = ne_of(op->src[0], 1);
+    d->H = op->src[0]->ne[0];
+    d->E = op->p.moe.n_expert;
+    d->K = op->p.moe.n_used;
+    d->fused = op->src[3] == NULL;
+    d->F = op->src[2] ? (d->fused ? ne_of(op->src[2], 1) / 2 : ne_of(op->src[2], 1)) : 0;
+    d->shared = op->src[5] != NULL;
+    d->Fs = d->shared && op->src[6] ? ne_of(op->src[6], 1) : 0;
+}
+
+static int moe_check(const si_backend *b, const si_op *op, si_err *err)
+{
+    const si_moe_params *p = &op->p.moe;
+    if (p->n_expert == 0 || p->n_used == 0 || p->n_used > p->n_expert)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: n_used %u must be in 1..n_expert (%u)", p->n_used,
+                          p->n_expert);
+    if (op->src[0] == NULL || op->src[2] == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: src[0] (h) and src[2] (gate) are required");
+    moe_dims d;
+    moe_dims_of(op, &d);
+    int rc;
+    if ((rc = want_f32(b, op->src[0], d.H, d.n, "MOE", "src[0] (h)", err)) != SI_OK ||
+        (rc = want_f32(b, &op->dst, d.H, d.n, "MOE", "dst", err)) != SI_OK ||
+        (rc = want_weight(b, op->src[1], d.H, d.E, 1, "MOE", "src[1] (router)", err)) != SI_OK)
+        return rc;
+    if (d.fused && ne_of(op->src[2], 1) % 2 != 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: fused gate_up has an odd row count %lld",
+                          (long long)ne_of(op->src[2], 1));
+    if (d.F <= 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: expert width is 0");
+    if ((rc = want_weight(b, op->src[2], d.H, d.fused ? 2 * d.F : d.F, d.E, "MOE",
+                          d.fused ? "src[2] (gate_up_exps)" : "src[2] (gate_exps)", err)) != SI_OK ||
+        (!d.fused && (rc = want_weight(b, op->src[3], d.H, d.F, d.E, "MOE", "src[3] (up_exps)", err)) != SI_OK) ||
+        (rc = want_weight(b, op->src[4], d.F, d.H, d.E, "MOE", "src[4] (down_exps)", err)) != SI_OK)
+        return rc;
+    if (!d.shared) {
+        if (op->src[6] != NULL || op->src[7] != NULL || op->src[8] != NULL)
+            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": MOE: shared expert tensors without src[5] (gate_inp_shexp)");
+        return SI_OK;
+    }
+    if (op->src[6] == NULL || d.Fs <= 0)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: src[6] (gate_shexp) is required with src[5]");
+    if ((rc = want_weight(b, op->src[5], d.H, 1, 1, "MOE", "src[5] (gate_inp_shexp)", err)) != SI_OK ||
+        (rc = want_weight(b, op->src[6], d.H, d.Fs, 1, "MOE", "src[6] (gate_shexp)", err)) != SI_OK ||
+        (rc = want_weight(b, op->src[7], d.H, d.Fs, 1, "MOE", "src[7] (up_shexp)", err)) != SI_OK ||
+        (rc = want_weight(b, op->src[8], d.Fs, d.H, 1, "MOE", "src[8] (down_shexp)", err)) != SI_OK)
+        return rc;
+    return SI_OK;
+}
+
+static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64_t x_stride, int64_t x_div,
+                   float *y, int64_t y_stride, int64_t ncols, int64_t rows, const int32_t *expert)
+{
+    cu_mm mm = {
+        .w = dptr(w) + first_row * w->nb[1], .type = w->type, .in = w->ne[0], .rows = rows,
+        .row_bytes = w->nb[1], .expert_bytes = expert ? w->nb[2] : 0, .expert = expert,
+        .x = x, .x_stride = x_stride, .x_div = x_div, .y = y, .y_stride = y_stride, .ncols = ncols,
+    };
+    return mm;
+}
+
+static int moe_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    moe_dims d;
+    moe_dims_of(op, &d);
+    const int64_t n = d.n, H = d.H, E = d.E, K = d.K, F = d.F, Fs = d.Fs, NK = n * K;
+    if (n == 0)
+        return SI_OK;
+    const size_t f = sizeof(float);
+    size_t bytes = rnd((size_t)(n * E) * f) + rnd((size_t)NK * sizeof(int32_t)) + rnd((size_t)NK * f) +
+                   2 * rnd((size_t)(NK * F) * f) + rnd((size_t)(NK * H) * f);
+    if (d.shared)
+        bytes += 2 * rnd((size_t)(n * Fs) * f) + rnd((size_t)(n * H) * f) + rnd((size_t)n * f);
+    void *ws = cu_ws_reserve(b, bytes, err);
+    if (ws == NULL)
+        return SI_ENOMEM;
+    carve cv = { ws, 0 };
+    float *logits = take(&cv, (size_t)(n * E) * f);
+    int32_t *sel = take(&cv, (size_t)NK * sizeof(int32_t));
+    float *wts = take(&cv, (size_t)NK * f);
+    float *g = take(&cv, (size_t)(NK * F) * f), *u = take(&cv, (size_t)(NK * F) * f);
+    float *y = take(&cv, (size_t)(NK * H) * f);
+    float *gs = NULL, *us = NULL, *ys = NULL, *gamma = NULL;
+    if (d.shared) {
+        gs = take(&cv, (size_t)(n * Fs) * f);
+        us = take(&cv, (size_t)(n * Fs) * f);
+        ys = take(&cv, (size_t)(n * H) * f);
+        gamma = take(&cv, (size_t)n * f);
+    }
+    const si_tensor *const *W = op->src;
+    const float *h = (const float *)dptr(W[0]);
+    const int64_t hs = (int64_t)(row_stride(W[0]) / 4);
+    void *s = b->stream;
+    int e = 0;
+    /* 1. router and top-k */
+    cu_mm mm = mm_of(W[1], 0, h, hs, 1, logits, E, n, E, NULL);
+    if ((e = si_cu_matmul(&mm, s)) == 0)
+        e = si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s);
+    /* 2. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
+    if (e == 0) {
+        mm = mm_of(W[2], 0, h, hs, K, g, F, NK, F, sel);
+        e = si_cu_matmul(&mm, s);
+    }
+    if (e == 0) {
+        mm = d.fused ? mm_of(W[2], (uint64_t)F, h, hs, K, u, F, NK, F, sel) : mm_of(W[3], 0, h, hs, K, u, F, NK, F, sel);
+        e = si_cu_matmul(&mm, s);
+    }
+    if (e == 0)
+        e = si_cu_swiglu_rows(g, (uint64_t)F, u, (uint64_t)F, NK, F, s);
+    if (e == 0) {
+        mm = mm_of(W[4], 0, g, F, 1, y, H, NK, H, sel);
+        e = si_cu_matmul(&mm, s);
+    }
+    /* 3. shared expert */
+    if (e == 0 && d.shared) {
+        mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
+        if ((e = si_cu_matmul(&mm, s)) == 0) {
+            mm = mm_of(W[6], 0, h, hs, 1, gs, Fs, n, Fs, NULL);
+            e = si_cu_matmul(&mm, s);
+        }
+        if (e == 0) {
+            mm = mm_of(W[7], 0, h, hs, 1, us, Fs, n, Fs, NULL);
+            e = si_cu_matmul(&mm, s);
+        }
+        if (e == 0)
+            e = si_cu_swiglu_rows(gs, (uint64_t)Fs, us, (uint64_t)Fs, n, Fs, s);
+        if (e == 0) {
+            mm = mm_of(W[8], 0, gs, Fs, 1, ys, H, n, H, NULL);
+            e = si_cu_matmul(&mm, s);
+        }
+    }
+    /* 4. combine */
+    if (e == 0)
+        e = si_cu_moe_combine((float *)dptr(&op->dst), row_stride(&op->dst) / 4, y, wts, ys, gamma, n, (int)K, H, s);
+    return launched(e, "MOE", err);
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+typedef struct op_entry {
+    int (*check)(const si_backend *b, const si_op *op, si_err *err);
+    int (*exec)(si_backend *b, const si_op *op, si_err *err);
+} op_entry;
+
+static const op_entry op_tab[SI_OP_KIND_COUNT] = {
+    [SI_OP_GET_ROWS] = { elem_check, elem_exec },
+    [SI_OP_MATMUL]   = { matmul_check, matmul_exec },
+    [SI_OP_RMSNORM]  = { elem_check, elem_exec },
+    [SI_OP_ADD]      = { elem_check, elem_exec },
+    [SI_OP_MUL]      = { elem_check, elem_exec },
+    [SI_OP_SWIGLU]   = { elem_check, elem_exec },
+    [SI_OP_ATTN]     = { attn_check, attn_exec },
+    [SI_OP_GDN]      = { gdn_check, gdn_exec },
+    [SI_OP_MOE]      = { moe_check, moe_exec },
+};
+
+static const op_entry *find_op(const si_op *op, si_err *err)
+{
+    if (op->kind >= SI_OP_KIND_COUNT || op_tab[op->kind].exec == NULL) {
+        si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": op kind %u is not supported", op->kind);
+        return NULL;
+    }
+    return &op_tab[op->kind];
+}
+
+bool cu_supports(const si_backend *b, const si_op *op)
+{
+    if (b == NULL || op == NULL)
+        return false;
+    const op_entry *e = find_op(op, NULL);
+    return e != NULL && e->check(b, op, NULL) == SI_OK;
+}
+
+int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
+{
+    if (n_ops > 0 && (b == NULL || ops == NULL))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": exec: NULL argument");
+    for (size_t i = 0; i < n_ops; i++) {
+        const op_entry *e = find_op(&ops[i], err);
+        if (e == NULL)
+            return SI_EUNSUPPORTED;
+        int rc = e->check(b, &ops[i], err);
+        if (rc == SI_OK)
+            rc = e->exec(b, &ops[i], err);
+        if (rc != SI_OK)
+            return rc;
+    }
+    return SI_OK;
+}

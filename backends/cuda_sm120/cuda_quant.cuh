@@ -1,0 +1,164 @@
+// backends/cuda_sm120/cuda_quant.cuh — device decoding of the weight types
+// the CUDA kernels read: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K.
+//
+// deq8<T>(row, i0, w) decodes the 8 consecutive elements i0..i0+7 of a
+// weight row (i0 a multiple of 8; for the block types the 8 elements then
+// share one scale).  Block layouts are those of core/quant.c and
+// core/quant_k.c (GGUF's):
+//   Q8_0  34 B: d f16, int8 qs[32]                      x = q * d
+//   Q4_K 144 B: d @0, dmin @2, scales[12] @4, qs[128] @16
+//   Q5_K 176 B: d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48
+//   Q6_K 210 B: ql[128] @0, qh[64] @128, int8 scales[16] @192, d @208
+// The products are evaluated in the core's order with explicit _rn
+// intrinsics so nvcc does not contract them into FMAs: the decoded floats
+// are bit-identical to si_dequant's.
+#ifndef SI_CUDA_QUANT_CUH
+#define SI_CUDA_QUANT_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include <sparkinfer/types.h>
+
+__device__ __forceinline__ float cu_f16(const uint8_t *p)
+{
+    unsigned short h = (unsigned short)(p[0] | (p[1] << 8));
+    return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ float cu_bf16(const uint8_t *p)
+{
+    unsigned int b = ((unsigned int)p[0] | ((unsigned int)p[1] << 8)) << 16;
+    return __uint_as_float(b);
+}
+
+// 6-bit scale and min of sub-block j (0..7) from Q4_K/Q5_K's 12 bytes.
+__device__ __forceinline__ void cu_scale_min_k4(const uint8_t *b, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = b[j] & 63;
+        *m = b[j + 4] & 63;
+    } else {
+        *sc = (b[j + 4] & 15) | ((b[j - 4] >> 6) << 4);
+        *m = (b[j + 4] >> 4) | ((b[j] >> 6) << 4);
+    }
+}
+
+template <int T> struct cu_is_plain { static const bool value = false; };
+template <> struct cu_is_plain<SI_TYPE_F32> { static const bool value = true; };
+template <> struct cu_is_plain<SI_TYPE_F16> { static const bool value = true; };
+template <> struct cu_is_plain<SI_TYPE_BF16> { static const bool value = true; };
+
+// One element of a plain (F32/F16/BF16) row: tails of rows whose length is
+// not a multiple of 8.
+template <int T> __device__ __forceinline__ float cu_deq1(const uint8_t *row, int64_t i)
+{
+    if (T == SI_TYPE_F32)
+        return ((const float *)row)[i];
+    if (T == SI_TYPE_F16)
+        return cu_f16(row + 2 * i);
+    return cu_bf16(row + 2 * i);
+}
+
+template <int T> __device__ __forceinline__ void cu_deq8(const uint8_t *row, int64_t i0, float w[8])
+{
+    if (T == SI_TYPE_F32 || T == SI_TYPE_F16 || T == SI_TYPE_BF16) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            w[j] = cu_deq1<T>(row, i0 + j);
+    } else if (T == SI_TYPE_Q8_0) {
+        const uint8_t *b = row + (i0 / 32) * 34;
+        const float d = cu_f16(b);
+        const int8_t *q = (const int8_t *)(b + 2 + (i0 % 32));
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            w[j] = __fmul_rn((float)q[j], d);
+    } else if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
+        const int bytes = T == SI_TYPE_Q4_K ? 144 : 176;
+        const uint8_t *b = row + (i0 / 256) * bytes;
+        const int e = (int)(i0 % 256), g = e / 64, hi = (e % 64) >= 32, l0 = e % 32;
+        int sc, m;
+        cu_scale_min_k4(b + 4, 2 * g + hi, &sc, &m);
+        const float d = __fmul_rn(cu_f16(b), (float)sc), mm = __fmul_rn(cu_f16(b + 2), (float)m);
+        const uint8_t *qs = b + (T == SI_TYPE_Q4_K ? 16 : 48) + 32 * g + l0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int q = hi ? (qs[j] >> 4) : (qs[j] & 15);
+            if (T == SI_TYPE_Q5_K)
+                q |= ((b[16 + l0 + j] >> (2 * g + hi)) & 1) << 4;
+            w[j] = __fsub_rn(__fmul_rn(d, (float)q), mm);
+        }
+    } else {   // Q6_K
+        const uint8_t *b = row + (i0 / 256) * 210;
+        const int e = (int)(i0 % 256), half = e / 128, h = e % 128, quad = h / 32, l0 = h % 32;
+        const uint8_t *ql = b + 64 * half, *qh = b + 128 + 32 * half;
+        const int8_t *scs = (const int8_t *)(b + 192 + 8 * half);
+        const float d = cu_f16(b + 208);
+        const float ds = __fmul_rn(d, (float)scs[l0 / 16 + 2 * quad]);
+        const int lo_off = (quad & 1) ? 32 : 0, lo_shift = (quad & 2) ? 4 : 0, hshift = 2 * quad;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int l = l0 + j;
+            int q = ((ql[l + lo_off] >> lo_shift) & 15) | (((qh[l] >> hshift) & 3) << 4);
+            w[j] = __fmul_rn(ds, (float)(q - 32));
+        }
+    }
+}
+
+// `case` labels for every supported type, returning FN<TYPE>(args...):
+//   switch (type) { CU_TYPE_CASES(fn, a, b) default: ...; }
+#define CU_TYPE_CASES(FN, ...)                                       \
+    case SI_TYPE_F32:  return FN<SI_TYPE_F32>(__VA_ARGS__);          \
+    case SI_TYPE_F16:  return FN<SI_TYPE_F16>(__VA_ARGS__);          \
+    case SI_TYPE_BF16: return FN<SI_TYPE_BF16>(__VA_ARGS__);         \
+    case SI_TYPE_Q8_0: return FN<SI_TYPE_Q8_0>(__VA_ARGS__);         \
+    case SI_TYPE_Q4_K: return FN<SI_TYPE_Q4_K>(__VA_ARGS__);         \
+    case SI_TYPE_Q5_K: return FN<SI_TYPE_Q5_K>(__VA_ARGS__);         \
+    case SI_TYPE_Q6_K: return FN<SI_TYPE_Q6_K>(__VA_ARGS__);
+
+// Elements per block of the supported types (1 for the plain ones).
+__host__ __device__ __forceinline__ int cu_type_blk(uint32_t type)
+{
+    return type == SI_TYPE_Q8_0 ? 32 : (type == SI_TYPE_Q4_K || type == SI_TYPE_Q5_K || type == SI_TYPE_Q6_K) ? 256 : 1;
+}
+
+// Block reduction helpers (blockDim.x a multiple of 32, <= 1024).
+__device__ __forceinline__ float cu_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double cu_warp_sumd(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block of one double per thread; every thread gets it.
+// `red` is __shared__ double[33].  Contains __syncthreads().
+__device__ __forceinline__ double cu_block_sumd(double v, double *red)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = cu_warp_sumd(v);
+    __syncthreads();   // red may still be read from a previous call
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double s = lane < nw ? red[lane] : 0.0;
+        s = cu_warp_sumd(s);
+        if (lane == 0)
+            red[32] = s;
+    }
+    __syncthreads();
+    return red[32];
+}
+
+__device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
+
+#endif

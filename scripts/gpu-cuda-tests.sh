@@ -1,0 +1,45 @@
+#!/bin/sh
+# Run ON the GPU machine from the repo root, after `. scripts/gpu-env.sh`
+# (build carried in build-gpu/, made by scripts/gpu-prepare.sh): runs the
+# cuda_sm120 tests straight from build-gpu (the GPU machine has no libtool
+# or make), prints one line per test and a summary.  Logs go to $OUT when
+# it is set, else to build-gpu/cuda-test-logs.  Exit status: 0 when every
+# test passed, 1 otherwise (a SKIP, exit 77, counts as a failure here: on
+# the GPU machine the probe must accept the device).
+top=$(pwd)
+b="${SI_TOP_BUILDDIR:-$top/build-gpu}"
+logs="${OUT:-$b/cuda-test-logs}"
+mkdir -p "$logs"
+if [ -z "$SI_TOP_BUILDDIR" ]; then
+    echo "gpu-cuda-tests: run '. scripts/gpu-env.sh' first" >&2
+    exit 2
+fi
+nvidia-smi --query-gpu=name,compute_cap,memory.used,memory.total --format=csv > "$logs/nvidia-smi.txt" 2>&1
+fail=0
+for t in check_cuda_backend check_cuda_ops check_cuda_model; do
+    bin="$b/tests/cuda/$t"
+    # libtool may have left a wrapper script; the real binary is in .libs
+    [ -x "$b/tests/cuda/.libs/$t" ] && bin="$b/tests/cuda/.libs/$t"
+    if [ ! -x "$bin" ]; then
+        echo "MISSING $t ($bin)"
+        fail=1
+        continue
+    fi
+    start=$(date +%s)
+    "$bin" > "$logs/$t.log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    case $rc in
+        0)  echo "PASS    $t (${secs}s)" ;;
+        77) echo "SKIP    $t (${secs}s): $(grep -m1 SKIP "$logs/$t.log")"; fail=1 ;;
+        *)  echo "FAIL    $t (exit $rc, ${secs}s)"; fail=1 ;;
+    esac
+    # Check's summary line and any failure messages
+    grep -E '^[0-9]+%: Checks|:[EF]:|positions, top-1' "$logs/$t.log" | sed 's/^/        /'
+done
+if [ $fail -eq 0 ]; then
+    echo "gpu-cuda-tests: all passed (logs in $logs)"
+else
+    echo "gpu-cuda-tests: FAILURES (logs in $logs)"
+fi
+exit $fail

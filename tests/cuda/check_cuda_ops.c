@@ -1,0 +1,742 @@
+/* tests/cuda/check_cuda_ops.c — every op of the cuda_sm120 backend against
+ * the cpu backend (the reference implementation), on the same inputs.
+ *
+ * Both plugins are dlopen()ed from the build tree.  The cpu backend runs
+ * with matmul = ref (f32 weights, double accumulation) and an f32 KV cache;
+ * cuda_sm120 with its f32-accumulating kernels and an f32 KV cache (a
+ * second pair of backends compares the f16 caches).  Every output is
+ * poisoned with NaN on both sides before each run, so an element the
+ * kernel forgot fails; NaN never passes.  Tolerance: max |gpu - cpu| <=
+ * tol * max |cpu| over the tensor (1e-4 for f32 math, 1e-3 where weights
+ * are quantised or decoded from f16/bf16, and looser only where stated).
+ *
+ * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  Runs
+ * with CK_NOFORK: a CUDA context does not survive fork(). */
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sparkinfer/plugin.h>
+
+#include "config.h"
+#include "host.h"
+
+static void *dl_cpu, *dl_cu;
+static const si_plugin *p_cpu, *p_cu;
+static si_config *cfg;
+static si_host host;
+/* SI_CUDA_TEST_AS_CPU=1 loads cpu.so in place of cuda_sm120.so: a check of
+ * this test's own logic on machines without a GPU (cpu against cpu must
+ * pass); the assertions about cuda-only behaviour are then skipped. */
+static bool as_cpu;
+
+/* ---- a pair of backends and tensors mirrored on both ------------------- */
+
+typedef struct pair {
+    const struct si_backend_ops *co, *go;
+    si_backend *cb, *gb;
+} pair;
+
+static void pair_open(pair *p, const char *cpu_sec, const char *cu_sec)
+{
+    si_err err = { { 0 } };
+    p->co = p_cpu->ops;
+    p->go = p_cu->ops;
+    ck_assert_msg(p->co->open(&host, cpu_sec, &p->cb, &err) == SI_OK, "cpu open: %s", err.msg);
+    ck_assert_msg(p->go->open(&host, cu_sec, &p->gb, &err) == SI_OK, "cuda open: %s", err.msg);
+}
+
+static void pair_close(pair *p)
+{
+    p->co->close(p->cb);
+    p->go->close(p->gb);
+}
+
+typedef struct dt {
+    si_buf   *cbuf, *gbuf;
+    si_tensor c, g;
+    uint64_t  bytes;
+} dt;
+
+static uint32_t rng_state = 12345u;
+
+static float frand(void)   /* U(-1, 1) */
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static uint64_t row_bytes(uint32_t type, int64_t ne0)
+{
+    return (uint64_t)(ne0 / host.type_block_elems(type)) * host.type_block_bytes(type);
+}
+
+/* A tensor of `type` [ne0, ne1, ne2] whose bytes are `data` (NULL = NaN
+ * poison for an F32 output), allocated and uploaded on both backends. */
+static void dt_make(pair *p, dt *t, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, const void *data)
+{
+    si_err err = { { 0 } };
+    memset(t, 0, sizeof *t);
+    uint64_t rb = row_bytes(type, ne0);
+    t->bytes = rb * (uint64_t)ne1 * (uint64_t)ne2;
+    ck_assert_msg(p->co->buf_alloc(p->cb, t->bytes, &t->cbuf, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->buf_alloc(p->gb, t->bytes, &t->gbuf, &err) == SI_OK, "%s", err.msg);
+    void *tmp = NULL;
+    if (data == NULL) {
+        tmp = malloc(t->bytes);
+        ck_assert_ptr_nonnull(tmp);
+        float *f = tmp;
+        for (uint64_t i = 0; i < t->bytes / 4; i++)
+            f[i] = NAN;
+        data = tmp;
+    }
+    ck_assert_msg(p->co->upload(p->cb, t->cbuf, 0, data, t->bytes, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->upload(p->gb, t->gbuf, 0, data, t->bytes, &err) == SI_OK, "%s", err.msg);
+    free(tmp);
+    si_tensor v = { .type = type, .ndim = ne2 > 1 ? 3 : 2, .ne = { ne0, ne1, ne2, 1 },
+                    .nb = { host.type_block_bytes(type), rb, rb * (uint64_t)ne1, rb * (uint64_t)ne1 * (uint64_t)ne2 } };
+    t->c = v;
+    t->c.buf = t->cbuf;
+    t->g = v;
+    t->g.buf = t->gbuf;
+}
+
+/* Random values quantised to `type` (scale times U(-1,1)). */
+static void dt_rand(pair *p, dt *t, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, float scale)
+{
+    int64_t n = ne0 * ne1 * ne2;
+    ck_assert_msg(ne0 % host.type_block_elems(type) == 0, "test bug: ne0 %lld vs block of %s", (long long)ne0,
+                  host.type_name(type));
+    float *f = malloc((size_t)n * sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = scale * frand();
+    void *q = malloc(row_bytes(type, ne0) * (size_t)(ne1 * ne2) + 1);
+    ck_assert_ptr_nonnull(q);
+    si_err err = { { 0 } };
+    ck_assert_msg(host.quant(type, f, q, n, &err) == SI_OK, "quant: %s", err.msg);
+    dt_make(p, t, type, ne0, ne1, ne2, q);
+    free(q);
+    free(f);
+}
+
+static void dt_free(pair *p, dt *t)
+{
+    p->co->buf_free(p->cb, t->cbuf);
+    p->go->buf_free(p->gb, t->gbuf);
+}
+
+/* Downloads both copies (floats) and checks max |g - c| <= tol * max |c|. */
+static void dt_compare(pair *p, const dt *t, double tol, const char *what)
+{
+    si_err err = { { 0 } };
+    size_t n = (size_t)(t->bytes / 4);
+    float *c = malloc(t->bytes), *g = malloc(t->bytes);
+    ck_assert(c != NULL && g != NULL);
+    ck_assert_msg(p->co->download(p->cb, c, t->cbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->download(p->gb, g, t->gbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    double mx = 0.0, md = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isfinite(c[i]), "%s: cpu value %zu is %g", what, i, (double)c[i]);
+        ck_assert_msg(isfinite(g[i]), "%s: cuda value %zu is %g (cpu %g)", what, i, (double)g[i], (double)c[i]);
+        mx = fmax(mx, fabs(c[i]));
+        double d = fabs((double)g[i] - (double)c[i]);
+        if (d > md) {
+            md = d;
+            at = i;
+        }
+    }
+    ck_assert_msg(md <= tol * fmax(mx, 1e-30), "%s: max |diff| %g at %zu (cpu %g, cuda %g), max |cpu| %g, tol %g",
+                  what, md, at, (double)c[at], (double)g[at], mx, tol);
+    free(c);
+    free(g);
+}
+
+/* Runs one op on both backends: `op` holds cpu tensors in c, the cuda ones
+ * are made by swapping every dt's view.  Returns both statuses. */
+typedef struct opdt {
+    si_op op;
+    dt   *dst;
+    dt   *src[SI_OP_MAX_SRC];
+} opdt;
+
+static void run_both(pair *p, opdt *o, int *rc_c, int *rc_g, si_err *ec, si_err *eg)
+{
+    si_op c = o->op, g = o->op;
+    c.dst = o->dst->c;
+    g.dst = o->dst->g;
+    for (int i = 0; i < SI_OP_MAX_SRC; i++) {
+        c.src[i] = o->src[i] ? &o->src[i]->c : NULL;
+        g.src[i] = o->src[i] ? &o->src[i]->g : NULL;
+    }
+    ck_assert_msg(p->co->supports(p->cb, &c), "cpu refuses op %u", c.kind);
+    ck_assert_msg(p->go->supports(p->gb, &g), "cuda refuses op %u", g.kind);
+    *rc_c = p->co->exec(p->cb, &c, 1, ec);
+    *rc_g = p->go->exec(p->gb, &g, 1, eg);
+    if (*rc_g == SI_OK && p->go->sync != NULL)
+        *rc_g = p->go->sync(p->gb, eg);
+}
+
+static void run_ok(pair *p, opdt *o)
+{
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc, rg;
+    run_both(p, o, &rc, &rg, &ec, &eg);
+    ck_assert_msg(rc == SI_OK, "cpu: %s", ec.msg);
+    ck_assert_msg(rg == SI_OK, "cuda: %s", eg.msg);
+}
+
+static const uint32_t wtypes[] = { SI_TYPE_F32, SI_TYPE_F16, SI_TYPE_BF16, SI_TYPE_Q8_0,
+                                   SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
+#define N_WTYPES (sizeof wtypes / sizeof wtypes[0])
+
+static double wtol(uint32_t type) { return type == SI_TYPE_F32 ? 1e-4 : 1e-3; }
+
+/* ---- MATMUL ----------------------------------------------------------------- */
+
+static void matmul_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+{
+    dt w, x, y;
+    dt_rand(p, &w, type, in, out, 1, 1.0f);
+    dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
+    dt_make(p, &y, SI_TYPE_F32, out, n, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
+    run_ok(p, &o);
+    char what[96];
+    snprintf(what, sizeof what, "MATMUL %s in %lld out %lld n %lld", host.type_name(type), (long long)in,
+             (long long)out, (long long)n);
+    dt_compare(p, &y, wtol(type), what);
+    dt_free(p, &w);
+    dt_free(p, &x);
+    dt_free(p, &y);
+}
+
+START_TEST(test_matmul)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    static const int64_t ns[] = { 1, 3, 37 };
+    for (size_t t = 0; t < N_WTYPES; t++)
+        for (size_t k = 0; k < 3; k++)
+            matmul_case(&p, wtypes[t], 512, 67, ns[k]);
+    /* rows not a multiple of 8 (plain types' tail path), and a 1-row weight */
+    matmul_case(&p, SI_TYPE_F32, 100, 5, 3);
+    matmul_case(&p, SI_TYPE_F16, 37, 9, 2);
+    matmul_case(&p, SI_TYPE_F32, 256, 1, 4);
+    if (as_cpu) {
+        pair_close(&p);
+        return;
+    }
+    /* a weight type the kernels do not decode is refused, not faked */
+    dt w, x, y;
+    dt_rand(&p, &w, SI_TYPE_Q4_0, 64, 4, 1, 1.0f);
+    dt_rand(&p, &x, SI_TYPE_F32, 64, 1, 1, 1.0f);
+    dt_make(&p, &y, SI_TYPE_F32, 4, 1, 1, NULL);
+    si_op op = { .kind = SI_OP_MATMUL, .dst = y.g, .src = { &w.g, &x.g } };
+    ck_assert(!p.go->supports(p.gb, &op));
+    si_err err = { { 0 } };
+    ck_assert_int_eq(p.go->exec(p.gb, &op, 1, &err), SI_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "q4_0"));
+    /* a shape mismatch is SI_EINVAL with the shapes in the message */
+    si_op bad = { .kind = SI_OP_MATMUL, .dst = x.g, .src = { &w.g, &x.g } };
+    ck_assert(!p.go->supports(p.gb, &bad));
+    dt_free(&p, &w);
+    dt_free(&p, &x);
+    dt_free(&p, &y);
+    pair_close(&p);
+}
+END_TEST
+
+/* ---- GET_ROWS, RMSNORM, ADD, MUL, SWIGLU ------------------------------------ */
+
+START_TEST(test_get_rows)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    const int32_t ids[] = { 3, 0, 39, 3, 17 }, bad_ids[] = { 1, 40 };
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        dt tab, id, y;
+        dt_rand(&p, &tab, wtypes[t], 512, 40, 1, 2.0f);
+        dt_make(&p, &id, SI_TYPE_I32, 5, 1, 1, ids);
+        id.c.ndim = id.g.ndim = 1;
+        dt_make(&p, &y, SI_TYPE_F32, 512, 5, 1, NULL);
+        opdt o = { .op = { .kind = SI_OP_GET_ROWS }, .dst = &y, .src = { &tab, &id } };
+        run_ok(&p, &o);
+        char what[64];
+        snprintf(what, sizeof what, "GET_ROWS %s", host.type_name(wtypes[t]));
+        dt_compare(&p, &y, 0.0, what);   /* decoding is exact */
+        dt_free(&p, &id);
+        dt_free(&p, &y);
+        /* an id outside the table: SI_ERANGE on both */
+        dt_make(&p, &id, SI_TYPE_I32, 2, 1, 1, bad_ids);
+        id.c.ndim = id.g.ndim = 1;
+        dt_make(&p, &y, SI_TYPE_F32, 512, 2, 1, NULL);
+        opdt ob = { .op = { .kind = SI_OP_GET_ROWS }, .dst = &y, .src = { &tab, &id } };
+        si_err ec = { { 0 } }, eg = { { 0 } };
+        int rc, rg;
+        run_both(&p, &ob, &rc, &rg, &ec, &eg);
+        ck_assert_int_eq(rc, SI_ERANGE);
+        ck_assert_int_eq(rg, SI_ERANGE);
+        ck_assert_ptr_nonnull(strstr(eg.msg, "40"));
+        dt_free(&p, &id);
+        dt_free(&p, &y);
+        dt_free(&p, &tab);
+    }
+    pair_close(&p);
+}
+END_TEST
+
+START_TEST(test_elementwise)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    /* RMSNORM over rows of 64, and per head (3-D [32, 4, 3], weight [32]) */
+    dt x, w, y;
+    dt_rand(&p, &x, SI_TYPE_F32, 64, 7, 1, 3.0f);
+    dt_rand(&p, &w, SI_TYPE_F32, 64, 1, 1, 1.0f);
+    dt_make(&p, &y, SI_TYPE_F32, 64, 7, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_RMSNORM, .p.norm.eps = 1e-6f }, .dst = &y, .src = { &x, &w } };
+    run_ok(&p, &o);
+    dt_compare(&p, &y, 1e-6, "RMSNORM [64, 7]");
+    dt_free(&p, &x);
+    dt_free(&p, &w);
+    dt_free(&p, &y);
+    dt_rand(&p, &x, SI_TYPE_F32, 32, 4, 3, 3.0f);
+    dt_rand(&p, &w, SI_TYPE_F32, 32, 1, 1, 1.0f);
+    dt_make(&p, &y, SI_TYPE_F32, 32, 4, 3, NULL);
+    o = (opdt){ .op = { .kind = SI_OP_RMSNORM, .p.norm.eps = 1e-6f }, .dst = &y, .src = { &x, &w } };
+    run_ok(&p, &o);
+    dt_compare(&p, &y, 1e-6, "RMSNORM per head [32, 4, 3]");
+    dt_free(&p, &x);
+    dt_free(&p, &w);
+    dt_free(&p, &y);
+    /* ADD, MUL, SWIGLU on [100, 7] */
+    static const uint32_t kinds[] = { SI_OP_ADD, SI_OP_MUL, SI_OP_SWIGLU };
+    static const char *names[] = { "ADD", "MUL", "SWIGLU" };
+    for (int k = 0; k < 3; k++) {
+        dt a, b;
+        dt_rand(&p, &a, SI_TYPE_F32, 100, 7, 1, 4.0f);
+        dt_rand(&p, &b, SI_TYPE_F32, 100, 7, 1, 4.0f);
+        dt_make(&p, &y, SI_TYPE_F32, 100, 7, 1, NULL);
+        o = (opdt){ .op = { .kind = kinds[k] }, .dst = &y, .src = { &a, &b } };
+        run_ok(&p, &o);
+        dt_compare(&p, &y, 1e-6, names[k]);
+        dt_free(&p, &a);
+        dt_free(&p, &b);
+        dt_free(&p, &y);
+    }
+    pair_close(&p);
+}
+END_TEST
+
+/* ---- ATTN ----------------------------------------------------------------- */
+
+typedef struct attn_env {
+    pair  p;
+    si_kv *ckv, *gkv;
+    dt     qn, kn;
+    uint32_t nh, nkv, hd, n_rot;
+    float  yarn;
+} attn_env;
+
+static void attn_open(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn)
+{
+    si_err err = { { 0 } };
+    pair_open(&a->p, cpu_sec, cu_sec);
+    a->nh = 4;
+    a->nkv = 2;
+    a->hd = 64;
+    a->n_rot = 32;
+    a->yarn = yarn;
+    si_kv_desc d = { .size = sizeof d, .n_layer = 2, .n_head_kv = a->nkv, .head_dim = a->hd, .n_seq = 2, .n_ctx = 256 };
+    ck_assert_msg(a->p.co->kv_create(a->p.cb, &d, &a->ckv, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(a->p.go->kv_create(a->p.gb, &d, &a->gkv, &err) == SI_OK, "%s", err.msg);
+    dt_rand(&a->p, &a->qn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
+    dt_rand(&a->p, &a->kn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
+}
+
+static void attn_close(attn_env *a)
+{
+    dt_free(&a->p, &a->qn);
+    dt_free(&a->p, &a->kn);
+    a->p.co->kv_free(a->p.cb, a->ckv);
+    a->p.go->kv_free(a->p.gb, a->gkv);
+    pair_close(&a->p);
+}
+
+/* One ATTN op of n tokens on layer 1; returns the statuses. */
+static void attn_step(attn_env *a, uint32_t n, const int32_t *pos, const int32_t *seq, double tol, int expect)
+{
+    dt qg, k, v, y;
+    dt_rand(&a->p, &qg, SI_TYPE_F32, 2 * a->nh * a->hd, n, 1, 2.0f);
+    dt_rand(&a->p, &k, SI_TYPE_F32, a->nkv * a->hd, n, 1, 2.0f);
+    dt_rand(&a->p, &v, SI_TYPE_F32, a->nkv * a->hd, n, 1, 1.0f);
+    dt_make(&a->p, &y, SI_TYPE_F32, a->nh * a->hd, n, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_ATTN }, .dst = &y, .src = { &qg, &k, &v, &a->qn, &a->kn } };
+    o.op.p.attn = (si_attn_params){ .n_head = a->nh, .n_head_kv = a->nkv, .head_dim = a->hd, .n_rot = a->n_rot,
+                                    .eps = 1e-6f, .rope_base = 1e7f, .yarn_factor = a->yarn,
+                                    .yarn_orig_ctx = a->yarn > 0 ? 64 : 0, .kv_layer = 1, .pos = pos, .seq = seq };
+    si_op c = o.op, g = o.op;
+    c.p.attn.kv = a->ckv;
+    g.p.attn.kv = a->gkv;
+    c.dst = y.c;
+    g.dst = y.g;
+    for (int i = 0; i < 5; i++) {
+        c.src[i] = &o.src[i]->c;
+        g.src[i] = &o.src[i]->g;
+    }
+    ck_assert(a->p.co->supports(a->p.cb, &c));
+    ck_assert(a->p.go->supports(a->p.gb, &g));
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = a->p.co->exec(a->p.cb, &c, 1, &ec);
+    int rg = a->p.go->exec(a->p.gb, &g, 1, &eg);
+    if (rg == SI_OK && a->p.go->sync != NULL)
+        rg = a->p.go->sync(a->p.gb, &eg);
+    ck_assert_msg(rc == expect, "cpu: %d %s", rc, ec.msg);
+    ck_assert_msg(rg == expect, "cuda: %d %s", rg, eg.msg);
+    if (expect == SI_OK)
+        dt_compare(&a->p, &y, tol, "ATTN");
+    dt_free(&a->p, &qg);
+    dt_free(&a->p, &k);
+    dt_free(&a->p, &v);
+    dt_free(&a->p, &y);
+}
+
+static void attn_sequence(attn_env *a, double tol)
+{
+    int32_t pos[260], seq[260];
+    /* prefill: seq 0 five tokens, seq 1 three tokens, one batch */
+    for (int i = 0; i < 8; i++) {
+        seq[i] = i < 5 ? 0 : 1;
+        pos[i] = i < 5 ? i : i - 5;
+    }
+    attn_step(a, 8, pos, seq, tol, SI_OK);
+    /* decode: one token each */
+    pos[0] = 5; seq[0] = 0;
+    pos[1] = 3; seq[1] = 1;
+    attn_step(a, 2, pos, seq, tol, SI_OK);
+    /* seq 1 alone, 200 tokens: crosses the kernel's 128-position chunks */
+    for (int i = 0; i < 200; i++) {
+        seq[i] = 1;
+        pos[i] = 4 + i;
+    }
+    attn_step(a, 200, pos, seq, tol, SI_OK);
+    /* non-contiguous position: SI_EINVAL on both, nothing written */
+    pos[0] = 9; seq[0] = 0;
+    attn_step(a, 1, pos, seq, tol, SI_EINVAL);
+    /* fill seq 1 to the capacity (256), then one more: SI_ERANGE */
+    for (int i = 0; i < 52; i++) {
+        seq[i] = 1;
+        pos[i] = 204 + i;
+    }
+    attn_step(a, 52, pos, seq, tol, SI_OK);
+    pos[0] = 256; seq[0] = 1;
+    attn_step(a, 1, pos, seq, tol, SI_ERANGE);
+    /* seq_reset forgets seq 1 only */
+    si_err err = { { 0 } };
+    ck_assert(a->p.co->kv_seq_reset(a->p.cb, a->ckv, 1, &err) == SI_OK);
+    ck_assert(a->p.go->kv_seq_reset(a->p.gb, a->gkv, 1, &err) == SI_OK);
+    pos[0] = 6; seq[0] = 0;
+    pos[1] = 0; seq[1] = 1;
+    attn_step(a, 2, pos, seq, tol, SI_OK);
+}
+
+START_TEST(test_attn_f32)
+{
+    attn_env a;
+    attn_open(&a, "backend.cpu", "backend.cuda_sm120", 0.0f);
+    attn_sequence(&a, 1e-4);
+    attn_close(&a);
+}
+END_TEST
+
+START_TEST(test_attn_yarn)
+{
+    attn_env a;
+    attn_open(&a, "backend.cpu", "backend.cuda_sm120", 4.0f);
+    attn_sequence(&a, 1e-4);
+    attn_close(&a);
+}
+END_TEST
+
+START_TEST(test_attn_f16_cache)
+{
+    attn_env a;
+    attn_open(&a, "backend.cpu16", "backend.cuda16", 0.0f);
+    /* both round K/V to f16 the same way (round to nearest even) */
+    attn_sequence(&a, 1e-3);
+    attn_close(&a);
+}
+END_TEST
+
+START_TEST(test_kv_too_big)
+{
+    if (as_cpu)
+        return;
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    si_kv_desc d = { .size = sizeof d, .n_layer = 64, .n_head_kv = 64, .head_dim = 256, .n_seq = 256,
+                     .n_ctx = 1u << 20 };
+    si_kv *kv = NULL;
+    si_err err = { { 0 } };
+    ck_assert_int_eq(p.go->kv_create(p.gb, &d, &kv, &err), SI_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(err.msg, "free"));
+    ck_assert_ptr_null(kv);
+    pair_close(&p);
+}
+END_TEST
+
+/* ---- GDN ------------------------------------------------------------------ */
+
+typedef struct gdn_env {
+    pair     p;
+    uint32_t hk, hv, dk, dv, ck;
+    int64_t  conv_dim;
+    dt       conv, ssm_a, dtb, nw, state;
+    uint64_t off, stride;
+} gdn_env;
+
+static void gdn_open(gdn_env *e)
+{
+    pair_open(&e->p, "backend.cpu", "backend.cuda_sm120");
+    e->hk = 2;
+    e->hv = 4;
+    e->dk = 32;
+    e->dv = 48;
+    e->ck = 4;
+    e->conv_dim = 2 * (int64_t)e->hk * e->dk + (int64_t)e->hv * e->dv;
+    dt_rand(&e->p, &e->conv, SI_TYPE_F32, e->ck, e->conv_dim, 1, 0.7f);
+    /* ssm_a negative, dt bias small, norm weight around 1 */
+    float a[4], b[4], nw[48];
+    for (int i = 0; i < 4; i++) {
+        a[i] = -0.2f - 0.5f * (float)i;
+        b[i] = 0.3f * frand();
+    }
+    for (int i = 0; i < 48; i++)
+        nw[i] = 1.0f + 0.2f * frand();
+    dt_make(&e->p, &e->ssm_a, SI_TYPE_F32, 4, 1, 1, a);
+    dt_make(&e->p, &e->dtb, SI_TYPE_F32, 4, 1, 1, b);
+    dt_make(&e->p, &e->nw, SI_TYPE_F32, 48, 1, 1, nw);
+    /* two slots after a 64-byte offset, 16 spare bytes per slot; random
+     * initial state, so reading the layout wrong shows */
+    uint64_t need = ((uint64_t)e->conv_dim * (e->ck - 1) + (uint64_t)e->hv * e->dv * e->dk) * 4;
+    e->off = 64;
+    e->stride = need + 16;
+    int64_t words = (int64_t)((e->off + 2 * e->stride) / 4);
+    dt_rand(&e->p, &e->state, SI_TYPE_F32, words, 1, 1, 0.5f);
+}
+
+static void gdn_close(gdn_env *e)
+{
+    dt_free(&e->p, &e->conv);
+    dt_free(&e->p, &e->ssm_a);
+    dt_free(&e->p, &e->dtb);
+    dt_free(&e->p, &e->nw);
+    dt_free(&e->p, &e->state);
+    pair_close(&e->p);
+}
+
+static void gdn_step(gdn_env *e, uint32_t n, const int32_t *seq, int expect)
+{
+    dt u, z, b, a, y;
+    dt_rand(&e->p, &u, SI_TYPE_F32, e->conv_dim, n, 1, 2.0f);
+    dt_rand(&e->p, &z, SI_TYPE_F32, (int64_t)e->hv * e->dv, n, 1, 2.0f);
+    dt_rand(&e->p, &b, SI_TYPE_F32, e->hv, n, 1, 2.0f);
+    dt_rand(&e->p, &a, SI_TYPE_F32, e->hv, n, 1, 2.0f);
+    dt_make(&e->p, &y, SI_TYPE_F32, (int64_t)e->hv * e->dv, n, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_GDN }, .dst = &y,
+               .src = { &u, &z, &b, &a, &e->conv, &e->ssm_a, &e->dtb, &e->nw } };
+    si_op c = o.op, g = o.op;
+    si_gdn_params gp = { .n_k_head = e->hk, .n_v_head = e->hv, .head_k_dim = e->dk, .head_v_dim = e->dv,
+                         .conv_k = e->ck, .eps = 1e-6f, .state_offset = e->off, .state_stride = e->stride,
+                         .seq = seq };
+    c.p.gdn = gp;
+    g.p.gdn = gp;
+    c.p.gdn.state = e->state.cbuf;
+    g.p.gdn.state = e->state.gbuf;
+    c.dst = y.c;
+    g.dst = y.g;
+    for (int i = 0; i < 8; i++) {
+        c.src[i] = &o.src[i]->c;
+        g.src[i] = &o.src[i]->g;
+    }
+    ck_assert(e->p.co->supports(e->p.cb, &c));
+    ck_assert(e->p.go->supports(e->p.gb, &g));
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = e->p.co->exec(e->p.cb, &c, 1, &ec);
+    int rg = e->p.go->exec(e->p.gb, &g, 1, &eg);
+    if (rg == SI_OK && e->p.go->sync != NULL)
+        rg = e->p.go->sync(e->p.gb, &eg);
+    ck_assert_msg(rc == expect, "cpu: %d %s", rc, ec.msg);
+    ck_assert_msg(rg == expect, "cuda: %d %s", rg, eg.msg);
+    if (expect == SI_OK) {
+        dt_compare(&e->p, &y, 1e-4, "GDN output");
+        dt_compare(&e->p, &e->state, 1e-4, "GDN state");
+    }
+    dt_free(&e->p, &u);
+    dt_free(&e->p, &z);
+    dt_free(&e->p, &b);
+    dt_free(&e->p, &a);
+    dt_free(&e->p, &y);
+}
+
+START_TEST(test_gdn)
+{
+    gdn_env e;
+    gdn_open(&e);
+    int32_t seq[16];
+    for (int i = 0; i < 10; i++)
+        seq[i] = i < 6 ? 0 : 1;                 /* multi-token, both slots */
+    gdn_step(&e, 10, seq, SI_OK);
+    seq[0] = 1;
+    seq[1] = 0;                                 /* one token each, other order */
+    gdn_step(&e, 2, seq, SI_OK);
+    seq[0] = seq[1] = 1;                        /* two tokens (< conv_k - 1 + 1) */
+    gdn_step(&e, 2, seq, SI_OK);
+    seq[0] = 0;
+    gdn_step(&e, 1, seq, SI_OK);                /* single token */
+    seq[0] = 0; seq[1] = 1; seq[2] = 0;         /* slot 0 not consecutive */
+    gdn_step(&e, 3, seq, SI_EINVAL);
+    seq[0] = 2;                                 /* a slot outside the buffer */
+    gdn_step(&e, 1, seq, SI_ERANGE);
+    gdn_close(&e);
+}
+END_TEST
+
+/* ---- MOE ------------------------------------------------------------------ */
+
+static void moe_case(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F)
+{
+    const int64_t E = 8, K = 2, Fs = 2 * F;   /* a width unlike F, whole blocks */
+    dt h, router, gate, up, down, sgi, sg, su, sd, y;
+    dt_rand(p, &h, SI_TYPE_F32, H, n, 1, 1.0f);
+    dt_rand(p, &router, SI_TYPE_F32, H, E, 1, 1.0f);   /* well separated router logits */
+    dt_rand(p, &gate, wt, H, fused ? 2 * F : F, E, 0.3f);
+    if (!fused)
+        dt_rand(p, &up, wt, H, F, E, 0.3f);
+    dt_rand(p, &down, wt, F, H, E, 0.3f);
+    if (shared) {
+        dt_rand(p, &sgi, SI_TYPE_F32, H, 1, 1, 0.3f);
+        dt_rand(p, &sg, wt, H, Fs, 1, 0.3f);
+        dt_rand(p, &su, wt, H, Fs, 1, 0.3f);
+        dt_rand(p, &sd, wt, Fs, H, 1, 0.3f);
+    }
+    dt_make(p, &y, SI_TYPE_F32, H, n, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_MOE, .p.moe = { .n_expert = (uint32_t)E, .n_used = (uint32_t)K } }, .dst = &y,
+               .src = { &h, &router, &gate, fused ? NULL : &up, &down, shared ? &sgi : NULL, shared ? &sg : NULL,
+                        shared ? &su : NULL, shared ? &sd : NULL } };
+    run_ok(p, &o);
+    char what[96];
+    snprintf(what, sizeof what, "MOE %s%s%s n %lld", host.type_name(wt), fused ? " fused" : "",
+             shared ? " shared" : "", (long long)n);
+    dt_compare(p, &y, wtol(wt), what);
+    dt_free(p, &h);
+    dt_free(p, &router);
+    dt_free(p, &gate);
+    if (!fused)
+        dt_free(p, &up);
+    dt_free(p, &down);
+    if (shared) {
+        dt_free(p, &sgi);
+        dt_free(p, &sg);
+        dt_free(p, &su);
+        dt_free(p, &sd);
+    }
+    dt_free(p, &y);
+}
+
+START_TEST(test_moe)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    static const int64_t ns[] = { 1, 33 };
+    for (int k = 0; k < 2; k++) {
+        moe_case(&p, SI_TYPE_F32, false, true, ns[k], 64, 32);
+        moe_case(&p, SI_TYPE_F32, true, true, ns[k], 64, 32);
+        moe_case(&p, SI_TYPE_F32, false, false, ns[k], 64, 32);
+        moe_case(&p, SI_TYPE_Q8_0, true, true, ns[k], 64, 32);
+        moe_case(&p, SI_TYPE_Q4_K, false, true, ns[k], 256, 256);
+        moe_case(&p, SI_TYPE_Q5_K, true, false, ns[k], 256, 256);
+        moe_case(&p, SI_TYPE_Q6_K, false, true, ns[k], 256, 256);
+    }
+    pair_close(&p);
+}
+END_TEST
+
+int main(void)
+{
+    const char *top = getenv("SI_TOP_BUILDDIR");
+    char path[4096];
+    si_err err = { { 0 } };
+    as_cpu = getenv("SI_CUDA_TEST_AS_CPU") != NULL && strcmp(getenv("SI_CUDA_TEST_AS_CPU"), "1") == 0;
+    /* (as_cpu: the stand-in cpu backend runs the reference path too) */
+    const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "";
+    char text[1024];
+    snprintf(text, sizeof text,
+             "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
+             "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 2\n"
+             "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s",
+             cu_extra, cu_extra);
+    if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
+        fprintf(stderr, "config: %s\n", err.msg);
+        return 1;
+    }
+    si_host_init(&host, cfg);
+    if (as_cpu)
+        snprintf(path, sizeof path, "%s/backends/cpu/.libs/cpu.so", top ? top : ".");
+    else
+        snprintf(path, sizeof path, "%s/backends/cuda_sm120/.libs/cuda_sm120.so", top ? top : ".");
+    dl_cu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (dl_cu == NULL) {
+        fprintf(stderr, "cannot dlopen %s: %s\n", path, dlerror());
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/backends/cpu/.libs/cpu.so", top ? top : ".");
+    dl_cpu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (dl_cpu == NULL) {
+        fprintf(stderr, "cannot dlopen %s: %s\n", path, dlerror());
+        return 1;
+    }
+    si_entry_fn e_cu = (si_entry_fn)(uintptr_t)dlsym(dl_cu, SI_ENTRY_SYMBOL);
+    si_entry_fn e_cpu = (si_entry_fn)(uintptr_t)dlsym(dl_cpu, SI_ENTRY_SYMBOL);
+    p_cu = e_cu ? e_cu(&host) : NULL;
+    p_cpu = e_cpu ? e_cpu(&host) : NULL;
+    if (p_cu == NULL || p_cpu == NULL) {
+        fprintf(stderr, "no descriptor\n");
+        return 1;
+    }
+    if (!as_cpu && p_cu->probe && p_cu->probe(&host, &err) != SI_OK) {
+        printf("SKIP: cuda_sm120 probe refused: %s\n", err.msg);
+        dlclose(dl_cu);
+        dlclose(dl_cpu);
+        si_config_free(cfg);
+        return 77;
+    }
+    Suite *s = suite_create("cuda_ops");
+    TCase *tc = tcase_create("vs_cpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_matmul);
+    tcase_add_test(tc, test_get_rows);
+    tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_attn_f32);
+    tcase_add_test(tc, test_attn_yarn);
+    tcase_add_test(tc, test_attn_f16_cache);
+    tcase_add_test(tc, test_kv_too_big);
+    tcase_add_test(tc, test_gdn);
+    tcase_add_test(tc, test_moe);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    dlclose(dl_cu);
+    dlclose(dl_cpu);
+    si_config_free(cfg);
+    return failed ? 1 : 0;
+}
