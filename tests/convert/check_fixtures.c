@@ -41,6 +41,8 @@
  * Exit 77 (skip) only when no fixture exists yet.
  */
 #include <check.h>
+
+#include "synth_hf.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -323,27 +325,6 @@ static cmp compare(const float *got, const logits *ref)
 
 static char g_tmp[256];
 
-/* Removes a tree made by the test (no symlinks are followed). */
-static void rm_rf(const char *p)
-{
-    struct stat st;
-    if (lstat(p, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(p);
-        struct dirent *de;
-        while (d != NULL && (de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char sub[1024];
-            snprintf(sub, sizeof sub, "%s/%s", p, de->d_name);
-            rm_rf(sub);
-        }
-        if (d != NULL)
-            closedir(d);
-    }
-    remove(p);
-}
 
 static void setup(void)
 {
@@ -353,7 +334,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    rm_rf(g_tmp);
+    synth_rm_rf(g_tmp);
 }
 
 static void convert_fixture(const char *fix, int ftype, char *out, size_t n)

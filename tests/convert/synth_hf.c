@@ -1,4 +1,5 @@
 /* tests/convert/synth_hf.c — synthetic Hugging Face checkpoints; see synth_hf.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -503,4 +504,26 @@ bool synth_write_single(const char *path, const char *name, const char *dtype,
     ok = fclose(f) == 0 && ok;
     free(h.s);
     return ok;
+}
+
+/* Removes a tree made by the test (no symlinks are followed). */
+void synth_rm_rf(const char *p)
+{
+    struct stat st;
+    if (lstat(p, &st) != 0)
+        return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(p);
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            char sub[1024];
+            snprintf(sub, sizeof sub, "%s/%s", p, de->d_name);
+            synth_rm_rf(sub);
+        }
+        if (d != NULL)
+            closedir(d);
+    }
+    remove(p);
 }

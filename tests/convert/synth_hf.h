@@ -60,4 +60,7 @@ bool  synth_is_full(const synth_cfg *c, int il);
 bool  synth_write_single(const char *path, const char *name, const char *dtype,
                          const char *shape_json, uint64_t data_bytes, const char *raw_header);
 
+/* Removes a directory tree made by a test (no symlinks are followed). */
+void synth_rm_rf(const char *p);
+
 #endif /* SI_TESTS_SYNTH_HF_H */
