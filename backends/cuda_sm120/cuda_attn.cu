@@ -1,13 +1,26 @@
 // backends/cuda_sm120/cuda_attn.cu — SI_OP_ATTN on the device (spec
-// qwen35-gguf.md §3.4, §6.12), in three launches on the op's stream:
+// qwen35-gguf.md §3.4, §6.12), launched on the op's stream:
 //   1. rope_kernel:   per token, cos/sin of every rotated pair in double
 //                     (static YaRN when yarn_factor > 0), the cpu formula;
 //   2. append_kernel: per (token, kv head) k = rope(rms(k) * k_norm) and v
 //                     written to the cache at (seq, pos) as f16 or f32;
-//   3. attend_kernel: per (token, head) q = rope(rms(q) * q_norm), causal
-//                     softmax over positions 0..pos of the token's sequence
-//                     with an online (chunked) softmax in f32, GQA, scale
-//                     1/sqrt(hd), output times sigmoid(gate).
+//   3. the attention core, q = rope(rms(q) * q_norm), causal softmax over
+//      positions 0..pos of the token's sequence in f32, GQA, scale
+//      1/sqrt(hd), output times sigmoid(gate), one of:
+//      split (knob attn = split, the default): split_kernel per (token,
+//        group of RB query heads sharing one kv head, split of the
+//        context), so each K/V row is read once for the RB heads, with
+//        16-byte loads; the context is cut into n_split chunks so that the
+//        grid fills the GPU even for one decoding token (flash-decoding).
+//        Each split keeps an online softmax (max m, sum l, weighted V) and
+//        either writes the output itself (n_split = 1) or its partial
+//        (m, l, acc) to a workspace that combine_kernel merges
+//        (out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s);
+//      simple (attn = simple, or head_dim not in 16..256 a power of two):
+//        attend_kernel per (token, head), one serial online softmax over
+//        the whole context in chunks of 128.
+//   Both are exact attention over every cached position; they differ
+//   from each other (and from the cpu) only in f32 summation order.
 // The host has already checked that every position is the next free one of
 // its sequence and < n_ctx, so (2) never writes outside the cache and (3)
 // reads only filled rows (positions of earlier tokens of the same batch are
@@ -170,6 +183,315 @@ __global__ void __launch_bounds__(ATTN_THREADS) attend_kernel(cu_attn a)
         out[e] = acc[e] * inv / (1.0f + expf(-gate[e]));
 }
 
+/* ---- split-K attention (flash-decoding) -------------------------------- */
+
+#define SPLIT_THREADS 128
+#define SPLIT_WARPS   (SPLIT_THREADS / 32)
+#define SPLIT_TILE    64     /* positions per online-softmax step: 2 per lane */
+#define SPLIT_MAX     1024   /* splits per (token, head): combine's shared w  */
+#define COMB_THREADS  128
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// x[0..8) <- the 8 cache elements at base[i..i+8): one 16-byte load of f16,
+// two of f32 (i is a multiple of 8 and the row 16-byte aligned).
+template <bool F16> __device__ __forceinline__ void load8(const void *base, uint64_t i, float *x)
+{
+    if (F16) {
+        const uint4 r = __ldg((const uint4 *)((const __half *)base + i));
+        const __half2 *h = (const __half2 *)&r;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 f = __half22float2(h[j]);
+            x[2 * j] = f.x;
+            x[2 * j + 1] = f.y;
+        }
+    } else {
+        const float4 a = __ldg((const float4 *)((const float *)base + i));
+        const float4 b = __ldg((const float4 *)((const float *)base + i) + 1);
+        x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+        x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+    }
+}
+
+// Block (token t, heads h0..h0+RB of one kv head g, split s): positions
+// [s*chunk, min((s+1)*chunk, pos+1)).  Lane layout: a K/V row of hd
+// elements is read by lpr = hd/8 lanes (8 elements, 16 bytes of f16,
+// each), so a warp covers ppw = 32/lpr rows at once; row i of a tile goes
+// to warp (i / ppw) % SPLIT_WARPS, sub-row i % ppw.  Every lane keeps q and
+// the weighted-V sums of its 8 columns for all RB heads in registers; the
+// sub-rows and warps are folded at the end, in a fixed order.
+template <bool F16, int RB>
+__global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t chunk, int n_split)
+{
+    extern __shared__ float sm[];   // q, later the folded sums: [RB][hd]; p: [RB][SPLIT_TILE]
+    __shared__ double red[33];
+    __shared__ float m_s[RB], l_s[RB], f_s[RB];
+    const int U = RB >= 8 ? 2 : 4;  // rows loaded ahead per lane (bytes in flight vs registers)
+    const int hd = a.head_dim;
+    const int64_t t = blockIdx.x;
+    const int h0 = blockIdx.y * RB, s = blockIdx.z;
+    const int g = h0 / (a.n_head / a.n_head_kv);
+    const int64_t pos = a.pos[t];
+    const int64_t c0 = (int64_t)s * chunk;
+    if (c0 > pos)
+        return;   // beyond this token's context: combine reads only splits <= pos / chunk
+    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int lpr = hd >> 3, ppw = 32 / lpr;
+    const int sub = lane / lpr, cl = lane % lpr;
+    const int iters = SPLIT_TILE / (SPLIT_WARPS * ppw);
+    float *qs = sm, *ps = sm + RB * hd;
+
+    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
+        qs[i] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
+    if (threadIdx.x < RB) {
+        m_s[threadIdx.x] = -INFINITY;
+        l_s[threadIdx.x] = 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < RB; r++)
+        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
+    float q[RB][8], acc[RB][8];
+#pragma unroll
+    for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            q[r][j] = qs[r * hd + cl * 8 + j];
+            acc[r][j] = 0.0f;
+        }
+
+    const float scale = 1.0f / sqrtf((float)hd);
+    const uint64_t step = (uint64_t)a.n_head_kv * hd;
+    const uint64_t base = kv_row(a, a.seq[t], 0, g) + (uint64_t)cl * 8;
+    for (int64_t p0 = c0; p0 < c1; p0 += SPLIT_TILE) {
+        const int cnt = c1 - p0 < SPLIT_TILE ? (int)(c1 - p0) : SPLIT_TILE;
+        // scores of the tile: ps[r][i] = q_r . k_i * scale
+        for (int it0 = 0; it0 < iters; it0 += U) {
+            float kx[U][8];
+            int ii[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                ii[u] = ((it0 + u) * SPLIT_WARPS + warp) * ppw + sub;   // >= SPLIT_TILE past iters
+                if (ii[u] < cnt)
+                    load8<F16>(a.kc, base + (uint64_t)(p0 + ii[u]) * step, kx[u]);
+                else
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        kx[u][j] = 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int r = 0; r < RB; r++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        d = fmaf(q[r][j], kx[u][j], d);
+                    for (int o = lpr >> 1; o > 0; o >>= 1)
+                        d += __shfl_xor_sync(0xffffffffu, d, o);
+                    if (cl == 0 && ii[u] < cnt)
+                        ps[r * SPLIT_TILE + ii[u]] = d * scale;
+                }
+        }
+        __syncthreads();
+        // online softmax, one warp per head: p = e^(score - m_new); rows
+        // past cnt get p = 0 so the V pass needs no guard on p
+        for (int r = warp; r < RB; r += SPLIT_WARPS) {
+            float *pr = ps + r * SPLIT_TILE;
+            const float v0 = lane < cnt ? pr[lane] : -INFINITY;
+            const float v1 = lane + 32 < cnt ? pr[lane + 32] : -INFINITY;
+            const float mo = m_s[r], mn = fmaxf(mo, warp_max(fmaxf(v0, v1)));
+            const float f = mo == -INFINITY ? 0.0f : expf(mo - mn);
+            const float e0 = lane < cnt ? expf(v0 - mn) : 0.0f;
+            const float e1 = lane + 32 < cnt ? expf(v1 - mn) : 0.0f;
+            pr[lane] = e0;
+            pr[lane + 32] = e1;
+            const float sum = cu_warp_sum(e0 + e1);
+            if (lane == 0) {
+                m_s[r] = mn;
+                l_s[r] = l_s[r] * f + sum;
+                f_s[r] = f;
+            }
+        }
+        __syncthreads();
+        // acc = acc * f + sum_i p_i v_i
+#pragma unroll
+        for (int r = 0; r < RB; r++) {
+            const float f = f_s[r];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][j] *= f;
+        }
+        for (int it0 = 0; it0 < iters; it0 += U) {
+            float vx[U][8];
+            int ii[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                ii[u] = ((it0 + u) * SPLIT_WARPS + warp) * ppw + sub;
+                if (ii[u] < cnt)
+                    load8<F16>(a.vc, base + (uint64_t)(p0 + ii[u]) * step, vx[u]);
+                else
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        vx[u][j] = 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (ii[u] >= cnt)
+                    continue;
+#pragma unroll
+                for (int r = 0; r < RB; r++) {
+                    const float p = ps[r * SPLIT_TILE + ii[u]];
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[r][j] = fmaf(p, vx[u][j], acc[r][j]);
+                }
+            }
+        }
+        __syncthreads();   // ps and f_s are rewritten by the next tile
+    }
+
+    // fold the sub-rows of each warp, then the warps in order into qs
+    for (int o = lpr; o < 32; o <<= 1)
+#pragma unroll
+        for (int r = 0; r < RB; r++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], o);
+    float *fold = qs;   // q is in registers since before the first tile
+    for (int w = 0; w < SPLIT_WARPS; w++) {
+        if (warp == w && sub == 0)
+#pragma unroll
+            for (int r = 0; r < RB; r++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    float *d = fold + r * hd + cl * 8 + j;
+                    *d = w == 0 ? acc[r][j] : *d + acc[r][j];
+                }
+        __syncthreads();
+    }
+    if (n_split == 1) {
+        float *out = a.dst + t * a.dst_stride + (uint64_t)h0 * hd;
+        for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+            const int r = i / hd, e = i % hd;
+            const float inv = 1.0f / l_s[r];
+            out[i] = fold[i] * inv / (1.0f + expf(-qg[(uint64_t)r * 2 * hd + hd + e]));
+        }
+        return;
+    }
+    // partials: acc [n][n_head][n_split][hd], then (m, l) [n][n_head][n_split][2]
+    const uint64_t pb = ((uint64_t)t * a.n_head + h0) * n_split + s;
+    float *pacc = a.part, *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+        const int r = i / hd, e = i % hd;
+        pacc[(pb + (uint64_t)r * n_split) * hd + e] = fold[i];
+    }
+    if (threadIdx.x < RB) {
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split)] = m_s[threadIdx.x];
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split) + 1] = l_s[threadIdx.x];
+    }
+}
+
+// Block (token t, head h): merges the splits 0..pos/chunk of the head.
+__global__ void __launch_bounds__(COMB_THREADS) combine_kernel(cu_attn a, int32_t chunk, int n_split)
+{
+    __shared__ float w_s[SPLIT_MAX];
+    __shared__ float inv_s;
+    const int64_t t = blockIdx.x;
+    const int h = blockIdx.y, hd = a.head_dim;
+    const int lane = threadIdx.x & 31;
+    const int ns = (int)(a.pos[t] / chunk) + 1;   // <= n_split: pos < max_len <= chunk * n_split
+    const uint64_t pb = ((uint64_t)t * a.n_head + h) * n_split;
+    const float *pacc = a.part + pb * hd;
+    const float *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd + 2 * pb;
+    if (threadIdx.x < 32) {
+        float mx = -INFINITY;
+        for (int s = lane; s < ns; s += 32)
+            mx = fmaxf(mx, pml[2 * s]);
+        mx = warp_max(mx);
+        float l = 0.0f;
+        for (int s = lane; s < ns; s += 32) {
+            const float m = pml[2 * s];
+            const float w = m == -INFINITY ? 0.0f : expf(m - mx);
+            w_s[s] = w;
+            l = fmaf(w, pml[2 * s + 1], l);
+        }
+        l = cu_warp_sum(l);
+        if (lane == 0)
+            inv_s = 1.0f / l;
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    const float *gate = a.qg + t * a.qg_stride + (uint64_t)h * 2 * hd + hd;
+    float *out = a.dst + t * a.dst_stride + (uint64_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < ns; s++)
+            acc = fmaf(w_s[s], pacc[(uint64_t)s * hd + e], acc);
+        out[e] = acc * inv / (1.0f + expf(-gate[e]));
+    }
+}
+
+typedef struct split_plan {
+    int     rb;        /* query heads per block (divides n_head / n_head_kv) */
+    int     n_split;   /* chunks of the longest context                      */
+    int32_t chunk;     /* positions per chunk, a multiple of SPLIT_TILE      */
+} split_plan;
+
+// Whether the split path runs this op, and its shape: enough splits that
+// about 4 blocks per multiprocessor exist, none shorter than one tile.
+static bool plan_split(const cu_attn *a, split_plan *pl)
+{
+    const int hd = a->head_dim, R = a->n_head / a->n_head_kv;
+    if (!a->split || a->max_len <= 0)
+        return false;
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128 && hd != 256)
+        return false;
+    if ((((uintptr_t)a->kc) | ((uintptr_t)a->vc)) % 16 != 0)
+        return false;
+    pl->rb = R % 8 == 0 ? 8 : R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1;
+    const int64_t blocks = a->n * (a->n_head / pl->rb);
+    const int64_t target = 4 * (int64_t)(a->n_sm > 0 ? a->n_sm : 128);
+    int64_t ns = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+    const int64_t most = ((int64_t)a->max_len + SPLIT_TILE - 1) / SPLIT_TILE;
+    ns = ns < most ? ns : most;
+    ns = ns < SPLIT_MAX ? ns : SPLIT_MAX;
+    int64_t ch = ((int64_t)a->max_len + ns - 1) / ns;
+    ch = (ch + SPLIT_TILE - 1) / SPLIT_TILE * SPLIT_TILE;
+    pl->chunk = (int32_t)ch;
+    pl->n_split = (int)(((int64_t)a->max_len + ch - 1) / ch);
+    return true;
+}
+
+extern "C" size_t si_cu_attn_part_bytes(const cu_attn *a)
+{
+    split_plan pl;
+    if (a->n <= 0 || !plan_split(a, &pl) || pl.n_split == 1)
+        return 0;
+    return (size_t)a->n * a->n_head * pl.n_split * ((size_t)a->head_dim + 2) * sizeof(float);
+}
+
+template <bool F16>
+static void launch_split(const cu_attn *a, const split_plan *pl, cudaStream_t s)
+{
+    const dim3 grid((unsigned)a->n, (unsigned)(a->n_head / pl->rb), (unsigned)pl->n_split);
+    const size_t smem = ((size_t)pl->rb * a->head_dim + (size_t)pl->rb * SPLIT_TILE) * sizeof(float);
+    switch (pl->rb) {
+    case 8: split_kernel<F16, 8><<<grid, SPLIT_THREADS, smem, s>>>(*a, pl->chunk, pl->n_split); break;
+    case 4: split_kernel<F16, 4><<<grid, SPLIT_THREADS, smem, s>>>(*a, pl->chunk, pl->n_split); break;
+    case 2: split_kernel<F16, 2><<<grid, SPLIT_THREADS, smem, s>>>(*a, pl->chunk, pl->n_split); break;
+    default: split_kernel<F16, 1><<<grid, SPLIT_THREADS, smem, s>>>(*a, pl->chunk, pl->n_split); break;
+    }
+}
+
 extern "C" int si_cu_attn(const cu_attn *a, void *stream)
 {
     if (a->n <= 0)
@@ -182,9 +504,22 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
     size_t sm_att = (2 * (size_t)a->head_dim + ATTN_CHUNK) * sizeof(float);
     if (sm_att > 48 * 1024)
         return (int)cudaErrorInvalidValue;   // head_dim > ~6000: refused by the checker first
+    split_plan pl;
+    const bool split = plan_split(a, &pl);
+    if (split && pl.n_split > 1 && a->part == NULL)
+        return (int)cudaErrorInvalidValue;   // si_cu_attn_part_bytes() said it needs a workspace
     if (a->n_rot > 0)
         rope_kernel<<<n, 64, 0, s>>>(*a);
     append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_app, s>>>(*a);
-    attend_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_att, s>>>(*a);
+    if (!split) {
+        attend_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_att, s>>>(*a);
+    } else {
+        if (a->f16)
+            launch_split<true>(a, &pl, s);
+        else
+            launch_split<false>(a, &pl, s);
+        if (pl.n_split > 1)
+            combine_kernel<<<dim3(n, (unsigned)a->n_head), COMB_THREADS, 0, s>>>(*a, pl.chunk, pl.n_split);
+    }
     return (int)cudaGetLastError();
 }

@@ -21,8 +21,32 @@ struct si_backend {
     uint32_t       kv_type;         /* SI_TYPE_F16 (default) or SI_TYPE_F32  */
     void          *ws;              /* device workspace of the running op    */
     size_t         ws_size;
-    int32_t       *ids_host;        /* GET_ROWS id check (host copy)         */
-    size_t         ids_cap;
+    bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
+    bool           attn_split;      /* knob attn = split (else simple)       */
+    int            n_sm;            /* multiprocessors of the device         */
+    /* ATTN split partials (device), grown on demand after a stream sync. */
+    float         *attn_part;
+    size_t         attn_part_cap;
+    /* GET_ROWS id errors: device words [set, id, index, n_rows] written by
+     * the kernel, read back (into flag_host, pinned) at sync/download. */
+    unsigned      *flag_dev;
+    unsigned      *flag_host;
+    bool           flag_pending;    /* a GET_ROWS ran since the last check   */
+    /* Pinned staging for the small per-op uploads (positions, sequence
+     * runs): from pinned memory cudaMemcpyAsync never waits for the stream.
+     * Bump-allocated within an exec; pin_ev marks the last copy out of it. */
+    uint8_t       *pin;
+    size_t         pin_cap, pin_used;
+    cudaEvent_t    pin_ev;
+    /* Quantised activations of the dp4a path (device): two halves of
+     * xq_cap bytes each; half 0 caches the quantised copy of one input
+     * (xq_key..: device range [xq_lo, xq_hi) it was made from, valid until
+     * an op writes into that range or the exec ends), half 1 is scratch. */
+    uint8_t       *xq;
+    size_t         xq_cap;
+    const void    *xq_key;
+    int64_t        xq_in, xq_ncx, xq_stride;
+    uintptr_t      xq_lo, xq_hi;
 };
 
 struct si_buf {
@@ -43,6 +67,20 @@ struct si_kv {
 /* Device workspace of at least `bytes` (grown after a stream sync); NULL
  * with err set when it cannot be had.  Valid until the next call. */
 void *cu_ws_reserve(si_backend *b, size_t bytes, si_err *err);
+/* Pinned host staging of `bytes` for one upload of this exec; NULL with err
+ * set when it cannot be had. */
+void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err);
+/* Device scratch for quantised activations: both halves >= bytes (grown
+ * after a stream sync, which drops the cached copy). */
+int  cu_xq_reserve(si_backend *b, size_t bytes, si_err *err);
+/* Completes `a` for the attention core (knob, SM count, longest context
+ * from the host positions pos[0..a->n)) and points a->part at a large
+ * enough split workspace; SI_ENOMEM/SI_EDEVICE with err set otherwise. */
+struct cu_attn;
+int  cu_attn_prepare(si_backend *b, struct cu_attn *a, const int32_t *pos, si_err *err);
+/* SI_ERANGE with the message of the first bad GET_ROWS id since the last
+ * check (the stream must be synchronised), else SI_OK. */
+int  cu_flag_check(si_backend *b, si_err *err);
 
 bool cu_supports(const si_backend *b, const si_op *op);
 int  cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);

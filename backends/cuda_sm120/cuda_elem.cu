@@ -14,13 +14,26 @@ __device__ __forceinline__ float *row_ptr(const cu_rows &t, int64_t r)
 }
 
 template <int T>
-__global__ void get_rows_kernel(const uint8_t *table, uint64_t row_bytes, const int32_t *ids, uint64_t ids_stride,
-                                int64_t n, float *dst, uint64_t dst_stride, int64_t ne0)
+__global__ void get_rows_kernel(const uint8_t *table, uint64_t row_bytes, int64_t n_rows, const int32_t *ids,
+                                uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
+                                unsigned *flag)
 {
     for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
         const int32_t id = *(const int32_t *)((const uint8_t *)ids + (uint64_t)i * ids_stride);
-        const uint8_t *src = table + (uint64_t)id * row_bytes;
         float *y = (float *)((uint8_t *)dst + (uint64_t)i * dst_stride);
+        if (id < 0 || id >= n_rows) {
+            // Reported at the next sync; the row is zeroed so nothing reads
+            // outside the table and later ops see finite values.
+            if (threadIdx.x == 0 && atomicCAS(flag, 0u, 1u) == 0u) {
+                flag[1] = (unsigned)id;
+                flag[2] = (unsigned)i;
+                flag[3] = (unsigned)n_rows;
+            }
+            for (int64_t e = threadIdx.x; e < ne0; e += blockDim.x)
+                y[e] = 0.0f;
+            continue;
+        }
+        const uint8_t *src = table + (uint64_t)id * row_bytes;
         const int64_t n8 = ne0 / 8;
         for (int64_t g = threadIdx.x; g < n8; g += blockDim.x) {
             float w[8];
@@ -36,23 +49,24 @@ __global__ void get_rows_kernel(const uint8_t *table, uint64_t row_bytes, const 
 }
 
 template <int T>
-static cudaError_t get_rows_launch(const uint8_t *table, uint64_t row_bytes, const int32_t *ids, uint64_t ids_stride,
-                                   int64_t n, float *dst, uint64_t dst_stride, int64_t ne0, cudaStream_t s)
+static cudaError_t get_rows_launch(const uint8_t *table, uint64_t row_bytes, int64_t n_rows, const int32_t *ids,
+                                   uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
+                                   unsigned *flag, cudaStream_t s)
 {
     unsigned grid = (unsigned)(n < 65535 ? n : 65535);
-    get_rows_kernel<T><<<grid, 128, 0, s>>>(table, row_bytes, ids, ids_stride, n, dst, dst_stride, ne0);
+    get_rows_kernel<T><<<grid, 128, 0, s>>>(table, row_bytes, n_rows, ids, ids_stride, n, dst, dst_stride, ne0, flag);
     return cudaGetLastError();
 }
 
-extern "C" int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, const int32_t *ids,
-                              uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
-                              void *stream)
+extern "C" int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int64_t n_rows,
+                              const int32_t *ids, uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride,
+                              int64_t ne0, unsigned *flag, void *stream)
 {
     if (n <= 0 || ne0 <= 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
     switch (type) {
-        CU_TYPE_CASES(get_rows_launch, table, row_bytes, ids, ids_stride, n, dst, dst_stride, ne0, s)
+        CU_TYPE_CASES(get_rows_launch, table, row_bytes, n_rows, ids, ids_stride, n, dst, dst_stride, ne0, flag, s)
     default:
         return (int)cudaErrorInvalidValue;
     }

@@ -10,8 +10,10 @@
  *                   backend), host-side validation, workspace, launches
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
  *   cuda_matmul.cu  GEMV-style MATMUL (also the expert products of MOE)
+ *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a)
  *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
  *   cuda_attn.cu    RoPE table, K/V append, causal GQA attention
+ *                   (split-K over the context, or one block per head)
  *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
  */
@@ -56,6 +58,19 @@ typedef struct cu_mm {
 
 int si_cu_matmul(const cu_mm *mm, void *stream);
 
+/* ---- dp4a MATMUL (cuda_mmq.cu) ------------------------------------------
+ * Activations quantised to int8 blocks of 32 with one f32 scale each:
+ * q[c*in + i], d[c*(in/32) + i/32] for columns c in [0, ncx). */
+#define SI_CU_MMQ_MAX_COLS 8
+int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
+                     void *stream);
+/* Whether si_cu_matmul_q8 takes this product: Q8_0/Q4_K/Q5_K/Q6_K weights
+ * aligned for its loads, and ncols <= SI_CU_MMQ_MAX_COLS unless per-column
+ * experts are given.  mm->x is ignored; column j reads quantised column
+ * j / x_div. */
+bool si_cu_mmq_ok(const cu_mm *mm);
+int  si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, void *stream);
+
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
 typedef struct cu_rows {
     uint8_t *p;                  /* device, first element                  */
@@ -63,10 +78,13 @@ typedef struct cu_rows {
     uint64_t nb1, nb2, nb3;      /* byte strides                           */
 } cu_rows;
 
-/* dst rows = decoded rows ids[i] of the table (row_bytes apart). */
-int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, const int32_t *ids,
+/* dst rows = decoded rows ids[i] of the table (row_bytes apart).  An id
+ * outside [0, n_rows) gives a row of zeros and, for the first such id,
+ * flag[0] = 1, flag[1] = id, flag[2] = i, flag[3] = n_rows (device words,
+ * read back by the host at sync: no host round trip per op). */
+int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int64_t n_rows, const int32_t *ids,
                    uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
-                   void *stream);
+                   unsigned *flag, void *stream);
 /* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU. */
 int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
                int64_t nrows, float eps, void *stream);
@@ -86,8 +104,16 @@ typedef struct cu_attn {
     void        *kc, *vc;        /* device: this layer's K and V           */
     bool         f16;            /* cache element type                     */
     uint32_t     n_ctx;          /* cache: [seq][ctx][kv_head][head_dim]   */
+    /* Attention core (all zero = the simple kernel): */
+    bool         split;          /* knob attn = split (else simple)        */
+    int          n_sm;           /* multiprocessors: sizes the split grid  */
+    int32_t      max_len;        /* max over the tokens of pos + 1         */
+    float       *part;           /* device, si_cu_attn_part_bytes() bytes  */
 } cu_attn;
 
+/* Bytes of split partials si_cu_attn needs in a->part (0: none; set split,
+ * n_sm and max_len first). */
+size_t si_cu_attn_part_bytes(const cu_attn *a);
 int si_cu_attn(const cu_attn *a, void *stream);
 
 /* ---- GDN ---------------------------------------------------------------- */

@@ -2,8 +2,11 @@
  * backend: the shape/type checks (the same rules as the cpu backend, so
  * both accept exactly the same ops, minus weight types the kernels do not
  * decode), host-side validation that needs the host arrays (positions,
- * sequence runs, GET_ROWS ids), workspace carving, and the launches.
- * supports() never touches the device. */
+ * sequence runs), workspace carving, and the launches.  exec never waits
+ * for the device: GET_ROWS ids are checked by the kernel (reported at
+ * sync), host arrays go up through pinned staging, and the dp4a path
+ * quantises each input once per exec (cached until something writes to
+ * it).  supports() never touches the device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,9 +155,14 @@ static void *take(carve *c, size_t bytes)
 
 static int h2d(si_backend *b, void *dst, const void *src, size_t n, si_err *err)
 {
-    /* From pageable memory the source is consumed before this returns; the
-     * copy itself is ordered on the stream after earlier kernels. */
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, b->stream);
+    /* Staged through pinned memory: a copy from pageable memory may wait
+     * for the stream to drain; this one is only enqueued.  The copy is
+     * ordered on the stream after earlier kernels. */
+    void *stage = cu_pin_reserve(b, n, err);
+    if (stage == NULL)
+        return SI_ENOMEM;
+    memcpy(stage, src, n);
+    cudaError_t e = cudaMemcpyAsync(dst, stage, n, cudaMemcpyHostToDevice, b->stream);
     return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, CU_NAME ": upload of op data: %s",
                                                  cudaGetErrorString(e));
 }
@@ -180,6 +188,60 @@ static int matmul_check(const si_backend *b, const si_op *op, si_err *err)
     return rc != SI_OK ? rc : want_f32(b, &op->dst, out, n, "MATMUL", "dst", err);
 }
 
+/* ---- dp4a inputs ------------------------------------------------------------ */
+
+/* Bytes of the quantised copy of ncx columns of `in` activations. */
+static size_t xq_bytes(int64_t in, int64_t ncx)
+{
+    return rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float));
+}
+
+/* The int8 copy of x [ncx columns of `in`, x_stride floats apart] in half
+ * `slot` of the scratch.  Slot 0 is a cache: the same input again (same
+ * device address and shape, nothing written to it since) is not
+ * quantised again, so q/k/v/gate projections of one input share it. */
+static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot,
+                  int8_t **q, float **d, si_err *err)
+{
+    const size_t bytes = xq_bytes(in, ncx);
+    int rc = cu_xq_reserve(b, bytes, err);
+    if (rc != SI_OK)
+        return rc;
+    uint8_t *base = b->xq + (size_t)slot * b->xq_cap;
+    *q = (int8_t *)base;
+    *d = (float *)(base + rnd((size_t)(in * ncx)));
+    if (slot == 0 && b->xq_key == (const void *)x && b->xq_in == in && b->xq_ncx == ncx && b->xq_stride == x_stride)
+        return SI_OK;
+    if (slot == 0)
+        b->xq_key = NULL;
+    rc = launched(si_cu_quantize_x(x, x_stride, in, ncx, *q, *d, b->stream), "quantise activations", err);
+    if (rc == SI_OK && slot == 0) {
+        b->xq_key = x;
+        b->xq_in = in;
+        b->xq_ncx = ncx;
+        b->xq_stride = x_stride;
+        b->xq_lo = (uintptr_t)x;
+        b->xq_hi = (uintptr_t)(x + (ncx - 1) * x_stride + in);
+    }
+    return rc;
+}
+
+/* The product through dp4a when the knob and the weight allow it, else
+ * the f32 kernel.  Column j reads x column j / x_div (ncx columns). */
+static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
+{
+    cu_mm m = *mm;
+    if (!b->mm_dp4a || m.rows <= 0 || m.ncols <= 0 || !si_cu_mmq_ok(&m))
+        return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
+    const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
+    int8_t *q;
+    float *d;
+    int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, &q, &d, err);
+    if (rc != SI_OK)
+        return rc;
+    return launched(si_cu_matmul_q8(&m, q, d, b->stream), "MATMUL (dp4a)", err);
+}
+
 static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_tensor *w = op->src[0], *x = op->src[1];
@@ -189,7 +251,7 @@ static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
         .x = (const float *)dptr(x), .x_stride = (int64_t)(row_stride(x) / 4), .x_div = 1,
         .y = (float *)dptr(&op->dst), .y_stride = (int64_t)(row_stride(&op->dst) / 4), .ncols = n,
     };
-    return launched(si_cu_matmul(&mm, b->stream), "MATMUL", err);
+    return mm_run(b, &mm, 0, err);
 }
 
 /* ---- GET_ROWS, RMSNORM, ADD, MUL, SWIGLU ---------------------------------- */
@@ -291,33 +353,19 @@ static int get_rows_exec(si_backend *b, const si_op *op, si_err *err)
     const int64_t n = ids->ne[0], n_rows = ne_of(tab, 1);
     if (n == 0)
         return SI_OK;
-    /* The ids live on the device; check them on the host before any row
-     * is read (a bad id is an error, as on the cpu backend). */
-    if ((size_t)n > b->ids_cap) {
-        int32_t *p = realloc(b->ids_host, (size_t)n * sizeof *p);
-        if (p == NULL)
-            return si_err_set(err, SI_ENOMEM, "out of host memory");
-        b->ids_host = p;
-        b->ids_cap = (size_t)n;
-    }
-    cudaError_t e;
-    if (ids->nb[0] == sizeof(int32_t))
-        e = cudaMemcpyAsync(b->ids_host, dptr(ids), (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, b->stream);
-    else
-        e = cudaErrorInvalidValue;
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(b->stream);
-    if (e != cudaSuccess)
-        return si_err_set(err, SI_EDEVICE, CU_NAME ": GET_ROWS: reading the ids: %s", cudaGetErrorString(e));
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = b->ids_host[i];
-        if (id < 0 || id >= n_rows)
-            return si_err_set(err, SI_ERANGE, CU_NAME ": GET_ROWS: id %d at index %lld outside [0, %lld)", id,
-                              (long long)i, (long long)n_rows);
-    }
-    return launched(si_cu_get_rows(tab->type, dptr(tab), row_stride(tab), (const int32_t *)dptr(ids), ids->nb[0], n,
-                                   (float *)dptr(&op->dst), op->dst.nb[1], tab->ne[0], b->stream),
-                    "GET_ROWS", err);
+    /* The ids live on the device: the kernel checks them (a bad id gives a
+     * zero row, never a read outside the table) and the first bad one is
+     * reported as SI_ERANGE by the next sync/download, as the cpu backend
+     * reports it from exec. */
+    if (n_rows > 0x7fffffffLL)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: table of %lld rows", (long long)n_rows);
+    int rc = launched(si_cu_get_rows(tab->type, dptr(tab), row_stride(tab), n_rows, (const int32_t *)dptr(ids),
+                                     ids->nb[0], n, (float *)dptr(&op->dst), op->dst.nb[1], tab->ne[0], b->flag_dev,
+                                     b->stream),
+                      "GET_ROWS", err);
+    if (rc == SI_OK)
+        b->flag_pending = true;
+    return rc;
 }
 
 static int elem_exec(si_backend *b, const si_op *op, si_err *err)
@@ -440,6 +488,10 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
         .kc = kv->k + (uint64_t)p->kv_layer * kv->layer_bytes, .vc = kv->v + (uint64_t)p->kv_layer * kv->layer_bytes,
         .f16 = kv->f16, .n_ctx = n_ctx,
     };
+    if ((rc = cu_attn_prepare(b, &a, p->pos, err)) != SI_OK) {
+        free(added);
+        return rc;
+    }
     rc = launched(si_cu_attn(&a, b->stream), "ATTN", err);
     if (rc == SI_OK)
         for (uint32_t s = 0; s < n_seq; s++)
@@ -674,48 +726,53 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     const float *h = (const float *)dptr(W[0]);
     const int64_t hs = (int64_t)(row_stride(W[0]) / 4);
     void *s = b->stream;
-    int e = 0;
-    /* 1. router and top-k */
+    /* 1. router and top-k (h is quantised once, in slot 0, for the router,
+     * the routed gate/up and the shared expert's gate/up) */
     cu_mm mm = mm_of(W[1], 0, h, hs, 1, logits, E, n, E, NULL);
-    if ((e = si_cu_matmul(&mm, s)) == 0)
-        e = si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s);
+    int rc = mm_run(b, &mm, 0, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s), "MOE", err);
     /* 2. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
-    if (e == 0) {
+    if (rc == SI_OK) {
         mm = mm_of(W[2], 0, h, hs, K, g, F, NK, F, sel);
-        e = si_cu_matmul(&mm, s);
+        rc = mm_run(b, &mm, 0, err);
     }
-    if (e == 0) {
+    if (rc == SI_OK) {
         mm = d.fused ? mm_of(W[2], (uint64_t)F, h, hs, K, u, F, NK, F, sel) : mm_of(W[3], 0, h, hs, K, u, F, NK, F, sel);
-        e = si_cu_matmul(&mm, s);
+        rc = mm_run(b, &mm, 0, err);
     }
-    if (e == 0)
-        e = si_cu_swiglu_rows(g, (uint64_t)F, u, (uint64_t)F, NK, F, s);
-    if (e == 0) {
-        mm = mm_of(W[4], 0, g, F, 1, y, H, NK, H, sel);
-        e = si_cu_matmul(&mm, s);
-    }
-    /* 3. shared expert */
-    if (e == 0 && d.shared) {
+    /* 3. shared expert's products of h, while slot 0 still holds it */
+    if (rc == SI_OK && d.shared) {
         mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
-        if ((e = si_cu_matmul(&mm, s)) == 0) {
+        if ((rc = mm_run(b, &mm, 0, err)) == SI_OK) {
             mm = mm_of(W[6], 0, h, hs, 1, gs, Fs, n, Fs, NULL);
-            e = si_cu_matmul(&mm, s);
+            rc = mm_run(b, &mm, 0, err);
         }
-        if (e == 0) {
+        if (rc == SI_OK) {
             mm = mm_of(W[7], 0, h, hs, 1, us, Fs, n, Fs, NULL);
-            e = si_cu_matmul(&mm, s);
-        }
-        if (e == 0)
-            e = si_cu_swiglu_rows(gs, (uint64_t)Fs, us, (uint64_t)Fs, n, Fs, s);
-        if (e == 0) {
-            mm = mm_of(W[8], 0, gs, Fs, 1, ys, H, n, H, NULL);
-            e = si_cu_matmul(&mm, s);
+            rc = mm_run(b, &mm, 0, err);
         }
     }
-    /* 4. combine */
-    if (e == 0)
-        e = si_cu_moe_combine((float *)dptr(&op->dst), row_stride(&op->dst) / 4, y, wts, ys, gamma, n, (int)K, H, s);
-    return launched(e, "MOE", err);
+    /* 4. down projections (their inputs are scratch: slot 1) */
+    if (rc == SI_OK)
+        rc = launched(si_cu_swiglu_rows(g, (uint64_t)F, u, (uint64_t)F, NK, F, s), "MOE", err);
+    if (rc == SI_OK) {
+        mm = mm_of(W[4], 0, g, F, 1, y, H, NK, H, sel);
+        rc = mm_run(b, &mm, 1, err);
+    }
+    if (rc == SI_OK && d.shared) {
+        rc = launched(si_cu_swiglu_rows(gs, (uint64_t)Fs, us, (uint64_t)Fs, n, Fs, s), "MOE", err);
+        if (rc == SI_OK) {
+            mm = mm_of(W[8], 0, gs, Fs, 1, ys, H, n, H, NULL);
+            rc = mm_run(b, &mm, 1, err);
+        }
+    }
+    /* 5. combine */
+    if (rc == SI_OK)
+        rc = launched(si_cu_moe_combine((float *)dptr(&op->dst), row_stride(&op->dst) / 4, y, wts, ys, gamma, n,
+                                        (int)K, H, s),
+                      "MOE", err);
+    return rc;
 }
 
 /* ---- dispatch --------------------------------------------------------------- */
@@ -754,19 +811,73 @@ bool cu_supports(const si_backend *b, const si_op *op)
     return e != NULL && e->check(b, op, NULL) == SI_OK;
 }
 
+/* Device bytes [lo, hi) of a valid tensor. */
+static void t_range(const si_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    uint32_t blk, bytes;
+    type_blk(t->type, &blk, &bytes);
+    uint64_t ext = blk ? (uint64_t)(t->ne[0] / blk) * bytes : 0;
+    for (uint32_t i = 1; i < t->ndim; i++)
+        if (t->ne[i] > 1)
+            ext += (uint64_t)(t->ne[i] - 1) * t->nb[i];
+    *lo = (uintptr_t)dptr(t);
+    *hi = *lo + ext;
+}
+
+/* Drops the cached quantised input when `op` wrote into its source. */
+static void xq_after(si_backend *b, const si_op *op)
+{
+    if (b->xq_key == NULL)
+        return;
+    uintptr_t lo, hi;
+    t_range(&op->dst, &lo, &hi);
+    bool hit = lo < b->xq_hi && b->xq_lo < hi;
+    if (op->kind == SI_OP_GDN && op->p.gdn.state != NULL) {
+        lo = (uintptr_t)op->p.gdn.state->dev;
+        hi = lo + op->p.gdn.state->nbytes;
+        hit |= lo < b->xq_hi && b->xq_lo < hi;
+    }
+    if (hit)
+        b->xq_key = NULL;
+}
+
 int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
 {
     if (n_ops > 0 && (b == NULL || ops == NULL))
         return si_err_set(err, SI_EINVAL, CU_NAME ": exec: NULL argument");
-    for (size_t i = 0; i < n_ops; i++) {
+    if (n_ops == 0)
+        return SI_OK;
+    /* The staging arena is reused once the previous exec's copies left it
+     * (already the case after the sync that normally follows an exec). */
+    if (b->pin_used > 0) {
+        cudaError_t e = cudaEventSynchronize(b->pin_ev);
+        if (e != cudaSuccess)
+            return si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
+        b->pin_used = 0;
+    }
+    /* Uploads between execs may have changed any input. */
+    b->xq_key = NULL;
+    int rc = SI_OK;
+    for (size_t i = 0; i < n_ops && rc == SI_OK; i++) {
         const op_entry *e = find_op(&ops[i], err);
-        if (e == NULL)
-            return SI_EUNSUPPORTED;
-        int rc = e->check(b, &ops[i], err);
+        if (e == NULL) {
+            rc = SI_EUNSUPPORTED;
+            break;
+        }
+        rc = e->check(b, &ops[i], err);
         if (rc == SI_OK)
             rc = e->exec(b, &ops[i], err);
-        if (rc != SI_OK)
-            return rc;
+        if (rc == SI_OK)
+            xq_after(b, &ops[i]);
     }
-    return SI_OK;
+    if (b->pin_used > 0) {
+        cudaError_t e = cudaEventRecord(b->pin_ev, b->stream);
+        if (e != cudaSuccess && rc == SI_OK)
+            rc = si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
+        if (e != cudaSuccess) {
+            cudaStreamSynchronize(b->stream);   /* no event: wait here instead */
+            b->pin_used = 0;
+        }
+    }
+    return rc;
 }

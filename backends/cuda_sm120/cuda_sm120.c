@@ -5,6 +5,33 @@
  * Knobs ([backend.cuda_sm120], read with host->cfg_get):
  *   device  = N           CUDA device index (default 0)
  *   kv_type = f16 | f32   KV cache element type (default f16)
+ *   matmul  = f32 | dp4a  MATMUL/MOE products with Q8_0/Q4_K/Q5_K/Q6_K
+ *                         weights and <= 8 columns (any number for the
+ *                         per-token experts): dp4a (opt-in) quantises the
+ *                         activations to int8 blocks of 32 (f32 scale) once
+ *                         per input and multiplies with __dp4a, int32 sums
+ *                         per 16 weights (cuda_mmq.cu; ~0.3% error per dot
+ *                         from the int8 rounding of x); f32 decodes the
+ *                         weights to f32 and accumulates in f32 (exact
+ *                         parity with the cpu backend's matmul = ref).
+ *                         f32 is the default: on the H200 dp4a is 2.3x
+ *                         faster at 9b decode, but on tiny random models
+ *                         its int8 activation noise moves top-1 (0.97 /
+ *                         0.76 vs cpu over 360 positions, like the cpu
+ *                         backend's own int8 path) and the whole-model gate
+ *                         is 0.99; it becomes the default once validated on
+ *                         real weights.
+ *   attn    = split | simple  ATTN core: split (default) cuts each token's
+ *                         context into chunks handled by separate blocks,
+ *                         each reading K/V once for all query heads of a
+ *                         kv head, then merges them (flash-decoding: the
+ *                         GPU stays full for one decoding token at long
+ *                         context); simple is one block per (token, head)
+ *                         over the whole context.  Both exact (cuda_attn.cu).
+ *
+ * Exec enqueues without host round trips: per-op host data goes through a
+ * pinned staging arena, GET_ROWS checks its ids on the device and the
+ * first bad id is reported as SI_ERANGE by the next sync() or download().
  *
  * Weights are uploaded as-is in their GGUF type; the kernels decode
  * F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K in registers (cuda_quant.cuh).  Every
@@ -54,7 +81,13 @@ static void cuda_close(si_backend *b)
         cudaStreamDestroy(b->stream);
     }
     cudaFree(b->ws);
-    free(b->ids_host);
+    cudaFree(b->xq);
+    cudaFree(b->attn_part);
+    cudaFree(b->flag_dev);
+    cudaFreeHost(b->flag_host);
+    cudaFreeHost(b->pin);
+    if (b->pin_ev != NULL)
+        cudaEventDestroy(b->pin_ev);
     free(b);
 }
 
@@ -84,6 +117,26 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             kv_type = SI_TYPE_F32;
         else
             return si_err_set(err, SI_EINVAL, "[%s] kv_type = '%s': expected one of f16|f32", section, kt);
+    }
+    bool dp4a = false;   /* see the matmul knob above */
+    const char *mk = h->cfg_get(h, section, "matmul");
+    if (mk != NULL) {
+        if (strcmp(mk, "dp4a") == 0)
+            dp4a = true;
+        else if (strcmp(mk, "f32") == 0)
+            dp4a = false;
+        else
+            return si_err_set(err, SI_EINVAL, "[%s] matmul = '%s': expected one of dp4a|f32", section, mk);
+    }
+    bool attn_split = true;
+    const char *ak = h->cfg_get(h, section, "attn");
+    if (ak != NULL) {
+        if (strcmp(ak, "split") == 0)
+            attn_split = true;
+        else if (strcmp(ak, "simple") == 0)
+            attn_split = false;
+        else
+            return si_err_set(err, SI_EINVAL, "[%s] attn = '%s': expected one of split|simple", section, ak);
     }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
@@ -117,15 +170,31 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->host = h;
     b->device = device;
     b->kv_type = kv_type;
+    b->mm_dp4a = dp4a;
+    b->attn_split = attn_split;
+    b->n_sm = p.multiProcessorCount;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         b->stream = NULL;
         cuda_close(b);
         return si_err_set(err, SI_EDEVICE, "cudaStreamCreate: %s", cudaGetErrorString(e));
     }
-    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s", device, p.name,
-           p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
-           kv_type == SI_TYPE_F16 ? "f16" : "f32");
+    if ((e = cudaEventCreateWithFlags(&b->pin_ev, cudaEventDisableTiming)) != cudaSuccess) {
+        b->pin_ev = NULL;
+        cuda_close(b);
+        return si_err_set(err, SI_EDEVICE, "cudaEventCreate: %s", cudaGetErrorString(e));
+    }
+    if ((e = cudaMalloc((void **)&b->flag_dev, 4 * sizeof(unsigned))) != cudaSuccess ||
+        (e = cudaMallocHost((void **)&b->flag_host, 4 * sizeof(unsigned))) != cudaSuccess ||
+        (e = cudaMemset(b->flag_dev, 0, 4 * sizeof(unsigned))) != cudaSuccess) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
+    }
+    memset(b->flag_host, 0, 4 * sizeof(unsigned));
+    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, attn %s", device,
+           p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+           kv_type == SI_TYPE_F16 ? "f16" : "f32", dp4a ? "dp4a" : "f32", attn_split ? "split" : "simple");
     *out = b;
     return SI_OK;
 }
@@ -159,6 +228,125 @@ void *cu_ws_reserve(si_backend *b, size_t bytes, si_err *err)
     }
     b->ws_size = want;
     return b->ws;
+}
+
+void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err)
+{
+    size_t need = (bytes + 15) & ~(size_t)15;
+    if (need > b->pin_cap - b->pin_used || b->pin == NULL) {
+        /* Earlier copies of this exec may still read the arena. */
+        cudaError_t e = cudaStreamSynchronize(b->stream);
+        if (e != cudaSuccess) {
+            si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
+            return NULL;
+        }
+        b->pin_used = 0;
+        if (need > b->pin_cap || b->pin == NULL) {
+            cudaFreeHost(b->pin);
+            b->pin = NULL;
+            b->pin_cap = 0;
+            size_t want = need < ((size_t)1 << 20) ? (size_t)1 << 20 : need + need / 2;
+            if ((e = cudaMallocHost((void **)&b->pin, want)) != cudaSuccess) {
+                cudaGetLastError();
+                b->pin = NULL;
+                si_err_set(err, SI_ENOMEM, CU_NAME ": %zu bytes of pinned staging: %s", want, cudaGetErrorString(e));
+                return NULL;
+            }
+            b->pin_cap = want;
+        }
+    }
+    void *p = b->pin + b->pin_used;
+    b->pin_used += need;
+    return p;
+}
+
+int cu_xq_reserve(si_backend *b, size_t bytes, si_err *err)
+{
+    if (bytes <= b->xq_cap && b->xq != NULL)
+        return SI_OK;
+    /* Kernels of earlier ops may still read the old scratch. */
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
+    cudaFree(b->xq);
+    b->xq = NULL;
+    b->xq_cap = 0;
+    b->xq_key = NULL;
+    size_t want = ((bytes + bytes / 2) + 255) & ~(size_t)255;
+    if ((e = cudaMalloc((void **)&b->xq, 2 * want)) != cudaSuccess) {
+        cudaGetLastError();
+        b->xq = NULL;
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": %zu bytes for quantised activations: %s", 2 * want,
+                          cudaGetErrorString(e));
+    }
+    b->xq_cap = want;
+    return SI_OK;
+}
+
+int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
+{
+    int32_t max_len = 0;
+    for (int64_t t = 0; t < a->n; t++)
+        if (pos[t] >= max_len)
+            max_len = pos[t] + 1;   /* pos < n_ctx: checked by the caller */
+    a->split = b->attn_split;
+    a->n_sm = b->n_sm;
+    a->max_len = max_len;
+    a->part = NULL;
+    size_t bytes = si_cu_attn_part_bytes(a);
+    if (bytes == 0)
+        return SI_OK;
+    if (bytes > b->attn_part_cap || b->attn_part == NULL) {
+        /* Kernels of earlier ATTN ops may still use the old partials. */
+        cudaError_t e = cudaStreamSynchronize(b->stream);
+        if (e != cudaSuccess)
+            return si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
+        cudaFree(b->attn_part);
+        b->attn_part = NULL;
+        b->attn_part_cap = 0;
+        size_t want = ((bytes + bytes / 2) + 255) & ~(size_t)255;
+        if ((e = cudaMalloc((void **)&b->attn_part, want)) != cudaSuccess) {
+            cudaGetLastError();
+            b->attn_part = NULL;
+            return si_err_set(err, SI_ENOMEM, CU_NAME ": %zu bytes for attention partials: %s", want,
+                              cudaGetErrorString(e));
+        }
+        b->attn_part_cap = want;
+    }
+    a->part = b->attn_part;
+    return SI_OK;
+}
+
+int cu_flag_check(si_backend *b, si_err *err)
+{
+    if (!b->flag_pending)
+        return SI_OK;
+    b->flag_pending = false;
+    volatile unsigned *f = b->flag_host;
+    if (f[0] == 0)
+        return SI_OK;
+    int id = (int)f[1];
+    unsigned at = f[2], n_rows = f[3];
+    f[0] = 0;
+    cudaError_t e = cudaMemsetAsync(b->flag_dev, 0, 4 * sizeof(unsigned), b->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": resetting the error flag: %s", cudaGetErrorString(e));
+    return si_err_set(err, SI_ERANGE, CU_NAME ": GET_ROWS: id %d at index %u outside [0, %u)", id, at, n_rows);
+}
+
+/* Waits for the stream, fetching the GET_ROWS flag with it when needed. */
+static int sync_checked(si_backend *b, const char *what, si_err *err)
+{
+    cudaError_t e = cudaSuccess;
+    if (b->flag_pending)
+        e = cudaMemcpyAsync(b->flag_host, b->flag_dev, 4 * sizeof(unsigned), cudaMemcpyDeviceToHost, b->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": %s: %s", what, cudaGetErrorString(e));
+    return cu_flag_check(b, err);
 }
 
 static int cuda_buf_alloc(si_backend *b, uint64_t nbytes, si_buf **out, si_err *err)
@@ -222,9 +410,9 @@ static int cuda_download(si_backend *b, void *dst, si_buf *src, uint64_t off, ui
     if (rc != SI_OK || n == 0)
         return rc;
     cudaError_t e = cudaMemcpyAsync(dst, (const char *)src->dev + off, n, cudaMemcpyDeviceToHost, b->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(b->stream);
-    return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
+    return sync_checked(b, "download", err);
 }
 
 /* Block size and bytes of the types the kernels read; 0 otherwise. */
@@ -380,10 +568,7 @@ static int cuda_sync(si_backend *b, si_err *err)
 {
     if (b == NULL)
         return si_err_set(err, SI_EINVAL, CU_NAME ": sync: NULL backend");
-    cudaError_t e = cudaStreamSynchronize(b->stream);
-    if (e != cudaSuccess)
-        return si_err_set(err, SI_EDEVICE, CU_NAME ": device error while running ops: %s", cudaGetErrorString(e));
-    return SI_OK;
+    return sync_checked(b, "device error while running ops", err);
 }
 
 static const struct si_backend_ops cuda_ops = {

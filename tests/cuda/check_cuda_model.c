@@ -208,10 +208,17 @@ int main(void)
      * GPU. */
     const char *as = getenv("SI_CUDA_TEST_AS_CPU");
     bool as_cpu = as != NULL && strcmp(as, "1") == 0;
+    /* SI_CUDA_TEST_MATMUL=f32|dp4a picks cuda_sm120's matmul knob (default:
+     * the backend's default, dp4a); the gates are the same for both. */
+    const char *mk = getenv("SI_CUDA_TEST_MATMUL");
+    char cu_text[256];
+    snprintf(cu_text, sizeof cu_text,
+             "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
+             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s",
+             mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "");
     if (si_config_load_string(as_cpu ? "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
                                        "[backend.cuda_sm120]\npath = cpu.so\nkv_type = f16\nthreads = 2\n"
-                                     : "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
-                                       "[backend.cuda_sm120]\npath = cuda_sm120.so\n",
+                                     : cu_text,
                               "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;

@@ -9,6 +9,9 @@
  * kernel forgot fails; NaN never passes.  Tolerance: max |gpu - cpu| <=
  * tol * max |cpu| over the tensor (1e-4 for f32 math, 1e-3 where weights
  * are quantised or decoded from f16/bf16, and looser only where stated).
+ * These exact comparisons run cuda_sm120 with matmul = f32; the dp4a
+ * path (int8 activations, the default) has its own cases with the
+ * tolerance its rounding needs (see DP4A_TOL).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  Runs
  * with CK_NOFORK: a CUDA context does not survive fork(). */
@@ -156,6 +159,36 @@ static void dt_compare(pair *p, const dt *t, double tol, const char *what)
     free(g);
 }
 
+/* dp4a path: the activations are rounded to int8 per 32 (step max|x|/127),
+ * a relative error of ~0.4% RMS per element of these U(-1,1) inputs,
+ * independent across elements; a dot keeps about that relative error, up
+ * to ~1% where Q4_K/Q5_K's min offsets make the terms cancel (the cpu
+ * backend's int8 path measures 1.0-1.1% on these cases).  So: ||diff|| /
+ * ||cpu|| <= 2e-2 and max |diff| <= 3e-2 max |cpu| (a wrong scale,
+ * sub-block or column would be off by O(1)). */
+#define DP4A_TOL 3e-2
+#define DP4A_RMS 2e-2
+
+static void dt_compare_rms(pair *p, const dt *t, double tol, const char *what)
+{
+    si_err err = { { 0 } };
+    size_t n = (size_t)(t->bytes / 4);
+    float *c = malloc(t->bytes), *g = malloc(t->bytes);
+    ck_assert(c != NULL && g != NULL);
+    ck_assert_msg(p->co->download(p->cb, c, t->cbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->download(p->gb, g, t->gbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    double ss = 0.0, sd = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ss += (double)c[i] * c[i];
+        sd += ((double)g[i] - c[i]) * ((double)g[i] - c[i]);
+    }
+    free(c);
+    free(g);
+    ck_assert_msg(sqrt(sd) <= tol * fmax(sqrt(ss), 1e-30), "%s: relative RMS error %g > %g", what,
+                  sqrt(sd / fmax(ss, 1e-300)), tol);
+    dt_compare(p, t, DP4A_TOL, what);
+}
+
 /* Runs one op on both backends: `op` holds cpu tensors in c, the cuda ones
  * are made by swapping every dt's view.  Returns both statuses. */
 typedef struct opdt {
@@ -198,7 +231,7 @@ static double wtol(uint32_t type) { return type == SI_TYPE_F32 ? 1e-4 : 1e-3; }
 
 /* ---- MATMUL ----------------------------------------------------------------- */
 
-static void matmul_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+static void matmul_case_tol(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n, bool dp4a)
 {
     dt w, x, y;
     dt_rand(p, &w, type, in, out, 1, 1.0f);
@@ -207,13 +240,38 @@ static void matmul_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t
     opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
     run_ok(p, &o);
     char what[96];
-    snprintf(what, sizeof what, "MATMUL %s in %lld out %lld n %lld", host.type_name(type), (long long)in,
-             (long long)out, (long long)n);
-    dt_compare(p, &y, wtol(type), what);
+    snprintf(what, sizeof what, "MATMUL%s %s in %lld out %lld n %lld", dp4a ? " dp4a" : "", host.type_name(type),
+             (long long)in, (long long)out, (long long)n);
+    if (dp4a)
+        dt_compare_rms(p, &y, DP4A_RMS, what);
+    else
+        dt_compare(p, &y, wtol(type), what);
     dt_free(p, &w);
     dt_free(p, &x);
     dt_free(p, &y);
 }
+
+static void matmul_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+{
+    matmul_case_tol(p, type, in, out, n, false);
+}
+
+/* matmul = dp4a: every column count of the decode kernel (1, 2, 3..4,
+ * 5..8), one past it (f32 fallback), a long row (the lanes' loop), and
+ * the plain types (always f32). */
+START_TEST(test_matmul_dp4a)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a");
+    static const int64_t ns[] = { 1, 2, 3, 8, 9 };
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            matmul_case_tol(&p, wtypes[t], 512, 67, ns[k], true);
+        matmul_case_tol(&p, wtypes[t], 4096, 33, 1, true);
+    }
+    pair_close(&p);
+}
+END_TEST
 
 START_TEST(test_matmul)
 {
@@ -343,20 +401,26 @@ typedef struct attn_env {
     float  yarn;
 } attn_env;
 
-static void attn_open(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn)
+static void attn_open_shape(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
+                            uint32_t nkv, uint32_t hd, uint32_t n_ctx)
 {
     si_err err = { { 0 } };
     pair_open(&a->p, cpu_sec, cu_sec);
-    a->nh = 4;
-    a->nkv = 2;
-    a->hd = 64;
-    a->n_rot = 32;
+    a->nh = nh;
+    a->nkv = nkv;
+    a->hd = hd;
+    a->n_rot = hd / 2;
     a->yarn = yarn;
-    si_kv_desc d = { .size = sizeof d, .n_layer = 2, .n_head_kv = a->nkv, .head_dim = a->hd, .n_seq = 2, .n_ctx = 256 };
+    si_kv_desc d = { .size = sizeof d, .n_layer = 2, .n_head_kv = a->nkv, .head_dim = a->hd, .n_seq = 2, .n_ctx = n_ctx };
     ck_assert_msg(a->p.co->kv_create(a->p.cb, &d, &a->ckv, &err) == SI_OK, "%s", err.msg);
     ck_assert_msg(a->p.go->kv_create(a->p.gb, &d, &a->gkv, &err) == SI_OK, "%s", err.msg);
     dt_rand(&a->p, &a->qn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
     dt_rand(&a->p, &a->kn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
+}
+
+static void attn_open(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn)
+{
+    attn_open_shape(a, cpu_sec, cu_sec, yarn, 4, 2, 64, 256);
 }
 
 static void attn_close(attn_env *a)
@@ -470,6 +534,72 @@ START_TEST(test_attn_f16_cache)
     /* both round K/V to f16 the same way (round to nearest even) */
     attn_sequence(&a, 1e-3);
     attn_close(&a);
+}
+END_TEST
+
+/* Long context (n_ctx 2048): the split path with many splits per token
+ * (on any GPU: the split count grows until ~4 blocks per multiprocessor
+ * exist, in chunks of 64 positions), against the cpu and, for A/B, the
+ * same sequence on the simple kernel (attn = simple).  Prefill batches of
+ * 512 (one split each), a 40-token batch at 1536..1575 (several splits,
+ * causal within the batch), a two-sequence decode with one sequence far
+ * shorter than the other (its later splits are empty), then decoding
+ * seq 0 alone through 1576..1601 (the last chunk partial, full, and of one
+ * position: 1600 = 25 * 64). */
+static void attn_long(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd, double tol)
+{
+    attn_env a;
+    int32_t pos[512], seq[512];
+    /* own random stream: the later tests see the inputs they saw before */
+    const uint32_t rng_saved = rng_state;
+    rng_state = 777u;
+    attn_open_shape(&a, cpu_sec, cu_sec, 0.0f, nh, nkv, hd, 2048);
+    for (int b = 0; b < 3; b++) {
+        for (int i = 0; i < 512; i++) {
+            seq[i] = 0;
+            pos[i] = b * 512 + i;
+        }
+        attn_step(&a, 512, pos, seq, tol, SI_OK);
+    }
+    for (int i = 0; i < 300; i++) {
+        seq[i] = 1;
+        pos[i] = i;
+    }
+    attn_step(&a, 300, pos, seq, tol, SI_OK);
+    for (int i = 0; i < 40; i++) {
+        seq[i] = 0;
+        pos[i] = 1536 + i;
+    }
+    attn_step(&a, 40, pos, seq, tol, SI_OK);
+    pos[0] = 300; seq[0] = 1;
+    pos[1] = 1576; seq[1] = 0;
+    attn_step(&a, 2, pos, seq, tol, SI_OK);
+    for (int32_t p = 1577; p <= 1601; p++) {
+        pos[0] = p;
+        seq[0] = 0;
+        attn_step(&a, 1, pos, seq, tol, SI_OK);
+    }
+    attn_close(&a);
+    rng_state = rng_saved;
+}
+
+/* 35B-like: head_dim 256, f16 cache, 8 query heads per kv head. */
+START_TEST(test_attn_long_split)
+{
+    attn_long("backend.cpu16", "backend.cuda16", 8, 1, 256, 1e-3);
+}
+END_TEST
+
+START_TEST(test_attn_long_simple)
+{
+    attn_long("backend.cpu16", "backend.cuda16_simple", 8, 1, 256, 1e-3);
+}
+END_TEST
+
+/* f32 cache, head_dim 128, 3 query heads per kv head (one head per block). */
+START_TEST(test_attn_long_f32)
+{
+    attn_long("backend.cpu", "backend.cuda_sm120", 6, 2, 128, 1e-4);
 }
 END_TEST
 
@@ -609,7 +739,7 @@ END_TEST
 
 /* ---- MOE ------------------------------------------------------------------ */
 
-static void moe_case(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F)
+static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F, bool dp4a)
 {
     const int64_t E = 8, K = 2, Fs = 2 * F;   /* a width unlike F, whole blocks */
     dt h, router, gate, up, down, sgi, sg, su, sd, y;
@@ -631,9 +761,12 @@ static void moe_case(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, i
                         shared ? &su : NULL, shared ? &sd : NULL } };
     run_ok(p, &o);
     char what[96];
-    snprintf(what, sizeof what, "MOE %s%s%s n %lld", host.type_name(wt), fused ? " fused" : "",
+    snprintf(what, sizeof what, "MOE%s %s%s%s n %lld", dp4a ? " dp4a" : "", host.type_name(wt), fused ? " fused" : "",
              shared ? " shared" : "", (long long)n);
-    dt_compare(p, &y, wtol(wt), what);
+    if (dp4a)
+        dt_compare_rms(p, &y, DP4A_RMS, what);
+    else
+        dt_compare(p, &y, wtol(wt), what);
     dt_free(p, &h);
     dt_free(p, &router);
     dt_free(p, &gate);
@@ -648,6 +781,28 @@ static void moe_case(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, i
     }
     dt_free(p, &y);
 }
+
+static void moe_case(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F)
+{
+    moe_case_tol(p, wt, fused, shared, n, H, F, false);
+}
+
+/* The expert products through dp4a (one column per token and expert, any
+ * count), the shared expert's products too (n <= 8), and the f32 router. */
+START_TEST(test_moe_dp4a)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a");
+    static const int64_t ns[] = { 1, 33 };
+    for (int k = 0; k < 2; k++) {
+        moe_case_tol(&p, SI_TYPE_Q8_0, true, true, ns[k], 64, 32, true);
+        moe_case_tol(&p, SI_TYPE_Q4_K, false, true, ns[k], 256, 256, true);
+        moe_case_tol(&p, SI_TYPE_Q5_K, true, false, ns[k], 256, 256, true);
+        moe_case_tol(&p, SI_TYPE_Q6_K, false, true, ns[k], 256, 256, true);
+    }
+    pair_close(&p);
+}
+END_TEST
 
 START_TEST(test_moe)
 {
@@ -674,14 +829,18 @@ int main(void)
     si_err err = { { 0 } };
     as_cpu = getenv("SI_CUDA_TEST_AS_CPU") != NULL && strcmp(getenv("SI_CUDA_TEST_AS_CPU"), "1") == 0;
     /* (as_cpu: the stand-in cpu backend runs the reference path too) */
-    const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "";
+    /* (as_cpu: cuda_dp4a becomes the cpu's own int8 path, the analogue) */
+    const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "matmul = f32\n";
+    const char *dp_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\n";
     char text[1024];
     snprintf(text, sizeof text,
              "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
              "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 2\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s",
-             cu_extra, cu_extra);
+             "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
+             "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s"
+             "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             cu_extra, cu_extra, cu_extra, dp_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -721,14 +880,19 @@ int main(void)
     TCase *tc = tcase_create("vs_cpu");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_matmul);
+    tcase_add_test(tc, test_matmul_dp4a);
     tcase_add_test(tc, test_get_rows);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_attn_f32);
     tcase_add_test(tc, test_attn_yarn);
     tcase_add_test(tc, test_attn_f16_cache);
+    tcase_add_test(tc, test_attn_long_split);
+    tcase_add_test(tc, test_attn_long_simple);
+    tcase_add_test(tc, test_attn_long_f32);
     tcase_add_test(tc, test_kv_too_big);
     tcase_add_test(tc, test_gdn);
     tcase_add_test(tc, test_moe);
+    tcase_add_test(tc, test_moe_dp4a);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

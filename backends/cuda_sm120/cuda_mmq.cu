@@ -1,0 +1,295 @@
+// backends/cuda_sm120/cuda_mmq.cu — the decode GEMV on int8 activations
+// (knob matmul = dp4a): Q8_0, Q4_K, Q5_K, Q6_K weights.
+//
+// quant_x_kernel: every 32 consecutive activations of a column become
+//   int8 q = rint(x / d), d = max|x| / 127 (one f32 scale per 32).
+// mmq_kernel: one warp per weight row.  A row is cut into "units" of 16
+//   bytes of packed quants (Q4_K/Q5_K/Q6_K: 8 units per 256-element block,
+//   32 weights each; Q8_0: 2 units per block, 16 weights each); lane l
+//   takes units l, l+32, ..., so a warp reads consecutive 16-byte chunks of
+//   the row.  Each unit is unpacked to int8 lanes and multiplied against the
+//   int8 activations with __dp4a (int32 sums per 16 weights, exact); the
+//   block scales/mins and the activation scales are applied in f32:
+//     sum_i w_i x_i = dx * (dw * sum_i q_i xq_i - mw * sum_i xq_i)
+//   (mw: Q4_K/Q5_K's min; Q6_K's -32 offset is the same term with 32*dw).
+//   Then a warp-shuffle reduce.  Up to NT activation columns share each
+//   decoded unit (decode with bs <= 8); expert products run NT = 1 with the
+//   expert picked per column, as in cuda_matmul.cu.
+// The error against f32 activations is that of the int8 rounding of x:
+// about 0.3% of |x|·|w| per dot, far below the weights' own quantisation.
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+#include "cuda_quant.cuh"
+
+#define MMQ_WARPS 4
+
+__global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d)
+{
+    const int64_t nb = in / 32, total = ncx * nb;
+    const int lane = threadIdx.x & 31;
+    for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
+         blk += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const int64_t c = blk / nb, i = (blk % nb) * 32 + lane;
+        const float v = x[c * x_stride + i];
+        float amax = fabsf(v);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float dd = amax / 127.0f;
+        int qi = amax > 0.0f ? __float2int_rn(v / dd) : 0;
+        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+        q[c * in + i] = (int8_t)qi;
+        if (lane == 0)
+            d[c * nb + i / 32] = dd;
+    }
+}
+
+// 16 bytes at p, p only 2-byte aligned: four aligned words from p rounded
+// down to 4 plus, when p is not 4-aligned, the half word that completes it
+// (always inside the 16 bytes, so nothing past them is read).
+__device__ __forceinline__ void ld16_a2(const uint8_t *p, uint32_t v[4])
+{
+    const uintptr_t a = (uintptr_t)p;
+    const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(a & 3) * 8;   // 0 or 16
+    uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = __ldg(w + 2), w3 = __ldg(w + 3);
+    uint32_t w4 = sh ? (uint32_t)__ldg((const unsigned short *)(w + 4)) : 0u;
+    v[0] = __funnelshift_r(w0, w1, sh);
+    v[1] = __funnelshift_r(w1, w2, sh);
+    v[2] = __funnelshift_r(w2, w3, sh);
+    v[3] = __funnelshift_r(w3, w4, sh);
+}
+
+__device__ __forceinline__ void ld16(const void *p, uint32_t v[4])
+{
+    const uint4 u = __ldg((const uint4 *)p);
+    v[0] = u.x;
+    v[1] = u.y;
+    v[2] = u.z;
+    v[3] = u.w;
+}
+
+__device__ __forceinline__ float h2f(const uint8_t *p)
+{
+    return __half2float(__ushort_as_half(__ldg((const unsigned short *)p)));
+}
+
+// sum_k dp4a(a[k], x[k]) and sum_k dp4a(1, x[k]) over 16 bytes.
+__device__ __forceinline__ void dot16(const uint32_t a[4], const uint32_t x[4], int &s, int &sx)
+{
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        s = __dp4a((int)a[k], (int)x[k], s);
+        sx = __dp4a(0x01010101, (int)x[k], sx);
+    }
+}
+
+template <int T> struct mmq_traits;
+template <> struct mmq_traits<SI_TYPE_Q8_0> { static const int units_per_elem_div = 16; };
+template <> struct mmq_traits<SI_TYPE_Q4_K> { static const int units_per_elem_div = 32; };
+template <> struct mmq_traits<SI_TYPE_Q5_K> { static const int units_per_elem_div = 32; };
+template <> struct mmq_traits<SI_TYPE_Q6_K> { static const int units_per_elem_div = 32; };
+
+// Adds unit u of weight row `row` against NT quantised columns to acc.
+// xq[t]: int8 [in] of column t; xd[t]: its scales [in/32].
+template <int T, int NT>
+__device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const int8_t *const xq[NT],
+                                         const float *const xd[NT], int nt, float acc[NT])
+{
+    if (T == SI_TYPE_Q8_0) {
+        const int64_t blk = u >> 1;
+        const int h = (int)(u & 1);
+        const uint8_t *B = row + blk * 34;
+        uint32_t v[4];
+        ld16_a2(B + 2 + 16 * h, v);
+        const float dw = h2f(B);
+        const int64_t e0 = blk * 32 + 16 * h;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                uint32_t xv[4];
+                ld16(xq[t] + e0, xv);
+                int s = 0, sx = 0;
+                dot16(v, xv, s, sx);
+                acc[t] += dw * __ldg(xd[t] + blk) * (float)s;
+            }
+        }
+    } else if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
+        const int64_t blk = u >> 3;
+        const int i = (int)(u & 7), g = i >> 1, h = i & 1;
+        const uint8_t *B = row + blk * (T == SI_TYPE_Q4_K ? 144 : 176);
+        uint32_t v[4], lo[4], hi[4];
+        ld16(B + (T == SI_TYPE_Q4_K ? 16 : 48) + 32 * g + 16 * h, v);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            lo[k] = v[k] & 0x0F0F0F0Fu;
+            hi[k] = (v[k] >> 4) & 0x0F0F0F0Fu;
+        }
+        if (T == SI_TYPE_Q5_K) {
+            uint32_t qh[4];
+            ld16(B + 16 + 16 * h, qh);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                lo[k] |= ((qh[k] >> (2 * g)) & 0x01010101u) << 4;
+                hi[k] |= ((qh[k] >> (2 * g + 1)) & 0x01010101u) << 4;
+            }
+        }
+        const uint32_t dm = __ldg((const uint32_t *)B);
+        const float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+        int sc0, m0, sc1, m1;
+        cu_scale_min_k4(B + 4, 2 * g, &sc0, &m0);
+        cu_scale_min_k4(B + 4, 2 * g + 1, &sc1, &m1);
+        const float d0 = d * (float)sc0, d1 = d * (float)sc1, mm0 = dmin * (float)m0, mm1 = dmin * (float)m1;
+        const int64_t e0 = blk * 256 + 64 * g + 16 * h, xb = blk * 8 + 2 * g;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                uint32_t xl[4], xh[4];
+                ld16(xq[t] + e0, xl);
+                ld16(xq[t] + e0 + 32, xh);
+                int s0 = 0, sx0 = 0, s1 = 0, sx1 = 0;
+                dot16(lo, xl, s0, sx0);
+                dot16(hi, xh, s1, sx1);
+                acc[t] += __ldg(xd[t] + xb) * (d0 * (float)s0 - mm0 * (float)sx0) +
+                          __ldg(xd[t] + xb + 1) * (d1 * (float)s1 - mm1 * (float)sx1);
+            }
+        }
+    } else {   // Q6_K
+        const int64_t blk = u >> 3;
+        const int i = (int)(u & 7), half = i >> 2, s = (i >> 1) & 1, k = i & 1;
+        const uint8_t *B = row + blk * 210;
+        uint32_t v[4], hv[4], qa[4], qb[4];
+        ld16_a2(B + 64 * half + 32 * s + 16 * k, v);
+        ld16_a2(B + 128 + 32 * half + 16 * k, hv);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            qa[j] = (v[j] & 0x0F0F0F0Fu) | (((hv[j] >> (2 * s)) & 0x03030303u) << 4);
+            qb[j] = ((v[j] >> 4) & 0x0F0F0F0Fu) | (((hv[j] >> (2 * s + 4)) & 0x03030303u) << 4);
+        }
+        const int8_t *scs = (const int8_t *)(B + 192 + 8 * half);
+        const float d = h2f(B + 208);
+        const float da = d * (float)scs[k + 2 * s], db = d * (float)scs[k + 2 * (s + 2)];
+        const int64_t ea = blk * 256 + 128 * half + 32 * s + 16 * k, eb = ea + 64;
+        const int64_t xa = blk * 8 + 4 * half + s, xb2 = xa + 2;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                uint32_t x1[4], x2[4];
+                ld16(xq[t] + ea, x1);
+                ld16(xq[t] + eb, x2);
+                int sa = 0, sxa = 0, sb = 0, sxb = 0;
+                dot16(qa, x1, sa, sxa);
+                dot16(qb, x2, sb, sxb);
+                acc[t] += __ldg(xd[t] + xa) * da * (float)(sa - 32 * sxa) +
+                          __ldg(xd[t] + xb2) * db * (float)(sb - 32 * sxb);
+            }
+        }
+    }
+}
+
+// Column j of the product reads quantised column j / x_div.
+template <int T, int NT>
+__global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * MMQ_WARPS + warp;
+    if (r >= mm.rows)
+        return;
+    const int64_t units = mm.in / mmq_traits<T>::units_per_elem_div, nb = mm.in / 32;
+    for (int64_t j0 = (int64_t)blockIdx.y * NT; j0 < mm.ncols; j0 += (int64_t)gridDim.y * NT) {
+        const int nt = mm.ncols - j0 < NT ? (int)(mm.ncols - j0) : NT;
+        const uint8_t *w = mm.w + (uint64_t)r * mm.row_bytes;
+        if (mm.expert != NULL)
+            w += (uint64_t)mm.expert[j0] * mm.expert_bytes;
+        const int8_t *xqs[NT];
+        const float *xds[NT];
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int64_t c = (j0 + (t < nt ? t : 0)) / mm.x_div;
+            xqs[t] = xq + c * mm.in;
+            xds[t] = xd + c * nb;
+            acc[t] = 0.0f;
+        }
+#pragma unroll 2
+        for (int64_t u = lane; u < units; u += 32)
+            mmq_unit<T, NT>(w, u, xqs, xds, nt, acc);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float s = cu_warp_sum(acc[t]);
+            if (lane == 0 && t < nt)
+                mm.y[(j0 + t) * mm.y_stride + r] = s;
+        }
+    }
+}
+
+template <int T, int NT> static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+{
+    const int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    int64_t gy = (mm->ncols + NT - 1) / NT;
+    if (gy > 65535)
+        gy = 65535;   // the kernel loops over the rest
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    mmq_kernel<T, NT><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd);
+    return cudaGetLastError();
+}
+
+template <int T> static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+{
+    if (mm->expert != NULL || mm->ncols == 1)
+        return mmq_go<T, 1>(mm, xq, xd, s);
+    if (mm->ncols == 2)
+        return mmq_go<T, 2>(mm, xq, xd, s);
+    if (mm->ncols <= 4)
+        return mmq_go<T, 4>(mm, xq, xd, s);
+    return mmq_go<T, 8>(mm, xq, xd, s);
+}
+
+extern "C" bool si_cu_mmq_ok(const cu_mm *mm)
+{
+    uint64_t align;
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: case SI_TYPE_Q5_K: align = 16; break;   // uint4 loads of whole blocks
+    case SI_TYPE_Q8_0: case SI_TYPE_Q6_K: align = 4; break;    // ld16_a2 from a 4-aligned start
+    default: return false;
+    }
+    if (mm->in <= 0 || (mm->in % 256 != 0 && mm->type != SI_TYPE_Q8_0))
+        return false;
+    if (mm->in % 32 != 0 || (mm->expert == NULL && mm->ncols > SI_CU_MMQ_MAX_COLS))
+        return false;
+    const uint64_t row_al = align == 16 ? 16 : 2;   // rows and experts keep every unit's alignment
+    return (uintptr_t)mm->w % align == 0 && mm->row_bytes % row_al == 0 && mm->expert_bytes % row_al == 0;
+}
+
+extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
+                                void *stream)
+{
+    if (ncx <= 0 || in <= 0)
+        return 0;
+    if (in % 32 != 0)
+        return (int)cudaErrorInvalidValue;
+    int64_t warps = ncx * (in / 32), blocks = (warps + 7) / 8;
+    if (blocks > 65535 * 16)
+        blocks = 65535 * 16;   // the kernel loops over the rest
+    quant_x_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, void *stream)
+{
+    if (mm->rows <= 0 || mm->ncols <= 0)
+        return 0;
+    if (mm->x_div < 1 || !si_cu_mmq_ok(mm))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (mm->type) {
+    case SI_TYPE_Q8_0: return (int)mmq_launch<SI_TYPE_Q8_0>(mm, xq, xd, s);
+    case SI_TYPE_Q4_K: return (int)mmq_launch<SI_TYPE_Q4_K>(mm, xq, xd, s);
+    case SI_TYPE_Q5_K: return (int)mmq_launch<SI_TYPE_Q5_K>(mm, xq, xd, s);
+    case SI_TYPE_Q6_K: return (int)mmq_launch<SI_TYPE_Q6_K>(mm, xq, xd, s);
+    default: return (int)cudaErrorInvalidValue;
+    }
+}
