@@ -40,15 +40,15 @@ uint32_t   si_cli_n_batch(const si_cli_model_opts *o, const si_config *cfg);
 /* Sampling flags: --temp --top-k --top-p --min-p --repeat-penalty
  * --repeat-last-n --presence-penalty --frequency-penalty --seed. */
 #define SI_CLI_SAMPLING_HELP \
-    "  --temp T                temperature (default 1.0; 0 = greedy)\n" \
-    "  --top-k K               keep the K most likely tokens (default 20; 0 = off)\n" \
-    "  --top-p P               nucleus mass (default 0.95; 1 = off)\n" \
-    "  --min-p P               drop tokens below P x the top probability (default 0)\n" \
+    "  --temp T                temperature (default [runtime] temp = 1.0; 0 = greedy)\n" \
+    "  --top-k K               keep the K most likely tokens (default [runtime] top_k = 20; 0 = off)\n" \
+    "  --top-p P               nucleus mass (default [runtime] top_p = 0.95; 1 = off)\n" \
+    "  --min-p P               drop tokens below P x the top probability ([runtime] min_p = 0)\n" \
     "  --repeat-penalty X      repetition penalty (default 1 = off)\n" \
     "  --repeat-last-n N       penalty window (default 64)\n" \
     "  --presence-penalty X    (default 0)\n" \
     "  --frequency-penalty X   (default 0)\n" \
-    "  --seed S                random seed (default 0)\n"
+    "  --seed S                random seed (default [runtime] seed; -1 = from the clock)\n"
 int si_cli_sampling_opt(si_sampler_params *p, const char *cmd, int argc, char **argv, int *i);
 
 /* Reads a whole file into a NUL-terminated buffer (free()); NULL with a

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <limits.h>
 
 #include "chat.h"
 #include "cli_model.h"
@@ -53,7 +55,7 @@ static void usage(FILE *f, const char *cmd)
                    "generation speed go to stderr.\n\n"
                    "  -p, --prompt TEXT       prompt text\n"
                    "  -f, --file FILE         read the prompt from FILE\n"
-                   "  -n, --n-predict N       tokens to generate (default 128; -1 = until end of generation)\n"
+                   "  -n, --n-predict N       tokens to generate (default [runtime] n_predict = 256; -1 = until end of generation)\n"
                    "  --chat                  wrap the prompt as a ChatML user turn\n"
                    "  --system TEXT           system message (with --chat)\n"
                    "  --no-think              with --chat: open the answer with an empty <think> block\n"
@@ -62,7 +64,7 @@ static void usage(FILE *f, const char *cmd)
         fprintf(f, "usage: sparkinfer chat -m MODEL.gguf [--system TEXT] [--no-think] [options]\n\n"
                    "Interactive conversation: one user message per line on stdin, the answer\n"
                    "streamed to stdout. An empty line or end of input ends the chat.\n\n"
-                   "  -n, --n-predict N       max tokens per answer (default -1 = until end of turn)\n"
+                   "  -n, --n-predict N       max tokens per answer (default [runtime] n_predict = 256; -1 = until end of turn)\n"
                    "  --system TEXT           system message\n"
                    "  --no-think              answer without the reasoning block\n");
     fputs(SI_CLI_MODEL_HELP, f);
@@ -81,7 +83,14 @@ static int parse(run_args *a, const char *cmd, int argc, char **argv)
 {
     si_cli_model_defaults(&a->m);
     si_sampler_default_params(&a->sp);
-    a->n_predict = strcmp(cmd, "run") == 0 ? 128 : -1;
+    /* Sentinels: whatever no flag sets comes from [runtime] once the
+     * configuration is loaded (runtime_defaults). */
+    a->sp.temperature = -1.0f;
+    a->sp.top_k = -1;
+    a->sp.top_p = -1.0f;
+    a->sp.min_p = -1.0f;
+    a->sp.seed = UINT64_MAX;
+    a->n_predict = LONG_MIN;
     a->think = true;
     a->special = true;
     a->chat = strcmp(cmd, "chat") == 0;
@@ -169,12 +178,32 @@ static void session_close(session *s)
     si_config_free(s->cfg);
 }
 
+/* Fills what no flag set from the configuration's [runtime] keys. */
+static void runtime_defaults(run_args *a, const si_config *cfg)
+{
+    if (a->sp.temperature < 0.0f)
+        a->sp.temperature = (float)si_config_get_double(cfg, "runtime", "temp", 1.0);
+    if (a->sp.top_k < 0)
+        a->sp.top_k = (int32_t)si_config_get_long(cfg, "runtime", "top_k", 20);
+    if (a->sp.top_p < 0.0f)
+        a->sp.top_p = (float)si_config_get_double(cfg, "runtime", "top_p", 0.95);
+    if (a->sp.min_p < 0.0f)
+        a->sp.min_p = (float)si_config_get_double(cfg, "runtime", "min_p", 0.0);
+    if (a->sp.seed == UINT64_MAX) {
+        long seed = si_config_get_long(cfg, "runtime", "seed", -1);
+        a->sp.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL);
+    }
+    if (a->n_predict == LONG_MIN)
+        a->n_predict = si_config_get_long(cfg, "runtime", "n_predict", 256);
+}
+
 static int session_open(session *s, run_args *a, const char *cmd)
 {
     memset(s, 0, sizeof *s);
     s->e = si_cli_engine_open(&a->m, cmd, &s->cfg);
     if (s->e == NULL)
         return SI_EXIT_FAIL;
+    runtime_defaults(a, s->cfg);
     si_err err = { { 0 } };
     si_model_info info;
     si_engine_info(s->e, &info);

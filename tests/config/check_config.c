@@ -265,7 +265,8 @@ START_TEST(test_defaults_from_table)
     ck_assert_int_eq(si_config_get_long(c, "runtime", "n_ctx", -1), 4096);
     ck_assert_int_eq(si_config_get_long(c, "runtime", "threads", -1), 0);
     ck_assert_int_eq(si_config_get_long(c, "runtime", "seed", 7), -1);
-    ck_assert_double_eq_tol(si_config_get_double(c, "runtime", "temp", -1), 0.8, 1e-12);
+    ck_assert_double_eq_tol(si_config_get_double(c, "runtime", "temp", -1), 1.0, 1e-12);
+    ck_assert_int_eq(si_config_get_long(c, "runtime", "top_k", -1), 20);
     ck_assert_str_eq(si_config_get(c, "runtime", "kv_type"), "f16");
     ck_assert_str_eq(si_config_get(c, "runtime", "backend"), "auto");
     ck_assert_str_eq(si_config_get(c, "core", "log_level"), "warn");
