@@ -104,6 +104,7 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
     if (b == NULL)
         return si_err_set(err, SI_ENOMEM, "cpu: out of memory");
     b->host = h;
+    cpu_opcheck_init(b);
     b->n_threads = threads > 0 ? threads : cpu_online_cores();
     b->mm_ref = mm == 1;
     b->moe_per_token = moe == 1;
@@ -127,20 +128,19 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
 
 typedef struct op_entry {
     const char *name;
-    int (*check)(const si_backend *b, const si_op *op, si_err *err);
     int (*exec)(si_backend *b, const si_op *op, si_err *err);
 } op_entry;
 
 static const op_entry op_tab[SI_OP_KIND_COUNT] = {
-    [SI_OP_GET_ROWS] = { "GET_ROWS", cpu_elem_check, cpu_elem_exec },
-    [SI_OP_MATMUL]   = { "MATMUL", cpu_matmul_check, cpu_matmul_exec },
-    [SI_OP_RMSNORM]  = { "RMSNORM", cpu_elem_check, cpu_elem_exec },
-    [SI_OP_ADD]      = { "ADD", cpu_elem_check, cpu_elem_exec },
-    [SI_OP_MUL]      = { "MUL", cpu_elem_check, cpu_elem_exec },
-    [SI_OP_SWIGLU]   = { "SWIGLU", cpu_elem_check, cpu_elem_exec },
-    [SI_OP_ATTN]     = { "ATTN", cpu_attn_check, cpu_attn_exec },
-    [SI_OP_GDN]      = { "GDN", cpu_gdn_check, cpu_gdn_exec },
-    [SI_OP_MOE]      = { "MOE", cpu_moe_check, cpu_moe_exec },
+    [SI_OP_GET_ROWS] = { "GET_ROWS", cpu_elem_exec },
+    [SI_OP_MATMUL]   = { "MATMUL", cpu_matmul_exec },
+    [SI_OP_RMSNORM]  = { "RMSNORM", cpu_elem_exec },
+    [SI_OP_ADD]      = { "ADD", cpu_elem_exec },
+    [SI_OP_MUL]      = { "MUL", cpu_elem_exec },
+    [SI_OP_SWIGLU]   = { "SWIGLU", cpu_elem_exec },
+    [SI_OP_ATTN]     = { "ATTN", cpu_attn_exec },
+    [SI_OP_GDN]      = { "GDN", cpu_gdn_exec },
+    [SI_OP_MOE]      = { "MOE", cpu_moe_exec },
 };
 
 static const op_entry *find_op(const si_op *op, si_err *err)
@@ -157,7 +157,7 @@ static bool cpu_supports(const si_backend *b, const si_op *op)
     if (b == NULL || op == NULL)
         return false;
     const op_entry *e = find_op(op, NULL);
-    return e != NULL && e->check(b, op, NULL) == SI_OK;
+    return e != NULL && si_oc_check(&b->oc, op, NULL) == SI_OK;
 }
 
 static int cpu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
@@ -168,7 +168,7 @@ static int cpu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         const op_entry *e = find_op(&ops[i], err);
         if (e == NULL)
             return SI_EUNSUPPORTED;
-        int rc = e->check(b, &ops[i], err);
+        int rc = si_oc_check(&b->oc, &ops[i], err);
         if (rc == SI_OK)
             rc = e->exec(b, &ops[i], err);
         if (rc != SI_OK)

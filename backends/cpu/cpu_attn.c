@@ -16,48 +16,6 @@
 
 #include "cpu_internal.h"
 
-int cpu_attn_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_attn_params *p = &op->p.attn;
-    if (p->n_head == 0 || p->n_head_kv == 0 || p->head_dim == 0 || p->n_head % p->n_head_kv != 0)
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: n_head %u must be a positive multiple of n_head_kv %u (head_dim %u)",
-                          p->n_head, p->n_head_kv, p->head_dim);
-    if (p->n_rot % 2 != 0 || p->n_rot > p->head_dim)
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: n_rot %u must be even and <= head_dim %u", p->n_rot, p->head_dim);
-    if (p->n_rot > 0 && !(p->rope_base > 0.0f && isfinite(p->rope_base)))
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: rope_base %g must be > 0", (double)p->rope_base);
-    if (!(p->yarn_factor >= 0.0f) || !isfinite(p->yarn_factor) || (p->yarn_factor > 0.0f && p->yarn_orig_ctx == 0))
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: yarn_factor %g needs yarn_orig_ctx > 0 (is %u)",
-                          (double)p->yarn_factor, p->yarn_orig_ctx);
-    if (!(p->eps >= 0.0f) || !isfinite(p->eps))
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: eps %g must be finite and >= 0", (double)p->eps);
-    const si_kv *kv = p->kv;
-    if (kv == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: no KV cache");
-    if (kv->d.n_head_kv != p->n_head_kv || kv->d.head_dim != p->head_dim || p->kv_layer >= kv->d.n_layer)
-        return si_err_set(err, SI_EINVAL,
-                          "cpu: ATTN: op wants layer %u, %u kv heads x %u; the cache has %u layers, %u kv heads x %u",
-                          p->kv_layer, p->n_head_kv, p->head_dim, kv->d.n_layer, kv->d.n_head_kv, kv->d.head_dim);
-    if (op->src[0] == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: src[0] (QG) is required");
-    const int64_t n = cpu_ne(op->src[0], 1), hd = p->head_dim;
-    const int64_t q_dim = (int64_t)p->n_head * hd, kv_dim = (int64_t)p->n_head_kv * hd;
-    int rc;
-    if ((rc = cpu_want_f32(b, op->src[0], 2 * q_dim, n, "ATTN", "src[0] (QG)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[1], kv_dim, n, "ATTN", "src[1] (K)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[2], kv_dim, n, "ATTN", "src[2] (V)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, &op->dst, q_dim, n, "ATTN", "dst", err)) != SI_OK)
-        return rc;
-    /* The norms may be absent (a model without q/k norms). */
-    if (op->src[3] != NULL && (rc = cpu_want_f32(b, op->src[3], hd, 1, "ATTN", "src[3] (q_norm)", err)) != SI_OK)
-        return rc;
-    if (op->src[4] != NULL && (rc = cpu_want_f32(b, op->src[4], hd, 1, "ATTN", "src[4] (k_norm)", err)) != SI_OK)
-        return rc;
-    if (n > 0 && (p->pos == NULL || p->seq == NULL))
-        return si_err_set(err, SI_EINVAL, "cpu: ATTN: pos and seq arrays are required");
-    return SI_OK;
-}
-
 typedef struct attn_job {
     const si_op          *op;
     const si_attn_params *p;

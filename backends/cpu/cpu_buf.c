@@ -181,51 +181,20 @@ int cpu_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err)
 
 /* ---- tensor checks ------------------------------------------------------ */
 
-const char *cpu_tensor_check(const si_backend *b, const si_tensor *t)
+/* What the shared op checks (backends/common) need to know of this
+ * backend's objects. */
+static uint64_t oc_buf_size(const si_buf *buf) { return buf->size; }
+static const void *oc_buf_data(const si_buf *buf) { return buf->data; }
+static bool oc_buf_writable(const si_buf *buf) { return !buf->borrowed; }
+static const si_kv_desc *oc_kv_desc(const si_kv *kv) { return &kv->d; }
+
+void cpu_opcheck_init(si_backend *b)
 {
-    (void)b;
-    if (t->buf == NULL)
-        return "no buffer";
-    if (t->ndim < 1 || t->ndim > SI_MAX_DIMS)
-        return "ndim must be 1..4";
-    uint32_t blk = t->type == SI_TYPE_I32 ? 1 : cpu_type_blk(t->type);
-    uint32_t bytes = t->type == SI_TYPE_I32 ? 4 : cpu_type_blk_bytes(t->type);
-    if (blk == 0)
-        return "unsupported element type";
-    if (t->ne[0] % blk != 0)
-        return "ne0 is not a multiple of the type's block";
-    if (t->nb[0] != bytes)
-        return "nb0 is not the element/block size (ne0 must be contiguous)";
-    uint64_t align = bytes >= 4 && blk == 1 ? 4 : 1;
-    uint64_t extent = 0, min_stride = (uint64_t)(t->ne[0] / blk) * bytes;
-    bool empty = false;
-    for (uint32_t i = 0; i < t->ndim; i++) {
-        if (t->ne[i] < 0)
-            return "negative ne";
-        if (t->ne[i] == 0)
-            empty = true;
-        if (i > 0 && t->ne[i] > 1) {
-            if (t->nb[i] < min_stride)
-                return "strides overlap (nb[i] < nb[i-1]*ne[i-1])";
-            if (t->nb[i] % align != 0)
-                return "stride not a multiple of the element size";
-            if (t->nb[i] > UINT64_MAX / (uint64_t)t->ne[i])
-                return "stride overflow";
-            extent += (uint64_t)(t->ne[i] - 1) * t->nb[i];
-        }
-        if (i > 0)
-            min_stride = t->ne[i] > 1 ? t->nb[i] * (uint64_t)t->ne[i] : min_stride;
-    }
-    if (t->offset % align != 0)
-        return "offset not a multiple of the element size";
-    if ((uintptr_t)(t->buf->data) % align != 0)
-        return "buffer data not aligned for the element type";
-    if (empty)
-        return t->offset <= t->buf->size ? NULL : "offset beyond the buffer";
-    extent += (uint64_t)(t->ne[0] / blk) * bytes;
-    if (t->offset > t->buf->size || extent > t->buf->size - t->offset)
-        return "extends beyond its buffer";
-    return NULL;
+    b->oc = (si_opcheck){
+        .name = CPU_NAME, .host = b->host, .type_ok = cpu_type_supported,
+        .buf_size = oc_buf_size, .buf_data = oc_buf_data, .buf_writable = oc_buf_writable, .kv_desc = oc_kv_desc,
+        .align_half = false, .max_head_dim = 0, .max_heads = 0, .max_conv_k = CPU_CONV_K_MAX,
+    };
 }
 
 bool cpu_is_f32_rows(const si_tensor *t)
@@ -252,20 +221,3 @@ uint64_t cpu_row_off(const si_tensor *t, int64_t r)
     return off;
 }
 
-int cpu_want_f32(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, const char *op,
-                 const char *what, si_err *err)
-{
-    if (t == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: %s: %s is required", op, what);
-    if (t->type != SI_TYPE_F32)
-        return si_err_set(err, SI_EUNSUPPORTED, "cpu: %s: %s must be F32, not %s", op, what,
-                          cpu_type_name(b, t->type));
-    const char *why = cpu_tensor_check(b, t);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: %s: %s: %s", op, what, why);
-    if (t->ne[0] != ne0 || cpu_ne(t, 1) != ne1 || cpu_ne(t, 2) != 1 || cpu_ne(t, 3) != 1)
-        return si_err_set(err, SI_EINVAL, "cpu: %s: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld]", op,
-                          what, (long long)t->ne[0], (long long)cpu_ne(t, 1), (long long)cpu_ne(t, 2),
-                          (long long)cpu_ne(t, 3), (long long)ne0, (long long)ne1);
-    return SI_OK;
-}

@@ -19,54 +19,9 @@
 
 #include "cpu_internal.h"
 
-#define CONV_K_MAX 64
 #define CONV_CHANNELS_PER_TASK 256
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
-
-static uint64_t state_bytes(const si_gdn_params *p, int64_t conv_dim)
-{
-    return ((uint64_t)conv_dim * (p->conv_k - 1) + (uint64_t)p->n_v_head * p->head_v_dim * p->head_k_dim) *
-           sizeof(float);
-}
-
-int cpu_gdn_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_gdn_params *p = &op->p.gdn;
-    if (p->n_k_head == 0 || p->n_v_head == 0 || p->head_k_dim == 0 || p->head_v_dim == 0 || p->conv_k == 0)
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: head counts, head dims and conv_k must be > 0");
-    if (p->conv_k > CONV_K_MAX)
-        return si_err_set(err, SI_EUNSUPPORTED, "cpu: GDN: conv_k %u > %d", p->conv_k, CONV_K_MAX);
-    if (!(p->eps >= 0.0f) || !isfinite(p->eps))
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: eps %g must be finite and >= 0", (double)p->eps);
-    if (op->src[0] == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: src[0] (u) is required");
-    const int64_t n = cpu_ne(op->src[0], 1), hv = p->n_v_head;
-    const int64_t vdim = hv * p->head_v_dim, conv_dim = 2 * (int64_t)p->n_k_head * p->head_k_dim + vdim;
-    int rc;
-    if ((rc = cpu_want_f32(b, op->src[0], conv_dim, n, "GDN", "src[0] (u)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[1], vdim, n, "GDN", "src[1] (z)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[2], hv, n, "GDN", "src[2] (b)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[3], hv, n, "GDN", "src[3] (a)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[4], p->conv_k, conv_dim, "GDN", "src[4] (conv taps)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[5], hv, 1, "GDN", "src[5] (ssm_a)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[6], hv, 1, "GDN", "src[6] (dt bias)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, op->src[7], p->head_v_dim, 1, "GDN", "src[7] (ssm_norm)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, &op->dst, vdim, n, "GDN", "dst", err)) != SI_OK)
-        return rc;
-    const si_buf *st = p->state;
-    if (st == NULL || st->borrowed)
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: state must be a writable backend buffer");
-    uint64_t need = state_bytes(p, conv_dim);
-    if (p->state_stride < need && n > 0)
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: state_stride %llu < %llu bytes per slot",
-                          (unsigned long long)p->state_stride, (unsigned long long)need);
-    if (p->state_offset % sizeof(float) != 0 || p->state_stride % sizeof(float) != 0)
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: state_offset and state_stride must be multiples of 4");
-    if (n > 0 && p->seq == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: GDN: the seq array is required");
-    return SI_OK;
-}
 
 typedef struct gdn_run {
     int64_t t0, len;
@@ -93,7 +48,7 @@ static void conv_task(void *ctx, int64_t task, int tid)
     const int64_t c0 = task * CONV_CHANNELS_PER_TASK;
     const int64_t c1 = c0 + CONV_CHANNELS_PER_TASK < jb->conv_dim ? c0 + CONV_CHANNELS_PER_TASK : jb->conv_dim;
     const si_tensor *u = op->src[0], *w = op->src[4];
-    float hist[CONV_K_MAX];
+    float hist[CPU_CONV_K_MAX];
     for (int64_t r = 0; r < jb->n_runs; r++) {
         const gdn_run *run = &jb->runs[r];
         for (int64_t c = c0; c < c1; c++) {
@@ -218,7 +173,7 @@ int cpu_gdn_exec(si_backend *b, const si_op *op, si_err *err)
     if (n == 0)
         return SI_OK;
     const int64_t conv_dim = op->src[0]->ne[0];
-    const uint64_t need = state_bytes(p, conv_dim);
+    const uint64_t need = si_oc_gdn_state_bytes(p, conv_dim);
     void *ws = cpu_work_reserve(b, cpu_round((size_t)n * sizeof(gdn_run)) +
                                        cpu_round((size_t)n * (size_t)conv_dim * sizeof(float)), err);
     if (ws == NULL)

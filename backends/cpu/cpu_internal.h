@@ -24,8 +24,11 @@
 
 #include <sparkinfer/plugin.h>
 
+#include "../common/si_opcheck.h"
+
 #define CPU_NAME  "cpu"
 #define CPU_ALIGN 64
+#define CPU_CONV_K_MAX 64   /* GDN conv taps: the conv history lives on the stack */
 
 /* ---- objects --------------------------------------------------------- */
 
@@ -64,6 +67,7 @@ struct si_backend {
     cpu_tls       *tls;             /* [n_threads] */
     uint8_t       *work;            /* op workspace shared by all threads */
     size_t         work_size;
+    si_opcheck     oc;              /* the shared op checks, set up by open()      */
 };
 
 /* ---- thread pool and memory (cpu_threads.c) ------------------------- */
@@ -103,11 +107,8 @@ static inline void *cpu_carve_take(cpu_carve *c, size_t bytes)
 static inline uint8_t *cpu_ptr(const si_tensor *t) { return t->buf->data + t->offset; }
 
 /* Dimensions past ndim count as 1. */
-static inline int64_t cpu_ne(const si_tensor *t, int i) { return (uint32_t)i < t->ndim ? t->ne[i] : 1; }
+static inline int64_t cpu_ne(const si_tensor *t, int i) { return si_oc_ne(t, i); }
 
-/* NULL when the tensor lies inside its buffer with sane strides for its
- * type, else a static reason. */
-const char *cpu_tensor_check(const si_backend *b, const si_tensor *t);
 /* True for an F32 tensor whose rows (ne0) are contiguous. */
 bool cpu_is_f32_rows(const si_tensor *t);
 /* Rows of a tensor of at most 4 dims, as a flat count; byte offset of row r. */
@@ -270,17 +271,12 @@ void   cpu_quantize_rows(si_backend *b, const float *x, size_t stride, int64_t n
 
 /* ---- ops ---------------------------------------------------------------- */
 
-/* Each op has a checker shared by supports() and exec(): it returns SI_OK,
- * or SI_EUNSUPPORTED / SI_EINVAL with the reason in err. */
-int cpu_matmul_check(const si_backend *b, const si_op *op, si_err *err);
+/* exec of each op; the op has passed si_oc_check(&b->oc) (backends/common,
+ * shared with the other backends: supports() and exec() run it). */
 int cpu_matmul_exec(si_backend *b, const si_op *op, si_err *err);
-int cpu_elem_check(const si_backend *b, const si_op *op, si_err *err);
 int cpu_elem_exec(si_backend *b, const si_op *op, si_err *err);
-int cpu_attn_check(const si_backend *b, const si_op *op, si_err *err);
 int cpu_attn_exec(si_backend *b, const si_op *op, si_err *err);
-int cpu_gdn_check(const si_backend *b, const si_op *op, si_err *err);
 int cpu_gdn_exec(si_backend *b, const si_op *op, si_err *err);
-int cpu_moe_check(const si_backend *b, const si_op *op, si_err *err);
 int cpu_moe_exec(si_backend *b, const si_op *op, si_err *err);
 
 /* Buffers and the KV cache (cpu_buf.c). */
@@ -292,11 +288,7 @@ int  cpu_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *out, si_
 int  cpu_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err);
 void cpu_kv_free(si_backend *b, si_kv *kv);
 int  cpu_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err);
-
-/* Shared check of the op files: `t` is a valid F32 tensor of exactly
- * [ne0, ne1] (further dims 1) with contiguous rows.  Messages read
- * "cpu: OP: WHAT ...". */
-int cpu_want_f32(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, const char *op,
-                 const char *what, si_err *err);
+/* Fills b->oc: this backend's side of the shared op checks. */
+void cpu_opcheck_init(si_backend *b);
 
 #endif /* SI_CPU_INTERNAL_H */

@@ -163,25 +163,6 @@ void cpu_quantize_rows(si_backend *b, const float *x, size_t stride, int64_t n, 
 
 /* ---- SI_OP_MATMUL ------------------------------------------------------- */
 
-int cpu_matmul_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_tensor *w = op->src[0], *x = op->src[1];
-    if (w == NULL || x == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: MATMUL: src[0] (weight) and src[1] (input) are required");
-    if (!cpu_type_supported(w->type))
-        return si_err_set(err, SI_EUNSUPPORTED, "cpu: MATMUL: weight type %s (%u) is not supported",
-                          cpu_type_name(b, w->type), w->type);
-    const char *why = cpu_tensor_check(b, w);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: MATMUL: weight: %s", why);
-    if (cpu_ne(w, 2) != 1 || cpu_ne(w, 3) != 1)
-        return si_err_set(err, SI_EUNSUPPORTED, "cpu: MATMUL: weight must be 2-D (ne2 = %lld)",
-                          (long long)cpu_ne(w, 2));
-    int64_t in = w->ne[0], out = cpu_ne(w, 1), n = cpu_ne(x, 1);
-    int rc = cpu_want_f32(b, x, in, n, "MATMUL", "src[1] (input)", err);
-    return rc != SI_OK ? rc : cpu_want_f32(b, &op->dst, out, n, "MATMUL", "dst", err);
-}
-
 int cpu_matmul_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_tensor *w = op->src[0], *x = op->src[1];

@@ -21,85 +21,10 @@
 
 #include "cpu_internal.h"
 
-static int want_weight(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2,
-                       const char *what, si_err *err)
-{
-    if (t == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: %s is required", what);
-    if (!cpu_type_supported(t->type))
-        return si_err_set(err, SI_EUNSUPPORTED, "cpu: MOE: %s: type %s (%u) is not supported", what,
-                          cpu_type_name(b, t->type), t->type);
-    const char *why = cpu_tensor_check(b, t);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: %s: %s", what, why);
-    if (t->ne[0] != ne0 || cpu_ne(t, 1) != ne1 || cpu_ne(t, 2) != ne2 || cpu_ne(t, 3) != 1)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                          what, (long long)t->ne[0], (long long)cpu_ne(t, 1), (long long)cpu_ne(t, 2),
-                          (long long)cpu_ne(t, 3), (long long)ne0, (long long)ne1, (long long)ne2);
-    return SI_OK;
-}
-
-/* Sizes shared by check and exec. */
-typedef struct moe_dims {
-    int64_t n, H, E, K, F, Fs;
-    bool    fused, shared;
-} moe_dims;
-
-static void moe_dims_of(const si_op *op, moe_dims *d)
-{
-    d->n = cpu_ne(op->src[0], 1);
-    d->H = op->src[0]->ne[0];
-    d->E = op->p.moe.n_expert;
-    d->K = op->p.moe.n_used;
-    d->fused = op->src[3] == NULL;
-    d->F = op->src[2] ? (d->fused ? cpu_ne(op->src[2], 1) / 2 : cpu_ne(op->src[2], 1)) : 0;
-    d->shared = op->src[5] != NULL;
-    d->Fs = d->shared && op->src[6] ? cpu_ne(op->src[6], 1) : 0;
-}
-
-int cpu_moe_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_moe_params *p = &op->p.moe;
-    if (p->n_expert == 0 || p->n_used == 0 || p->n_used > p->n_expert)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: n_used %u must be in 1..n_expert (%u)", p->n_used, p->n_expert);
-    if (op->src[0] == NULL || op->src[2] == NULL)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: src[0] (h) and src[2] (gate) are required");
-    moe_dims d;
-    moe_dims_of(op, &d);
-    int rc;
-    if ((rc = cpu_want_f32(b, op->src[0], d.H, d.n, "MOE", "src[0] (h)", err)) != SI_OK ||
-        (rc = cpu_want_f32(b, &op->dst, d.H, d.n, "MOE", "dst", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[1], d.H, d.E, 1, "src[1] (router)", err)) != SI_OK)
-        return rc;
-    if (d.fused && cpu_ne(op->src[2], 1) % 2 != 0)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: fused gate_up has an odd row count %lld",
-                          (long long)cpu_ne(op->src[2], 1));
-    if (d.F <= 0)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: expert width is 0");
-    if ((rc = want_weight(b, op->src[2], d.H, d.fused ? 2 * d.F : d.F, d.E,
-                          d.fused ? "src[2] (gate_up_exps)" : "src[2] (gate_exps)", err)) != SI_OK ||
-        (!d.fused && (rc = want_weight(b, op->src[3], d.H, d.F, d.E, "src[3] (up_exps)", err)) != SI_OK) ||
-        (rc = want_weight(b, op->src[4], d.F, d.H, d.E, "src[4] (down_exps)", err)) != SI_OK)
-        return rc;
-    if (!d.shared) {
-        if (op->src[6] != NULL || op->src[7] != NULL || op->src[8] != NULL)
-            return si_err_set(err, SI_EUNSUPPORTED, "cpu: MOE: shared expert tensors without src[5] (gate_inp_shexp)");
-        return SI_OK;
-    }
-    if (op->src[6] == NULL || d.Fs <= 0)
-        return si_err_set(err, SI_EINVAL, "cpu: MOE: src[6] (gate_shexp) is required with src[5]");
-    if ((rc = want_weight(b, op->src[5], d.H, 1, 1, "src[5] (gate_inp_shexp)", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[6], d.H, d.Fs, 1, "src[6] (gate_shexp)", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[7], d.H, d.Fs, 1, "src[7] (up_shexp)", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[8], d.Fs, d.H, 1, "src[8] (down_shexp)", err)) != SI_OK)
-        return rc;
-    return SI_OK;
-}
-
 typedef struct moe_job {
     const si_op *op;
     si_backend  *b;
-    moe_dims     d;
+    si_oc_moe_dims d;
     /* routing */
     float       *logits;        /* [n][E]  */
     int32_t     *sel;           /* [n][K]  */
@@ -251,7 +176,7 @@ static int shared_expert(moe_job *jb, const cpu_q8 *hq, si_err *err)
 {
     si_backend *b = jb->b;
     const si_op *op = jb->op;
-    const moe_dims *d = &jb->d;
+    const si_oc_moe_dims *d = &jb->d;
     const float *h = (const float *)cpu_ptr(op->src[0]);
     const size_t hs = d->n > 1 ? op->src[0]->nb[1] / sizeof(float) : 0;
     cpu_mm mm;
@@ -275,8 +200,8 @@ int cpu_moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     moe_job job = { .op = op, .b = b };
     moe_job *jb = &job;
-    moe_dims_of(op, &jb->d);
-    const moe_dims *d = &jb->d;
+    si_oc_moe_dims_of(op, &jb->d);
+    const si_oc_moe_dims *d = &jb->d;
     const int64_t n = d->n, H = d->H, E = d->E, K = d->K, F = d->F, NK = n * K;
     if (n == 0)
         return SI_OK;

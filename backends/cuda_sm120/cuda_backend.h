@@ -11,6 +11,8 @@
 #include <cuda_runtime_api.h>
 #include <sparkinfer/plugin.h>
 
+#include "../common/si_opcheck.h"
+
 #define CU_NAME "cuda_sm120"
 
 struct si_backend {
@@ -47,6 +49,7 @@ struct si_backend {
     const void    *xq_key;
     int64_t        xq_in, xq_ncx, xq_stride;
     uintptr_t      xq_lo, xq_hi;
+    si_opcheck     oc;              /* the shared op checks, set up by open() */
 };
 
 struct si_buf {
@@ -82,6 +85,8 @@ int  cu_attn_prepare(si_backend *b, struct cu_attn *a, const int32_t *pos, si_er
  * check (the stream must be synchronised), else SI_OK. */
 int  cu_flag_check(si_backend *b, si_err *err);
 
+/* Fills b->oc: this backend's side of the shared op checks. */
+void cu_opcheck_init(si_backend *b);
 bool cu_supports(const si_backend *b, const si_op *op);
 int  cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
 

@@ -1,7 +1,7 @@
 /* backends/cuda_sm120/cuda_ops.c — supports() and exec() of the CUDA
- * backend: the shape/type checks (the same rules as the cpu backend, so
- * both accept exactly the same ops, minus weight types the kernels do not
- * decode), host-side validation that needs the host arrays (positions,
+ * backend: the shape/type checks (backends/common, shared with the cpu
+ * backend, so both accept exactly the same ops, minus weight types the
+ * kernels do not decode and kernel size limits), host-side validation that needs the host arrays (positions,
  * sequence runs), workspace carving, and the launches.  exec never waits
  * for the device: GET_ROWS ids are checked by the kernel (reported at
  * sync), host arrays go up through pinned staging, and the dp4a path
@@ -19,117 +19,24 @@
 
 /* ---- tensors ------------------------------------------------------------ */
 
-static int64_t ne_of(const si_tensor *t, int i) { return (uint32_t)i < t->ndim ? t->ne[i] : 1; }
+/* What the shared op checks (backends/common) need to know of this
+ * backend's objects.  Device memory is always aligned: no data check. */
+static uint64_t oc_buf_size(const si_buf *buf) { return buf->nbytes; }
+static const si_kv_desc *oc_kv_desc(const si_kv *kv) { return &kv->d; }
+
+void cu_opcheck_init(si_backend *b)
+{
+    /* 2-byte types aligned to 2: the kernels load F16/BF16 as halves. */
+    b->oc = (si_opcheck){
+        .name = CU_NAME, .host = b->host, .type_ok = si_cu_type_ok,
+        .buf_size = oc_buf_size, .buf_data = NULL, .buf_writable = NULL, .kv_desc = oc_kv_desc,
+        .align_half = true, .max_head_dim = MAX_HEAD_DIM, .max_heads = 65535, .max_conv_k = 64,
+    };
+}
 
 static uint8_t *dptr(const si_tensor *t) { return (uint8_t *)t->buf->dev + t->offset; }
 
-static void type_blk(uint32_t type, uint32_t *blk, uint32_t *bytes)
-{
-    *blk = 0;
-    *bytes = 0;
-    switch (type) {
-    case SI_TYPE_F32:  *blk = 1;   *bytes = 4;   break;
-    case SI_TYPE_I32:  *blk = 1;   *bytes = 4;   break;
-    case SI_TYPE_F16:  *blk = 1;   *bytes = 2;   break;
-    case SI_TYPE_BF16: *blk = 1;   *bytes = 2;   break;
-    case SI_TYPE_Q8_0: *blk = 32;  *bytes = 34;  break;
-    case SI_TYPE_Q4_K: *blk = 256; *bytes = 144; break;
-    case SI_TYPE_Q5_K: *blk = 256; *bytes = 176; break;
-    case SI_TYPE_Q6_K: *blk = 256; *bytes = 210; break;
-    default: break;
-    }
-}
-
-static const char *tname(const si_backend *b, uint32_t type)
-{
-    const char *n = b->host->type_name(type);
-    return n != NULL ? n : "unknown type";
-}
-
-/* NULL when the tensor lies inside its buffer with sane strides for its
- * type, else a static reason (the cpu backend's rules). */
-static const char *tensor_check(const si_tensor *t)
-{
-    if (t->buf == NULL)
-        return "no buffer";
-    if (t->ndim < 1 || t->ndim > SI_MAX_DIMS)
-        return "ndim must be 1..4";
-    uint32_t blk, bytes;
-    type_blk(t->type, &blk, &bytes);
-    if (blk == 0)
-        return "unsupported element type";
-    if (t->ne[0] % blk != 0)
-        return "ne0 is not a multiple of the type's block";
-    if (t->nb[0] != bytes)
-        return "nb0 is not the element/block size (ne0 must be contiguous)";
-    uint64_t align = bytes >= 4 && blk == 1 ? 4 : (blk == 1 ? bytes : 1);
-    uint64_t extent = 0, min_stride = (uint64_t)(t->ne[0] / blk) * bytes;
-    bool empty = false;
-    for (uint32_t i = 0; i < t->ndim; i++) {
-        if (t->ne[i] < 0)
-            return "negative ne";
-        if (t->ne[i] == 0)
-            empty = true;
-        if (i > 0 && t->ne[i] > 1) {
-            if (t->nb[i] < min_stride)
-                return "strides overlap (nb[i] < nb[i-1]*ne[i-1])";
-            if (t->nb[i] % align != 0)
-                return "stride not a multiple of the element size";
-            if (t->nb[i] > UINT64_MAX / (uint64_t)t->ne[i])
-                return "stride overflow";
-            extent += (uint64_t)(t->ne[i] - 1) * t->nb[i];
-        }
-        if (i > 0)
-            min_stride = t->ne[i] > 1 ? t->nb[i] * (uint64_t)t->ne[i] : min_stride;
-    }
-    if (t->offset % align != 0)
-        return "offset not a multiple of the element size";
-    if (empty)
-        return t->offset <= t->buf->nbytes ? NULL : "offset beyond the buffer";
-    extent += (uint64_t)(t->ne[0] / blk) * bytes;
-    if (t->offset > t->buf->nbytes || extent > t->buf->nbytes - t->offset)
-        return "extends beyond its buffer";
-    return NULL;
-}
-
-/* `t` is a valid F32 tensor of exactly [ne0, ne1] (further dims 1). */
-static int want_f32(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, const char *op,
-                    const char *what, si_err *err)
-{
-    if (t == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is required", op, what);
-    if (t->type != SI_TYPE_F32)
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": %s: %s must be F32, not %s", op, what, tname(b, t->type));
-    const char *why = tensor_check(t);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s: %s", op, what, why);
-    if (t->ne[0] != ne0 || ne_of(t, 1) != ne1 || ne_of(t, 2) != 1 || ne_of(t, 3) != 1)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld]", op,
-                          what, (long long)t->ne[0], (long long)ne_of(t, 1), (long long)ne_of(t, 2),
-                          (long long)ne_of(t, 3), (long long)ne0, (long long)ne1);
-    return SI_OK;
-}
-
-/* A weight the kernels decode, of shape [ne0, ne1, ne2]. */
-static int want_weight(const si_backend *b, const si_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2,
-                       const char *op, const char *what, si_err *err)
-{
-    if (t == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is required", op, what);
-    if (!si_cu_type_ok(t->type))
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": %s: %s: type %s (%u) is not supported", op, what,
-                          tname(b, t->type), t->type);
-    const char *why = tensor_check(t);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s: %s", op, what, why);
-    if (t->ne[0] != ne0 || ne_of(t, 1) != ne1 || ne_of(t, 2) != ne2 || ne_of(t, 3) != 1)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                          op, what, (long long)t->ne[0], (long long)ne_of(t, 1), (long long)ne_of(t, 2),
-                          (long long)ne_of(t, 3), (long long)ne0, (long long)ne1, (long long)ne2);
-    return SI_OK;
-}
-
-static uint64_t row_stride(const si_tensor *t) { return ne_of(t, 1) > 1 ? t->nb[1] : 0; }
+static uint64_t row_stride(const si_tensor *t) { return si_oc_ne(t, 1) > 1 ? t->nb[1] : 0; }
 
 static int launched(int e, const char *op, si_err *err)
 {
@@ -168,25 +75,6 @@ static int h2d(si_backend *b, void *dst, const void *src, size_t n, si_err *err)
 }
 
 /* ---- MATMUL --------------------------------------------------------------- */
-
-static int matmul_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_tensor *w = op->src[0], *x = op->src[1];
-    if (w == NULL || x == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MATMUL: src[0] (weight) and src[1] (input) are required");
-    if (!si_cu_type_ok(w->type))
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": MATMUL: weight type %s (%u) is not supported",
-                          tname(b, w->type), w->type);
-    const char *why = tensor_check(w);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MATMUL: weight: %s", why);
-    if (ne_of(w, 2) != 1 || ne_of(w, 3) != 1)
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": MATMUL: weight must be 2-D (ne2 = %lld)",
-                          (long long)ne_of(w, 2));
-    int64_t in = w->ne[0], out = ne_of(w, 1), n = ne_of(x, 1);
-    int rc = want_f32(b, x, in, n, "MATMUL", "src[1] (input)", err);
-    return rc != SI_OK ? rc : want_f32(b, &op->dst, out, n, "MATMUL", "dst", err);
-}
 
 /* ---- dp4a inputs ------------------------------------------------------------ */
 
@@ -245,9 +133,9 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
 static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_tensor *w = op->src[0], *x = op->src[1];
-    const int64_t n = ne_of(x, 1);
+    const int64_t n = si_oc_ne(x, 1);
     cu_mm mm = {
-        .w = dptr(w), .type = w->type, .in = w->ne[0], .rows = ne_of(w, 1), .row_bytes = row_stride(w),
+        .w = dptr(w), .type = w->type, .in = w->ne[0], .rows = si_oc_ne(w, 1), .row_bytes = row_stride(w),
         .x = (const float *)dptr(x), .x_stride = (int64_t)(row_stride(x) / 4), .x_div = 1,
         .y = (float *)dptr(&op->dst), .y_stride = (int64_t)(row_stride(&op->dst) / 4), .ncols = n,
     };
@@ -256,89 +144,14 @@ static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
 
 /* ---- GET_ROWS, RMSNORM, ADD, MUL, SWIGLU ---------------------------------- */
 
-static const char *elem_name(uint32_t kind)
-{
-    switch (kind) {
-    case SI_OP_GET_ROWS: return "GET_ROWS";
-    case SI_OP_RMSNORM:  return "RMSNORM";
-    case SI_OP_ADD:      return "ADD";
-    case SI_OP_MUL:      return "MUL";
-    default:             return "SWIGLU";
-    }
-}
-
-static bool same_shape(const si_tensor *a, const si_tensor *c)
-{
-    for (int i = 0; i < SI_MAX_DIMS; i++)
-        if (ne_of(a, i) != ne_of(c, i))
-            return false;
-    return true;
-}
-
-static int want_f32_nd(const si_backend *b, const si_tensor *t, const si_tensor *like, const char *op,
-                       const char *what, si_err *err)
-{
-    if (t == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is required", op, what);
-    if (t->type != SI_TYPE_F32)
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": %s: %s must be F32, not %s", op, what, tname(b, t->type));
-    const char *why = tensor_check(t);
-    if (why != NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s: %s", op, what, why);
-    if (like != NULL && !same_shape(t, like))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": %s: %s is [%lld, %lld, %lld, %lld], src[0] is [%lld, %lld, %lld, %lld]",
-                          op, what, (long long)t->ne[0], (long long)ne_of(t, 1), (long long)ne_of(t, 2),
-                          (long long)ne_of(t, 3), (long long)like->ne[0], (long long)ne_of(like, 1),
-                          (long long)ne_of(like, 2), (long long)ne_of(like, 3));
-    return SI_OK;
-}
-
-static int elem_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const char *name = elem_name(op->kind);
-    const si_tensor *s0 = op->src[0], *s1 = op->src[1];
-    int rc;
-    if (op->kind == SI_OP_GET_ROWS) {
-        if (s0 == NULL || s1 == NULL)
-            return si_err_set(err, SI_EINVAL, CU_NAME ": GET_ROWS: src[0] (table) and src[1] (ids) are required");
-        if (!si_cu_type_ok(s0->type))
-            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: table type %s (%u) is not supported",
-                              tname(b, s0->type), s0->type);
-        const char *why = tensor_check(s0);
-        if (why != NULL)
-            return si_err_set(err, SI_EINVAL, CU_NAME ": GET_ROWS: table: %s", why);
-        if (ne_of(s0, 2) != 1 || ne_of(s0, 3) != 1)
-            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: table must be 2-D");
-        if (s1->type != SI_TYPE_I32)
-            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: ids must be I32, not %s", tname(b, s1->type));
-        if ((why = tensor_check(s1)) != NULL)
-            return si_err_set(err, SI_EINVAL, CU_NAME ": GET_ROWS: ids: %s", why);
-        if (ne_of(s1, 1) != 1 || ne_of(s1, 2) != 1 || ne_of(s1, 3) != 1)
-            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GET_ROWS: ids must be 1-D [n]");
-        return want_f32(b, &op->dst, s0->ne[0], s1->ne[0], name, "dst", err);
-    }
-    if ((rc = want_f32_nd(b, s0, NULL, name, "src[0]", err)) != SI_OK)
-        return rc;
-    if (op->kind == SI_OP_RMSNORM) {
-        if ((rc = want_f32(b, s1, s0->ne[0], 1, name, "src[1] (weight)", err)) != SI_OK)
-            return rc;
-        if (!(op->p.norm.eps >= 0.0f) || !isfinite(op->p.norm.eps))
-            return si_err_set(err, SI_EINVAL, CU_NAME ": RMSNORM: eps %g must be finite and >= 0",
-                              (double)op->p.norm.eps);
-    } else if ((rc = want_f32_nd(b, s1, s0, name, "src[1]", err)) != SI_OK) {
-        return rc;
-    }
-    return want_f32_nd(b, &op->dst, s0, name, "dst", err);
-}
-
 static cu_rows rows_of(const si_tensor *t)
 {
-    cu_rows r = { dptr(t), ne_of(t, 1), ne_of(t, 2), t->nb[1], t->nb[2], t->nb[3] };
+    cu_rows r = { dptr(t), si_oc_ne(t, 1), si_oc_ne(t, 2), t->nb[1], t->nb[2], t->nb[3] };
     if (r.ne1 <= 1)
         r.nb1 = 0;
     if (r.ne2 <= 1)
         r.nb2 = 0;
-    if (ne_of(t, 3) <= 1)
+    if (si_oc_ne(t, 3) <= 1)
         r.nb3 = 0;
     if (r.ne1 < 1)
         r.ne1 = 1;
@@ -350,7 +163,7 @@ static cu_rows rows_of(const si_tensor *t)
 static int get_rows_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_tensor *tab = op->src[0], *ids = op->src[1];
-    const int64_t n = ids->ne[0], n_rows = ne_of(tab, 1);
+    const int64_t n = ids->ne[0], n_rows = si_oc_ne(tab, 1);
     if (n == 0)
         return SI_OK;
     /* The ids live on the device: the kernel checks them (a bad id gives a
@@ -374,63 +187,18 @@ static int elem_exec(si_backend *b, const si_op *op, si_err *err)
         return get_rows_exec(b, op, err);
     const si_tensor *d = &op->dst;
     cu_rows a = rows_of(op->src[0]), c = rows_of(op->src[1]), y = rows_of(d);
-    int64_t nrows = ne_of(d, 1) * ne_of(d, 2) * ne_of(d, 3);
+    int64_t nrows = si_oc_ne(d, 1) * si_oc_ne(d, 2) * si_oc_ne(d, 3);
     return launched(si_cu_elem((int)op->kind, &a, &c, &y, d->ne[0], nrows, op->p.norm.eps, b->stream),
-                    elem_name(op->kind), err);
+                    si_oc_elem_name(op->kind), err);
 }
 
 /* ---- ATTN ----------------------------------------------------------------- */
-
-static int attn_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_attn_params *p = &op->p.attn;
-    if (p->n_head == 0 || p->n_head_kv == 0 || p->head_dim == 0 || p->n_head % p->n_head_kv != 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: n_head %u must be a positive multiple of n_head_kv %u (head_dim %u)",
-                          p->n_head, p->n_head_kv, p->head_dim);
-    if (p->head_dim > MAX_HEAD_DIM || p->n_head > 65535)
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": ATTN: head_dim %u > %d or n_head %u > 65535", p->head_dim,
-                          MAX_HEAD_DIM, p->n_head);
-    if (p->n_rot % 2 != 0 || p->n_rot > p->head_dim)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: n_rot %u must be even and <= head_dim %u", p->n_rot,
-                          p->head_dim);
-    if (p->n_rot > 0 && !(p->rope_base > 0.0f && isfinite(p->rope_base)))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: rope_base %g must be > 0", (double)p->rope_base);
-    if (!(p->yarn_factor >= 0.0f) || !isfinite(p->yarn_factor) || (p->yarn_factor > 0.0f && p->yarn_orig_ctx == 0))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: yarn_factor %g needs yarn_orig_ctx > 0 (is %u)",
-                          (double)p->yarn_factor, p->yarn_orig_ctx);
-    if (!(p->eps >= 0.0f) || !isfinite(p->eps))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: eps %g must be finite and >= 0", (double)p->eps);
-    const si_kv *kv = p->kv;
-    if (kv == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: no KV cache");
-    if (kv->d.n_head_kv != p->n_head_kv || kv->d.head_dim != p->head_dim || p->kv_layer >= kv->d.n_layer)
-        return si_err_set(err, SI_EINVAL,
-                          CU_NAME ": ATTN: op wants layer %u, %u kv heads x %u; the cache has %u layers, %u kv heads x %u",
-                          p->kv_layer, p->n_head_kv, p->head_dim, kv->d.n_layer, kv->d.n_head_kv, kv->d.head_dim);
-    if (op->src[0] == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: src[0] (QG) is required");
-    const int64_t n = ne_of(op->src[0], 1), hd = p->head_dim;
-    const int64_t q_dim = (int64_t)p->n_head * hd, kv_dim = (int64_t)p->n_head_kv * hd;
-    int rc;
-    if ((rc = want_f32(b, op->src[0], 2 * q_dim, n, "ATTN", "src[0] (QG)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[1], kv_dim, n, "ATTN", "src[1] (K)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[2], kv_dim, n, "ATTN", "src[2] (V)", err)) != SI_OK ||
-        (rc = want_f32(b, &op->dst, q_dim, n, "ATTN", "dst", err)) != SI_OK)
-        return rc;
-    if (op->src[3] != NULL && (rc = want_f32(b, op->src[3], hd, 1, "ATTN", "src[3] (q_norm)", err)) != SI_OK)
-        return rc;
-    if (op->src[4] != NULL && (rc = want_f32(b, op->src[4], hd, 1, "ATTN", "src[4] (k_norm)", err)) != SI_OK)
-        return rc;
-    if (n > 0 && (p->pos == NULL || p->seq == NULL))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": ATTN: pos and seq arrays are required");
-    return SI_OK;
-}
 
 static int attn_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_attn_params *p = &op->p.attn;
     si_kv *kv = p->kv;
-    const int64_t n = ne_of(op->src[0], 1);
+    const int64_t n = si_oc_ne(op->src[0], 1);
     if (n == 0)
         return SI_OK;
     const uint32_t n_seq = kv->d.n_seq, n_ctx = kv->d.n_ctx;
@@ -502,60 +270,14 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
 
 /* ---- GDN ------------------------------------------------------------------ */
 
-static uint64_t gdn_state_bytes(const si_gdn_params *p, int64_t conv_dim)
-{
-    return ((uint64_t)conv_dim * (p->conv_k - 1) + (uint64_t)p->n_v_head * p->head_v_dim * p->head_k_dim) *
-           sizeof(float);
-}
-
-static int gdn_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_gdn_params *p = &op->p.gdn;
-    if (p->n_k_head == 0 || p->n_v_head == 0 || p->head_k_dim == 0 || p->head_v_dim == 0 || p->conv_k == 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: head counts, head dims and conv_k must be > 0");
-    if (p->conv_k > 64)
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: conv_k %u > 64", p->conv_k);
-    if (p->head_k_dim > MAX_HEAD_DIM || p->head_v_dim > MAX_HEAD_DIM || p->n_v_head > 65535)
-        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: head dims %u/%u > %d or %u v-heads", p->head_k_dim,
-                          p->head_v_dim, MAX_HEAD_DIM, p->n_v_head);
-    if (!(p->eps >= 0.0f) || !isfinite(p->eps))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: eps %g must be finite and >= 0", (double)p->eps);
-    if (op->src[0] == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: src[0] (u) is required");
-    const int64_t n = ne_of(op->src[0], 1), hv = p->n_v_head;
-    const int64_t vdim = hv * p->head_v_dim, conv_dim = 2 * (int64_t)p->n_k_head * p->head_k_dim + vdim;
-    int rc;
-    if ((rc = want_f32(b, op->src[0], conv_dim, n, "GDN", "src[0] (u)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[1], vdim, n, "GDN", "src[1] (z)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[2], hv, n, "GDN", "src[2] (b)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[3], hv, n, "GDN", "src[3] (a)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[4], p->conv_k, conv_dim, "GDN", "src[4] (conv taps)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[5], hv, 1, "GDN", "src[5] (ssm_a)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[6], hv, 1, "GDN", "src[6] (dt bias)", err)) != SI_OK ||
-        (rc = want_f32(b, op->src[7], p->head_v_dim, 1, "GDN", "src[7] (ssm_norm)", err)) != SI_OK ||
-        (rc = want_f32(b, &op->dst, vdim, n, "GDN", "dst", err)) != SI_OK)
-        return rc;
-    if (p->state == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: state must be a writable backend buffer");
-    uint64_t need = gdn_state_bytes(p, conv_dim);
-    if (p->state_stride < need && n > 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: state_stride %llu < %llu bytes per slot",
-                          (unsigned long long)p->state_stride, (unsigned long long)need);
-    if (p->state_offset % sizeof(float) != 0 || p->state_stride % sizeof(float) != 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: state_offset and state_stride must be multiples of 4");
-    if (n > 0 && p->seq == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: the seq array is required");
-    return SI_OK;
-}
-
 static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_gdn_params *p = &op->p.gdn;
-    const int64_t n = ne_of(op->src[0], 1);
+    const int64_t n = si_oc_ne(op->src[0], 1);
     if (n == 0)
         return SI_OK;
     const int64_t conv_dim = op->src[0]->ne[0];
-    const uint64_t need = gdn_state_bytes(p, conv_dim);
+    const uint64_t need = si_oc_gdn_state_bytes(p, conv_dim);
     cu_gdn_run *runs = malloc((size_t)n * sizeof *runs);
     if (runs == NULL)
         return si_err_set(err, SI_ENOMEM, "out of host memory");
@@ -626,63 +348,6 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
 
 /* ---- MOE ------------------------------------------------------------------ */
 
-typedef struct moe_dims {
-    int64_t n, H, E, K, F, Fs;
-    bool    fused, shared;
-} moe_dims;
-
-static void moe_dims_of(const si_op *op, moe_dims *d)
-{
-    d->n = ne_of(op->src[0], 1);
-    d->H = op->src[0]->ne[0];
-    d->E = op->p.moe.n_expert;
-    d->K = op->p.moe.n_used;
-    d->fused = op->src[3] == NULL;
-    d->F = op->src[2] ? (d->fused ? ne_of(op->src[2], 1) / 2 : ne_of(op->src[2], 1)) : 0;
-    d->shared = op->src[5] != NULL;
-    d->Fs = d->shared && op->src[6] ? ne_of(op->src[6], 1) : 0;
-}
-
-static int moe_check(const si_backend *b, const si_op *op, si_err *err)
-{
-    const si_moe_params *p = &op->p.moe;
-    if (p->n_expert == 0 || p->n_used == 0 || p->n_used > p->n_expert)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: n_used %u must be in 1..n_expert (%u)", p->n_used,
-                          p->n_expert);
-    if (op->src[0] == NULL || op->src[2] == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: src[0] (h) and src[2] (gate) are required");
-    moe_dims d;
-    moe_dims_of(op, &d);
-    int rc;
-    if ((rc = want_f32(b, op->src[0], d.H, d.n, "MOE", "src[0] (h)", err)) != SI_OK ||
-        (rc = want_f32(b, &op->dst, d.H, d.n, "MOE", "dst", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[1], d.H, d.E, 1, "MOE", "src[1] (router)", err)) != SI_OK)
-        return rc;
-    if (d.fused && ne_of(op->src[2], 1) % 2 != 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: fused gate_up has an odd row count %lld",
-                          (long long)ne_of(op->src[2], 1));
-    if (d.F <= 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: expert width is 0");
-    if ((rc = want_weight(b, op->src[2], d.H, d.fused ? 2 * d.F : d.F, d.E, "MOE",
-                          d.fused ? "src[2] (gate_up_exps)" : "src[2] (gate_exps)", err)) != SI_OK ||
-        (!d.fused && (rc = want_weight(b, op->src[3], d.H, d.F, d.E, "MOE", "src[3] (up_exps)", err)) != SI_OK) ||
-        (rc = want_weight(b, op->src[4], d.F, d.H, d.E, "MOE", "src[4] (down_exps)", err)) != SI_OK)
-        return rc;
-    if (!d.shared) {
-        if (op->src[6] != NULL || op->src[7] != NULL || op->src[8] != NULL)
-            return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": MOE: shared expert tensors without src[5] (gate_inp_shexp)");
-        return SI_OK;
-    }
-    if (op->src[6] == NULL || d.Fs <= 0)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": MOE: src[6] (gate_shexp) is required with src[5]");
-    if ((rc = want_weight(b, op->src[5], d.H, 1, 1, "MOE", "src[5] (gate_inp_shexp)", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[6], d.H, d.Fs, 1, "MOE", "src[6] (gate_shexp)", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[7], d.H, d.Fs, 1, "MOE", "src[7] (up_shexp)", err)) != SI_OK ||
-        (rc = want_weight(b, op->src[8], d.Fs, d.H, 1, "MOE", "src[8] (down_shexp)", err)) != SI_OK)
-        return rc;
-    return SI_OK;
-}
-
 static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64_t x_stride, int64_t x_div,
                    float *y, int64_t y_stride, int64_t ncols, int64_t rows, const int32_t *expert)
 {
@@ -696,8 +361,8 @@ static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64
 
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
-    moe_dims d;
-    moe_dims_of(op, &d);
+    si_oc_moe_dims d;
+    si_oc_moe_dims_of(op, &d);
     const int64_t n = d.n, H = d.H, E = d.E, K = d.K, F = d.F, Fs = d.Fs, NK = n * K;
     if (n == 0)
         return SI_OK;
@@ -778,20 +443,19 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 /* ---- dispatch --------------------------------------------------------------- */
 
 typedef struct op_entry {
-    int (*check)(const si_backend *b, const si_op *op, si_err *err);
     int (*exec)(si_backend *b, const si_op *op, si_err *err);
 } op_entry;
 
 static const op_entry op_tab[SI_OP_KIND_COUNT] = {
-    [SI_OP_GET_ROWS] = { elem_check, elem_exec },
-    [SI_OP_MATMUL]   = { matmul_check, matmul_exec },
-    [SI_OP_RMSNORM]  = { elem_check, elem_exec },
-    [SI_OP_ADD]      = { elem_check, elem_exec },
-    [SI_OP_MUL]      = { elem_check, elem_exec },
-    [SI_OP_SWIGLU]   = { elem_check, elem_exec },
-    [SI_OP_ATTN]     = { attn_check, attn_exec },
-    [SI_OP_GDN]      = { gdn_check, gdn_exec },
-    [SI_OP_MOE]      = { moe_check, moe_exec },
+    [SI_OP_GET_ROWS] = { elem_exec },
+    [SI_OP_MATMUL]   = { matmul_exec },
+    [SI_OP_RMSNORM]  = { elem_exec },
+    [SI_OP_ADD]      = { elem_exec },
+    [SI_OP_MUL]      = { elem_exec },
+    [SI_OP_SWIGLU]   = { elem_exec },
+    [SI_OP_ATTN]     = { attn_exec },
+    [SI_OP_GDN]      = { gdn_exec },
+    [SI_OP_MOE]      = { moe_exec },
 };
 
 static const op_entry *find_op(const si_op *op, si_err *err)
@@ -808,14 +472,14 @@ bool cu_supports(const si_backend *b, const si_op *op)
     if (b == NULL || op == NULL)
         return false;
     const op_entry *e = find_op(op, NULL);
-    return e != NULL && e->check(b, op, NULL) == SI_OK;
+    return e != NULL && si_oc_check(&b->oc, op, NULL) == SI_OK;
 }
 
 /* Device bytes [lo, hi) of a valid tensor. */
 static void t_range(const si_tensor *t, uintptr_t *lo, uintptr_t *hi)
 {
     uint32_t blk, bytes;
-    type_blk(t->type, &blk, &bytes);
+    si_oc_type_blk(t->type, &blk, &bytes);
     uint64_t ext = blk ? (uint64_t)(t->ne[0] / blk) * bytes : 0;
     for (uint32_t i = 1; i < t->ndim; i++)
         if (t->ne[i] > 1)
@@ -864,7 +528,7 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
             rc = SI_EUNSUPPORTED;
             break;
         }
-        rc = e->check(b, &ops[i], err);
+        rc = si_oc_check(&b->oc, &ops[i], err);
         if (rc == SI_OK)
             rc = e->exec(b, &ops[i], err);
         if (rc == SI_OK)

@@ -168,6 +168,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     if (b == NULL)
         return si_err_set(err, SI_ENOMEM, "out of host memory");
     b->host = h;
+    cu_opcheck_init(b);
     b->device = device;
     b->kv_type = kv_type;
     b->mm_dp4a = dp4a;
@@ -415,30 +416,14 @@ static int cuda_download(si_backend *b, void *dst, si_buf *src, uint64_t off, ui
     return sync_checked(b, "download", err);
 }
 
-/* Block size and bytes of the types the kernels read; 0 otherwise. */
-static void type_blk(uint32_t type, uint32_t *blk, uint32_t *bytes)
-{
-    *blk = 0;
-    *bytes = 0;
-    switch (type) {
-    case SI_TYPE_F32:  *blk = 1;   *bytes = 4;   break;
-    case SI_TYPE_F16:  *blk = 1;   *bytes = 2;   break;
-    case SI_TYPE_BF16: *blk = 1;   *bytes = 2;   break;
-    case SI_TYPE_Q8_0: *blk = 32;  *bytes = 34;  break;
-    case SI_TYPE_Q4_K: *blk = 256; *bytes = 144; break;
-    case SI_TYPE_Q5_K: *blk = 256; *bytes = 176; break;
-    case SI_TYPE_Q6_K: *blk = 256; *bytes = 210; break;
-    default: break;
-    }
-}
-
 static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *out, si_err *err)
 {
     if (b == NULL || w == NULL || out == NULL)
         return si_err_set(err, SI_EINVAL, CU_NAME ": weight_load: NULL argument");
     const char *name = w->name != NULL ? w->name : "?";
-    uint32_t blk, bytes;
-    type_blk(w->type, &blk, &bytes);
+    uint32_t blk = 0, bytes = 0;
+    if (si_cu_type_ok(w->type))
+        si_oc_type_blk(w->type, &blk, &bytes);
     if (blk == 0) {
         const char *tn = b->host->type_name(w->type);
         return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": tensor '%s': type %s (%u) is not supported "
