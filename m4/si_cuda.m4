@@ -24,12 +24,27 @@ AS_CASE([$with_cuda],
 
 AS_IF([test "x$with_cuda" != xno], [
   AS_IF([test -z "$NVCC"], [si_cuda_why="nvcc not found"], [
-    si_cuda_home=`AS_DIRNAME(["$NVCC"])`
+    # Ask nvcc where its own headers and libraries are: a PATH entry may be
+    # a symlink or wrapper whose parent has no include/ (the layout differs
+    # between the runfile, distro and pip installs).
+    printf '__global__ void k(void) {}\n' > conftest.cu
+    si_cuda_dry=`$NVCC --dryrun conftest.cu -o conftest 2>&1`
+    rm -f conftest.cu
+    si_cuda_inc=`echo "$si_cuda_dry" | sed -n 's/^#\$ INCLUDES="\(.*\)".*/\1/p' | head -n 1`
+    si_cuda_ldirs=`echo "$si_cuda_dry" | sed -n 's/^#\$ LIBRARIES= *//p' | head -n 1 | tr -d '"'`
+    si_cuda_home=`readlink -f "$NVCC" 2>/dev/null || echo "$NVCC"`
     si_cuda_home=`AS_DIRNAME(["$si_cuda_home"])`
-    CUDA_CFLAGS="-I$si_cuda_home/include"
-    si_cuda_libdir="$si_cuda_home/lib64"
-    test -d "$si_cuda_libdir" || si_cuda_libdir="$si_cuda_home/lib"
-    CUDA_LIBS="-L$si_cuda_libdir -lcudart_static -lrt -lpthread -ldl -lstdc++"
+    si_cuda_home=`AS_DIRNAME(["$si_cuda_home"])`
+    CUDA_CFLAGS="$si_cuda_inc"
+    test -d "$si_cuda_home/include" && CUDA_CFLAGS="$CUDA_CFLAGS -I$si_cuda_home/include"
+    si_cuda_L=""
+    for d in $si_cuda_ldirs; do
+      AS_CASE([$d], [*/stubs], [], [-L*], [si_cuda_L="$si_cuda_L $d"])
+    done
+    for d in "$si_cuda_home/lib64" "$si_cuda_home/lib"; do
+      test -d "$d" && si_cuda_L="$si_cuda_L -L$d"
+    done
+    CUDA_LIBS="$si_cuda_L -lcudart_static -lrt -lpthread -ldl -lstdc++"
     CUDA_GENCODE=""
     for a in `echo "$with_cuda_arch" | tr ',' ' '`; do
       AS_CASE([$a], [*[[!0-9]]*|''], [AC_MSG_ERROR([--with-cuda-arch: '$a' is not an SM number like 90 or 120])])
@@ -44,6 +59,17 @@ _SI_EOF
       [AC_MSG_RESULT([yes]); si_cuda_ok=yes],
       [AC_MSG_RESULT([no]); si_cuda_why="$NVCC cannot compile for sm_{$with_cuda_arch} (see config.log)"])
     rm -f conftest.cu conftest.o
+    AS_IF([test "x$si_cuda_ok" = xyes], [
+      AC_MSG_CHECKING([whether C code links against the CUDA runtime ($CUDA_CFLAGS)])
+      si_cuda_save_CFLAGS=$CFLAGS; si_cuda_save_LIBS=$LIBS
+      CFLAGS="$CFLAGS $CUDA_CFLAGS"; LIBS="$CUDA_LIBS $LIBS"
+      AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <cuda_runtime_api.h>]],
+                                      [[int n = 0; return (int)cudaGetDeviceCount(&n);]])],
+        [AC_MSG_RESULT([yes])],
+        [AC_MSG_RESULT([no]); si_cuda_ok=no
+         si_cuda_why="cuda_runtime_api.h or libcudart_static not usable next to $NVCC (CUDA_CFLAGS='$CUDA_CFLAGS'; see config.log)"])
+      CFLAGS=$si_cuda_save_CFLAGS; LIBS=$si_cuda_save_LIBS
+    ])
   ])
 ])
 
