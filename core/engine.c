@@ -57,7 +57,9 @@ static int open_backend(si_engine *e, const char *want, si_err *err)
             e->be.ops = ops;
             e->be.b = b;
             e->be.name = cands[i]->name;
-            return SI_OK;
+            /* Kernels before the model: its weights and first ops may
+             * already run through them. */
+            return si_registry_attach_kernels(e->reg, &e->host, e->be.name, ops, b, NULL, err);
         }
         e->host.log(&e->host, SI_LOG_WARN, "core", "backend %s: open failed: %s",
                     cands[i]->name, berr.msg);

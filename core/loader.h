@@ -59,6 +59,17 @@ const si_plugin_record *si_registry_at(const si_registry *r, size_t i);
  * are disabled or refused). */
 const si_plugin_record *si_registry_find(const si_registry *r, uint32_t kind, const char *name);
 
+/* Offers every loaded kernel plugin whose ops->backend names `backend` to
+ * that open backend (ops->attach_kernel with the plugin's section), in
+ * config order; *n_attached (may be NULL) counts the ones it took.  A
+ * kernel the backend refuses, or a backend without attach_kernel, is
+ * logged and skipped — unless its section says required = true: then that
+ * failure is returned ("[kernel.X] is required: <reason>").  The backend
+ * must be closed before the registry is freed (the kernels' code). */
+int  si_registry_attach_kernels(const si_registry *r, const si_host *h, const char *backend,
+                                const struct si_backend_ops *ops, si_backend *b, size_t *n_attached,
+                                si_err *err);
+
 /* "backend", "model", "kernel" or "?" */
 const char *si_kind_name(uint32_t kind);
 /* "loaded", "disabled", "refused" or "?" */

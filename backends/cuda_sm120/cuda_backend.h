@@ -9,11 +9,19 @@
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
+#include <sparkinfer/cuda_ext.h>
 #include <sparkinfer/plugin.h>
 
 #include "../common/si_opcheck.h"
 
 #define CU_NAME "cuda_sm120"
+
+/* A kernel plugin attached for one op kind (cuda_kernels.c). */
+typedef struct cu_kernel {
+    const struct si_kernel_ops *ops;   /* NULL: the op runs built-in code   */
+    void                       *state;
+    const char                 *name;  /* the plugin's (static in its .so)  */
+} cu_kernel;
 
 struct si_backend {
     const si_host *host;
@@ -50,11 +58,15 @@ struct si_backend {
     int64_t        xq_in, xq_ncx, xq_stride;
     uintptr_t      xq_lo, xq_hi;
     si_opcheck     oc;              /* the shared op checks, set up by open() */
+    struct cu_prof *prof;           /* knob profile = true (cuda_prof.c)     */
+    si_cuda_ext    ext;             /* lent to kernel plugins                */
+    cu_kernel      kern[SI_OP_KIND_COUNT];
 };
 
 struct si_buf {
     void    *dev;
     uint64_t nbytes;
+    bool     borrowed;              /* buf_wrap()ped kernel memory: not ours */
 };
 
 struct si_kv {
@@ -84,6 +96,27 @@ int  cu_attn_prepare(si_backend *b, struct cu_attn *a, const int32_t *pos, si_er
 /* SI_ERANGE with the message of the first bad GET_ROWS id since the last
  * check (the stream must be synchronised), else SI_OK. */
 int  cu_flag_check(si_backend *b, si_err *err);
+
+/* Knob profile = true (cuda_prof.c): device time per kind of op, logged at
+ * close.  before() is called before op i of an exec of n_ops, after() once
+ * the exec has enqueued its ops (it waits for them).  No-ops when off. */
+typedef struct cu_prof cu_prof;
+int  cu_prof_open(si_backend *b, si_err *err);
+void cu_prof_before(si_backend *b, size_t i, size_t n_ops, const si_op *op);
+void cu_prof_after(si_backend *b);
+void cu_prof_close(si_backend *b);
+
+/* Kernel plugins (cuda_kernels.c).  init() fills b->ext (after device,
+ * stream and n_sm are set); fini() calls every kernel's fini (the stream
+ * must be idle).  cu_kernel_for: the attached kernel that takes `op`, or
+ * NULL for the built-in code. */
+void cu_kernels_init(si_backend *b, int cc_major, int cc_minor);
+int  cu_attach_kernel(si_backend *b, const si_plugin *k, const char *section, si_err *err);
+void cu_kernels_fini(si_backend *b);
+const cu_kernel *cu_kernel_for(const si_backend *b, const si_op *op);
+/* One op: checks, then the attached kernel when `use_kernel` and it takes
+ * the op, else the built-in code; then the bookkeeping every op needs. */
+int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
 
 /* Fills b->oc: this backend's side of the shared op checks. */
 void cu_opcheck_init(si_backend *b);

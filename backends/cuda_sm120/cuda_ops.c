@@ -505,6 +505,28 @@ static void xq_after(si_backend *b, const si_op *op)
         b->xq_key = NULL;
 }
 
+int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
+{
+    const op_entry *e = find_op(op, err);
+    if (e == NULL)
+        return SI_EUNSUPPORTED;
+    /* The op's semantics are the same whoever runs it: one shape check. */
+    int rc = si_oc_check(&b->oc, op, err);
+    if (rc != SI_OK)
+        return rc;
+    const cu_kernel *k = use_kernel ? cu_kernel_for(b, op) : NULL;
+    if (k != NULL) {
+        rc = k->ops->exec(k->state, op, err);
+        if (rc != SI_OK)
+            si_err_prefix(err, k->name);
+    } else {
+        rc = e->exec(b, op, err);
+    }
+    if (rc == SI_OK)
+        xq_after(b, op);
+    return rc;
+}
+
 int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
 {
     if (n_ops > 0 && (b == NULL || ops == NULL))
@@ -523,17 +545,10 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     b->xq_key = NULL;
     int rc = SI_OK;
     for (size_t i = 0; i < n_ops && rc == SI_OK; i++) {
-        const op_entry *e = find_op(&ops[i], err);
-        if (e == NULL) {
-            rc = SI_EUNSUPPORTED;
-            break;
-        }
-        rc = si_oc_check(&b->oc, &ops[i], err);
-        if (rc == SI_OK)
-            rc = e->exec(b, &ops[i], err);
-        if (rc == SI_OK)
-            xq_after(b, &ops[i]);
+        cu_prof_before(b, i, n_ops, &ops[i]);
+        rc = cu_exec_one(b, &ops[i], true, err);
     }
+    cu_prof_after(b);
     if (b->pin_used > 0) {
         cudaError_t e = cudaEventRecord(b->pin_ev, b->stream);
         if (e != cudaSuccess && rc == SI_OK)

@@ -37,7 +37,11 @@
  * F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K in registers (cuda_quant.cuh).  Every
  * op of one exec is enqueued on one stream; sync waits for it.  The KV
  * cache is a dense device array per layer ([seq][ctx][kv_head][head_dim]);
- * a paged int8 cache is the follow-up. */
+ * a paged int8 cache is the follow-up.
+ *
+ * Kernel plugins ([kernel.NAME] with backend = "cuda_sm120") replace one op
+ * kind each where their supports() says so (cuda_kernels.c; the contract
+ * they build against is include/sparkinfer/cuda_ext.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,10 +80,12 @@ static void cuda_close(si_backend *b)
 {
     if (b == NULL)
         return;
-    if (b->stream != NULL) {
+    if (b->stream != NULL)
         cudaStreamSynchronize(b->stream);
+    cu_kernels_fini(b);
+    cu_prof_close(b);
+    if (b->stream != NULL)
         cudaStreamDestroy(b->stream);
-    }
     cudaFree(b->ws);
     cudaFree(b->xq);
     cudaFree(b->attn_part);
@@ -138,6 +144,14 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         else
             return si_err_set(err, SI_EINVAL, "[%s] attn = '%s': expected one of split|simple", section, ak);
     }
+    bool profile = false;
+    const char *pk = h->cfg_get(h, section, "profile");
+    if (pk != NULL) {
+        if (strcmp(pk, "true") == 0)
+            profile = true;
+        else if (strcmp(pk, "false") != 0)
+            return si_err_set(err, SI_EINVAL, "[%s] profile = '%s': expected true|false", section, pk);
+    }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
     if (e != cudaSuccess)
@@ -179,6 +193,11 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         b->stream = NULL;
         cuda_close(b);
         return si_err_set(err, SI_EDEVICE, "cudaStreamCreate: %s", cudaGetErrorString(e));
+    }
+    cu_kernels_init(b, p.major, p.minor);
+    if (profile && (rc = cu_prof_open(b, err)) != SI_OK) {
+        cuda_close(b);
+        return rc;
     }
     if ((e = cudaEventCreateWithFlags(&b->pin_ev, cudaEventDisableTiming)) != cudaSuccess) {
         b->pin_ev = NULL;
@@ -375,6 +394,10 @@ static void cuda_buf_free(si_backend *b, si_buf *buf)
 {
     if (buf == NULL)
         return;
+    if (buf->borrowed) {   /* a kernel plugin's memory: buf_unwrap's job */
+        free(buf);
+        return;
+    }
     if (b != NULL && b->stream != NULL)
         cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
     cudaFree(buf->dev);
@@ -571,7 +594,7 @@ static const struct si_backend_ops cuda_ops = {
     .supports = cu_supports,
     .exec = cu_exec,
     .sync = cuda_sync,
-    .attach_kernel = NULL,
+    .attach_kernel = cu_attach_kernel,
 };
 
 SI_PLUGIN_DEFINE(SI_KIND_BACKEND, CU_NAME, "0.2.0",

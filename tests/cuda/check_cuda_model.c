@@ -211,11 +211,16 @@ int main(void)
     /* SI_CUDA_TEST_MATMUL=f32|dp4a picks cuda_sm120's matmul knob (default:
      * the backend's default, dp4a); the gates are the same for both. */
     const char *mk = getenv("SI_CUDA_TEST_MATMUL");
-    char cu_text[256];
+    /* SI_CUDA_TEST_CPU_MATMUL=ref|fast picks the reference side (default
+     * ref): fast quantises activations to int8 exactly as cuda_sm120's
+     * dp4a path does, so cuda dp4a against cpu fast isolates the kernels
+     * from the int8 rounding itself. */
+    const char *ck = getenv("SI_CUDA_TEST_CPU_MATMUL");
+    char cu_text[320];
     snprintf(cu_text, sizeof cu_text,
-             "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
+             "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 2\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s",
-             mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "");
+             ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "");
     if (si_config_load_string(as_cpu ? "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
                                        "[backend.cuda_sm120]\npath = cpu.so\nkv_type = f16\nthreads = 2\n"
                                      : cu_text,

@@ -252,9 +252,69 @@ START_TEST(test_kernel_table)
     memset(&op, 0, sizeof op);
     op.kind = SI_OP_MATMUL;
     ck_assert(!k->supports(st, &op));
-    ck_assert_int_eq(k->exec(st, &op, &err), SI_EUNSUPPORTED);
+    op.dst.ne[0] = 7;
+    ck_assert(k->supports(st, &op));
+    ck_assert_int_eq(k->exec(st, &op, &err), SI_OK);
     k->fini(st);
     k->fini(NULL);
+    env_free(&e);
+}
+END_TEST
+
+/* The engine's step after opening a backend: loaded kernels for it are
+ * attached, the backend routes the ops they take through them; refusals
+ * are skipped unless the kernel is required. */
+START_TEST(test_kernel_attach)
+{
+    env e;
+    env_cfg(&e, "[backend.ok_backend]\npath = ok_backend.so\n[kernel.ok_kernel]\npath = ok_kernel.so\n");
+    env_load(&e, false);
+    ck_assert_msg(e.rc == SI_OK, "%s", e.err.msg);
+    const si_plugin_record *r = si_registry_find(e.reg, SI_KIND_BACKEND, "ok_backend");
+    const struct si_backend_ops *o = r->desc->ops;
+    si_backend *b = NULL;
+    si_err err;
+    size_t n = 99;
+    /* a backend of another name is offered nothing */
+    ck_assert_int_eq(o->open(&e.host, r->section, &b, &err), SI_OK);
+    ck_assert_int_eq(si_registry_attach_kernels(e.reg, &e.host, "other", o, b, &n, &err), SI_OK);
+    ck_assert_uint_eq(n, 0);
+    si_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = SI_OP_MATMUL;
+    op.dst.ne[0] = 7;
+    op.dst.ne[1] = 1;
+    ck_assert(!o->supports(b, &op));
+    /* attached: the marked op runs through the kernel, others do not */
+    ck_assert_int_eq(si_registry_attach_kernels(e.reg, &e.host, "ok_backend", o, b, &n, &err), SI_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(o->supports(b, &op));
+    ck_assert_int_eq(o->exec(b, &op, 1, &err), SI_OK);
+    op.dst.ne[1] = 13;
+    ck_assert_int_eq(o->exec(b, &op, 1, &err), SI_EINVAL);
+    ck_assert_str_eq(err.msg, "ok_kernel: refusing 13 rows");
+    op.dst.ne[0] = 8;
+    ck_assert(!o->supports(b, &op));
+    ck_assert_int_eq(o->exec(b, &op, 1, &err), SI_EUNSUPPORTED);
+    o->close(b);   /* calls the kernel's fini */
+
+    /* the backend refuses: skipped, or fatal when the kernel is required */
+    ck_assert_int_eq(si_config_set(e.cfg, "backend.ok_backend.kernels=refuse", &err), SI_OK);
+    ck_assert_int_eq(o->open(&e.host, r->section, &b, &err), SI_OK);
+    ck_assert_int_eq(si_registry_attach_kernels(e.reg, &e.host, "ok_backend", o, b, &n, &err), SI_OK);
+    ck_assert_uint_eq(n, 0);
+    o->close(b);
+    env_free(&e);
+
+    env_cfg(&e, "[backend.ok_backend]\npath = ok_backend.so\nkernels = refuse\n"
+                "[kernel.ok_kernel]\npath = ok_kernel.so\nrequired = true\n");
+    env_load(&e, false);
+    ck_assert_msg(e.rc == SI_OK, "%s", e.err.msg);
+    r = si_registry_find(e.reg, SI_KIND_BACKEND, "ok_backend");
+    ck_assert_int_eq(o->open(&e.host, r->section, &b, &err), SI_OK);
+    ck_assert_int_eq(si_registry_attach_kernels(e.reg, &e.host, "ok_backend", o, b, &n, &err), SI_EREFUSED);
+    ck_assert_str_eq(err.msg, "[kernel.ok_kernel] is required: ok_backend: kernels = refuse");
+    o->close(b);
     env_free(&e);
 }
 END_TEST
@@ -578,6 +638,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_backend_ops_usable);
     tcase_add_test(tc, test_model_accepts_via_host);
     tcase_add_test(tc, test_kernel_table);
+    tcase_add_test(tc, test_kernel_attach);
     suite_add_tcase(s, tc);
     tc = tcase_create("bad");
     tcase_add_loop_test(tc, test_bad_plugin_refused, 0, (int)N_BAD);

@@ -5,6 +5,9 @@
  *
  * Knob: max_bytes = N  — buf_alloc refuses to hold more than N bytes in
  * total (lets the tests see a plugin knob travel through host->cfg_get).
+ * Knob: kernels = refuse — attach_kernel answers SI_EREFUSED.
+ * attach_kernel keeps one kernel plugin: ops of its kind that it supports
+ * run through it (the only ops this backend "computes"). 
  * Built twice: as ok_backend, and with OK_BACKEND_NAME="dup" for the
  * duplicate-name test. */
 #include <errno.h>
@@ -21,6 +24,9 @@ struct si_backend {
     const si_host *h;
     uint64_t       max_bytes;
     uint64_t       used;
+    bool           refuse_kernels;
+    const struct si_kernel_ops *kops;   /* the attached kernel, or NULL */
+    void          *kstate;
 };
 
 struct si_buf {
@@ -51,14 +57,21 @@ static int ok_open(const si_host *h, const char *section, si_backend **out, si_e
     b->h = h;
     b->max_bytes = max;
     b->used = 0;
+    const char *kv = h->cfg_get(h, section, "kernels");
+    b->refuse_kernels = kv != NULL && strcmp(kv, "refuse") == 0;
+    b->kops = NULL;
+    b->kstate = NULL;
     *out = b;
     return SI_OK;
 }
 
 static void ok_close(si_backend *b)
 {
-    if (b != NULL)
-        b->h->free(b->h, b);
+    if (b == NULL)
+        return;
+    if (b->kops != NULL && b->kops->fini != NULL)
+        b->kops->fini(b->kstate);
+    b->h->free(b->h, b);
 }
 
 static int ok_buf_alloc(si_backend *b, uint64_t nbytes, si_buf **out, si_err *err)
@@ -146,21 +159,43 @@ static int ok_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err)
     return SI_OK;
 }
 
+static bool kernel_takes(const si_backend *b, const si_op *op)
+{
+    return b->kops != NULL && op->kind == b->kops->op && b->kops->supports(b->kstate, op);
+}
+
 static bool ok_supports(const si_backend *b, const si_op *op)
 {
-    (void)b;
-    (void)op;
-    return false;
+    return kernel_takes(b, op);
 }
 
 static int ok_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
 {
-    (void)b;
-    (void)ops;
-    if (n_ops == 0)
-        return SI_OK;
-    return si_err_set(err, SI_EUNSUPPORTED, OK_BACKEND_NAME ": computes nothing (op %u)",
-                      ops[0].kind);
+    for (size_t i = 0; i < n_ops; i++) {
+        if (!kernel_takes(b, &ops[i]))
+            return si_err_set(err, SI_EUNSUPPORTED, OK_BACKEND_NAME ": computes nothing (op %u)",
+                              ops[i].kind);
+        int rc = b->kops->exec(b->kstate, &ops[i], err);
+        if (rc != SI_OK)
+            return rc;
+    }
+    return SI_OK;
+}
+
+static int ok_attach_kernel(si_backend *b, const si_plugin *k, const char *section, si_err *err)
+{
+    if (b->refuse_kernels)
+        return si_err_set(err, SI_EREFUSED, OK_BACKEND_NAME ": kernels = refuse");
+    if (b->kops != NULL)
+        return si_err_set(err, SI_EREFUSED, OK_BACKEND_NAME ": already has a kernel");
+    const struct si_kernel_ops *ko = k->ops;
+    void *state = NULL;
+    int rc = ko->init(b->h, section, NULL, &state, err);
+    if (rc != SI_OK)
+        return rc;
+    b->kops = ko;
+    b->kstate = state;
+    return SI_OK;
 }
 
 static const struct si_backend_ops ok_ops = {
@@ -176,6 +211,7 @@ static const struct si_backend_ops ok_ops = {
     .kv_seq_reset = ok_kv_seq_reset,
     .supports = ok_supports,
     .exec = ok_exec,
+    .attach_kernel = ok_attach_kernel,
 };
 
 SI_PLUGIN_DEFINE(SI_KIND_BACKEND, OK_BACKEND_NAME, "1.2.3",

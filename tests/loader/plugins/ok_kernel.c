@@ -1,6 +1,6 @@
 /* tests/loader/plugins/ok_kernel.c — a real, minimal kernel plugin for the
- * loader tests: extends backend "ok_backend", replaces SI_OP_MATMUL,
- * supports no shape.  Built three times:
+ * loader tests: extends backend "ok_backend", replaces SI_OP_MATMUL where
+ * dst.ne[0] == 7 (a marker the tests set).  Built three times:
  *   ok_kernel
  *   probe_refuses  (OK_KERNEL_REFUSE: probe() says SI_EREFUSED "no device")
  *   bad_kernel_op  (OK_KERNEL_OP=99: an op this core does not know) */
@@ -42,14 +42,17 @@ static void k_fini(void *p)
 static bool k_supports(void *p, const si_op *op)
 {
     (void)p;
-    (void)op;
-    return false;
+    return op->dst.ne[0] == 7;
 }
 
+/* The shape it takes fails on purpose when dst.ne[1] == 13, so the tests
+ * see a kernel's error reach the caller. */
 static int k_exec(void *p, const si_op *op, si_err *err)
 {
     ((state *)p)->calls++;
-    return si_err_set(err, SI_EUNSUPPORTED, OK_KERNEL_NAME ": op %u not supported", op->kind);
+    if (op->dst.ne[1] == 13)
+        return si_err_set(err, SI_EINVAL, OK_KERNEL_NAME ": refusing 13 rows");
+    return SI_OK;
 }
 
 #ifdef OK_KERNEL_REFUSE
