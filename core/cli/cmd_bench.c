@@ -29,6 +29,8 @@
 
 #include "si_build.h"   /* PACKAGE_VERSION */
 #include "cli_model.h"
+#include "bench_floor.h"
+#include "engine.h"
 #include "generate.h"
 
 #define MAX_LIST 32
@@ -37,7 +39,7 @@ typedef struct bench_args {
     si_cli_model_opts m;
     uint32_t ctx[MAX_LIST], pp[MAX_LIST], bs[MAX_LIST];
     size_t   n_ctx_list, n_pp, n_bs;
-    long     tg, reps, warmup, seed;
+    long     tg, reps, warmup, seed, bw_gbps;
     bool     no_pp, no_tg, json_only, refill;
 } bench_args;
 
@@ -48,6 +50,7 @@ typedef struct bench_result {
     uint32_t bs;
     double   median_s, min_s, max_s;
     double   tokens;        /* tokens processed in one rep                */
+    double   floor_bytes;   /* tg: bytes one step must move (bench_floor.h) */
     char     skipped[SI_ERR_MSG_MAX]; /* non-empty: why it did not run       */
 } bench_result;
 
@@ -57,7 +60,7 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: sparkinfer bench -m MODEL.gguf [--ctx 128,4096,32768] [--pp 512,4096] [--tg 64]\n"
                "                        [--bs 1,8,32] [--reps 5] [--warmup 1] [--no-pp] [--no-tg]\n"
-               "                        [--refill] [--json-only] [--seed S] [options]\n\n"
+               "                        [--refill] [--json-only] [--bw GBPS] [--seed S] [options]\n\n"
                "Loads the model once, then measures prefill (pp: P random tokens into an\n"
                "empty sequence, tok/s = P / median seconds) and decode (tg: B sequences\n"
                "filled to depth D, then --tg steps of one forward call with B tokens;\n"
@@ -74,6 +77,8 @@ static void bench_usage(FILE *f)
                "  --no-pp, --no-tg skip the prefill or the decode part\n"
                "  --refill         reset and refill the sequences before every decode rep\n"
                "  --json-only      print only the JSON line\n"
+               "  --bw GBPS        device copy bandwidth: tg rows also show the memory floor\n"
+               "                   (bytes a step must move / GBPS) and the fraction reached\n"
                "  --seed S         seed of the random tokens (default 0)\n"
                "A/B a knob in one binary with --set, e.g. --set backend.cpu.moe=per_token.\n\n");
     fputs(SI_CLI_MODEL_HELP, f);
@@ -169,6 +174,8 @@ static int parse(bench_args *a, int argc, char **argv)
             ok = r > 0 && parse_num("--reps", v, 1, 100000, &a->reps);
         else if ((r = take("--warmup", argc, argv, &i, &v)) != 0)
             ok = r > 0 && parse_num("--warmup", v, 0, 100000, &a->warmup);
+        else if ((r = take("--bw", argc, argv, &i, &v)) != 0)
+            ok = r > 0 && parse_num("--bw", v, 1, 1000000, &a->bw_gbps);
         else if ((r = take("--seed", argc, argv, &i, &v)) != 0)
             ok = r > 0 && parse_num("--seed", v, 0, 0x7fffffffL, &a->seed);
         else if (strcmp(s, "--no-pp") == 0)
@@ -205,6 +212,7 @@ typedef struct bench_run {
     const bench_args *a;
     si_engine *e;
     uint32_t   nv, n_ctx, n_seq, nb;
+    si_floor_model fm;
 } bench_run;
 
 /* xorshift ids in [0, nv): the content does not matter for speed except
@@ -366,13 +374,27 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
 
 /* ---- output ------------------------------------------------------------ */
 
-static void print_row(const bench_result *r)
+/* tok/s at the memory floor (0 when unknown: no --bw or no floor). */
+static double floor_tok_s(const bench_result *r, const bench_args *a)
+{
+    if (!r->tg || a->bw_gbps <= 0 || r->floor_bytes <= 0)
+        return 0.0;
+    return (double)r->bs * (double)a->bw_gbps * 1e9 / r->floor_bytes;
+}
+
+static void print_row(const bench_result *r, const bench_args *a)
 {
     if (r->skipped[0] != '\0') {
         printf("%-4s %8u %4u   skipped: %s\n", r->tg ? "tg" : "pp", r->len, r->bs, r->skipped);
     } else {
-        printf("%-4s %8u %4u %12.6f %12.2f   %.2f-%.2f\n", r->tg ? "tg" : "pp", r->len, r->bs,
-               r->median_s, r->tokens / r->median_s, r->tokens / r->max_s, r->tokens / r->min_s);
+        printf("%-4s %8u %4u %12.6f %12.2f   %.2f-%.2f", r->tg ? "tg" : "pp", r->len, r->bs, r->median_s,
+               r->tokens / r->median_s, r->tokens / r->max_s, r->tokens / r->min_s);
+        double ft = floor_tok_s(r, a);
+        if (r->tg && r->floor_bytes > 0)
+            printf("   floor %.1f MB/step", r->floor_bytes / 1e6);
+        if (ft > 0)
+            printf(" = %.1f tok/s, at %.1f%%", ft, 100.0 * (r->tokens / r->median_s) / ft);
+        printf("\n");
     }
     fflush(stdout);
 }
@@ -396,6 +418,13 @@ static cJSON *result_json(const bench_result *r, const bench_args *a)
     cJSON_AddNumberToObject(o, "min_s", r->min_s);
     cJSON_AddNumberToObject(o, "max_s", r->max_s);
     cJSON_AddNumberToObject(o, "reps", (double)a->reps);
+    if (r->tg && r->floor_bytes > 0)
+        cJSON_AddNumberToObject(o, "floor_bytes", r->floor_bytes);
+    double ft = floor_tok_s(r, a);
+    if (ft > 0) {
+        cJSON_AddNumberToObject(o, "floor_tok_s", ft);
+        cJSON_AddNumberToObject(o, "floor_frac", (r->tokens / r->median_s) / ft);
+    }
     return o;
 }
 
@@ -421,6 +450,8 @@ static bool print_json(const bench_run *br, const bench_result *res, size_t n_re
         cJSON_AddNumberToObject(o, "threads", (double)threads);
         cJSON_AddNumberToObject(o, "warmup", (double)a->warmup);
         cJSON_AddBoolToObject(o, "refill", a->refill);
+        if (a->bw_gbps > 0)
+            cJSON_AddNumberToObject(o, "bw_gbps", (double)a->bw_gbps);
         cJSON_AddStringToObject(o, "hostname", host);
         cJSON_AddNumberToObject(o, "nproc", (double)nproc);
         if (load1 >= 0)
@@ -490,6 +521,13 @@ int si_cmd_bench(int argc, char **argv)
     si_engine_info(e, &info);
     bench_run br = { .a = &a, .e = e, .nv = info.n_vocab, .n_ctx = info.n_ctx,
                      .n_seq = info.n_seq_max, .nb = si_cli_n_batch(&mo, cfg) };
+    /* The KV element size of the backend's cache, from its kv_type knob
+     * (both backends default to f16). */
+    char bsec[96];
+    snprintf(bsec, sizeof bsec, "backend.%s", si_engine_backend_name(e));
+    const char *kvt = si_config_get(cfg, bsec, "kv_type");
+    double kv_elem = kvt == NULL ? 2.0 : strcmp(kvt, "f32") == 0 ? 4.0 : strcmp(kvt, "i8") == 0 ? 1.0 : 2.0;
+    si_floor_model_of(si_engine_gguf(e), kv_elem, &br.fm);
 
     char host[256] = "?";
     if (gethostname(host, sizeof host - 1) != 0)
@@ -524,13 +562,15 @@ int si_cmd_bench(int argc, char **argv)
     for (size_t i = 0; !a.no_pp && i < a.n_pp; i++, k++) {
         bench_pp(&br, a.pp[i], &res[k]);
         if (!a.json_only)
-            print_row(&res[k]);
+            print_row(&res[k], &a);
     }
     for (size_t i = 0; !a.no_tg && i < a.n_ctx_list; i++)
         for (size_t j = 0; j < a.n_bs; j++, k++) {
             bench_tg(&br, a.ctx[i], a.bs[j], &res[k]);
+            if (br.fm.ok)
+                res[k].floor_bytes = si_floor_bytes(&br.fm, a.ctx[i], a.bs[j]);
             if (!a.json_only)
-                print_row(&res[k]);
+                print_row(&res[k], &a);
         }
     bool ok = print_json(&br, res, n_res, host, nproc, load[0], threads);
     size_t n_skipped = 0;

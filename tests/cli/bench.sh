@@ -68,7 +68,7 @@ usage() {
 "$BIN" mkmodel --arch qwen35 --preset tiny -o "$TMP/dense.gguf" >/dev/null || { echo "mkmodel failed"; exit 99; }
 "$BIN" mkmodel --arch qwen35moe --preset tiny -o "$TMP/moe.gguf" >/dev/null || { echo "mkmodel failed"; exit 99; }
 
-ROW='[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9.]+-[0-9.]+$'   # median s, tok/s, min-max
+ROW='[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9.]+-[0-9.]+( +floor [0-9.]+ MB/step.*)?$'   # median s, tok/s, min-max[, floor]
 SMALL='--ctx 16,64 --pp 32 --tg 4 --bs 1,2 --reps 2'
 POSITIVE='all(r["median_s"] > 0 and r["tok_s"] > 0 and r["min_s"] <= r["median_s"] <= r["max_s"] and r["reps"] == 2 for r in j["results"])'
 
@@ -91,6 +91,15 @@ for m in dense moe; do
 done
 has "$TMP/dense.out" '"arch":"qwen35"'
 has "$TMP/moe.out" '"arch":"qwen35moe"'
+
+# The memory floor (--bw): bytes per step grow with the depth (KV) and the
+# batch; MoE experts are shared by the batch, so 2 sequences cost less than
+# twice one; floor tok/s = bs * bw / bytes and the fraction is tok/s over it.
+for m in dense moe; do
+    run "$TMP/$m.bw" -m "$TMP/$m.gguf" --ctx 16,64 --no-pp --tg 2 --bs 1,2 --reps 2 --bw 100 --json-only
+    json "$TMP/$m.bw" 'j["bw_gbps"] == 100 and all(r["floor_bytes"] > 0 and abs(r["floor_tok_s"] - r["bs"] * 100e9 / r["floor_bytes"]) < 1e-6 * r["floor_tok_s"] and abs(r["floor_frac"] - r["tok_s"] / r["floor_tok_s"]) < 1e-9 for r in j["results"])'
+    json "$TMP/$m.bw" '(lambda f: f[(64, 1)] > f[(16, 1)] and f[(16, 2)] > f[(16, 1)] and f[(16, 2)] < 2 * f[(16, 1)])({(r["ctx"], r["bs"]): r["floor_bytes"] for r in j["results"]})'
+done
 
 # A/B through --set, --refill, --json-only: the override is echoed
 run "$TMP/ab.out" -m "$TMP/moe.gguf" --ctx 8 --pp 16 --tg 2 --bs 2 --reps 2 --warmup 0 --refill \
