@@ -739,9 +739,12 @@ END_TEST
 
 /* ---- MOE ------------------------------------------------------------------ */
 
+/* Experts and top-k of the MOE cases (test_moe_route widens them). */
+static int64_t moe_E = 8, moe_K = 2;
+
 static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F, bool dp4a)
 {
-    const int64_t E = 8, K = 2, Fs = 2 * F;   /* a width unlike F, whole blocks */
+    const int64_t E = moe_E, K = moe_K, Fs = 2 * F;   /* a width unlike F, whole blocks */
     dt h, router, gate, up, down, sgi, sg, su, sd, y;
     dt_rand(p, &h, SI_TYPE_F32, H, n, 1, 1.0f);
     dt_rand(p, &router, SI_TYPE_F32, H, E, 1, 1.0f);   /* well separated router logits */
@@ -800,6 +803,26 @@ START_TEST(test_moe_dp4a)
         moe_case_tol(&p, SI_TYPE_Q5_K, true, false, ns[k], 256, 256, true);
         moe_case_tol(&p, SI_TYPE_Q6_K, false, true, ns[k], 256, 256, true);
     }
+    pair_close(&p);
+}
+END_TEST
+
+/* The router at real widths (256 experts, top-8, as Qwen3.6-35B-A3B; and
+ * widths that are not a multiple of the warp): the decode path's warp
+ * top-k must pick the cpu backend's experts, in its order. */
+START_TEST(test_moe_route)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    static const int64_t Es[] = { 256, 40, 3 }, Ks[] = { 8, 5, 3 }, ns[] = { 1, 7 };
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            moe_E = Es[i];
+            moe_K = Ks[i];
+            moe_case(&p, SI_TYPE_F32, true, true, ns[k], 64, 32);
+        }
+    moe_E = 8;
+    moe_K = 2;
     pair_close(&p);
 }
 END_TEST
@@ -893,6 +916,7 @@ int main(void)
     tcase_add_test(tc, test_gdn);
     tcase_add_test(tc, test_moe);
     tcase_add_test(tc, test_moe_dp4a);
+    tcase_add_test(tc, test_moe_route);   /* last: the cases above keep their random draws */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
