@@ -33,6 +33,7 @@ struct si_backend {
     size_t         ws_size;
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
     bool           attn_split;      /* knob attn = split (else simple)       */
+    bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     int            n_sm;            /* multiprocessors of the device         */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;

@@ -129,6 +129,10 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     if (sm > 48 * 1024)
         return (int)cudaErrorInvalidValue;
     conv_kernel<<<dim3((unsigned)((g->conv_dim + 127) / 128), (unsigned)g->n_runs), 128, 0, s>>>(*g);
+    if (g->rows && si_cu_gdn_rows_ok(g)) {
+        cudaError_t e = cudaGetLastError();
+        return e != cudaSuccess ? (int)e : si_cu_gdn_rows(g, stream);
+    }
     delta_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs), GDN_THREADS, sm, s>>>(*g);
     return (int)cudaGetLastError();
 }

@@ -15,6 +15,7 @@
  *   cuda_attn.cu    RoPE table, K/V append, causal GQA attention
  *                   (split-K over the context, or one block per head)
  *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm
+ *   cuda_gdn_rows.cu  the delta rule spread over state rows (gdn_rows)
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
  */
 #ifndef SI_CUDA_INTERNAL_H
@@ -135,9 +136,13 @@ typedef struct cu_gdn {
     int          n_k_head, n_v_head, dk, dv, conv_k;
     float        eps;
     float       *y;              /* device workspace [n][conv_dim]         */
+    bool         rows;           /* knob gdn_rows: cuda_gdn_rows.cu        */
 } cu_gdn;
 
 int si_cu_gdn(const cu_gdn *g, void *stream);
+/* cuda_gdn_rows.cu: the delta rule over state rows (after the conv). */
+bool si_cu_gdn_rows_ok(const cu_gdn *g);
+int  si_cu_gdn_rows(const cu_gdn *g, void *stream);
 
 /* ---- MOE pieces ---------------------------------------------------------- */
 /* Per token: softmax of logits[t][0..E), top-K (ties: lower index),

@@ -341,7 +341,7 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
         .norm_w = (const float *)dptr(s[7]), .dst = (float *)dptr(&op->dst),
         .state = (uint8_t *)p->state->dev, .runs = d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
-        .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y,
+        .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
     };
     return launched(si_cu_gdn(&g, b->stream), "GDN", err);
 }

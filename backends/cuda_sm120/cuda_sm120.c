@@ -144,6 +144,16 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         else
             return si_err_set(err, SI_EINVAL, "[%s] attn = '%s': expected one of split|simple", section, ak);
     }
+    bool gdn_rows = true;
+    const char *gk = h->cfg_get(h, section, "gdn_rows");
+    if (gk != NULL) {
+        if (strcmp(gk, "true") == 0)
+            gdn_rows = true;
+        else if (strcmp(gk, "false") == 0)
+            gdn_rows = false;
+        else
+            return si_err_set(err, SI_EINVAL, "[%s] gdn_rows = '%s': expected true|false", section, gk);
+    }
     bool profile = false;
     const char *pk = h->cfg_get(h, section, "profile");
     if (pk != NULL) {
@@ -187,6 +197,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->kv_type = kv_type;
     b->mm_dp4a = dp4a;
     b->attn_split = attn_split;
+    b->gdn_rows = gdn_rows;
     b->n_sm = p.multiProcessorCount;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
