@@ -211,11 +211,21 @@ int main(void)
     /* SI_CUDA_TEST_MATMUL=f32|dp4a picks cuda_sm120's matmul knob (default:
      * the backend's default, dp4a); the gates are the same for both. */
     const char *mk = getenv("SI_CUDA_TEST_MATMUL");
-    char cu_text[256];
+    /* SI_CUDA_TEST_PREFILL_MM=mma|gemv picks prefill_mm (the 240-token
+     * prefill's products); default gemv: the gates above hold for f32
+     * activations only.  Any int8-activation path moves top-1 on these tiny
+     * random models (the cpu's own int8 path, as_cpu below: 0.85 / 0.66 for
+     * Q8_0), so mma is checked op by op against that path instead
+     * (check_cuda_ops, test_matmul_mma); run with =mma to see its numbers. */
+    const char *pk = getenv("SI_CUDA_TEST_PREFILL_MM");
+    if (pk == NULL)
+        pk = "gemv";
+    char cu_text[384];
     snprintf(cu_text, sizeof cu_text,
              "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
-             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s",
-             mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "");
+             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s%s%s%s",
+             mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "",
+             pk != NULL ? "prefill_mm = " : "", pk != NULL ? pk : "", pk != NULL ? "\n" : "");
     if (si_config_load_string(as_cpu ? "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
                                        "[backend.cuda_sm120]\npath = cpu.so\nkv_type = f16\nthreads = 2\n"
                                      : cu_text,
