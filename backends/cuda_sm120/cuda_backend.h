@@ -32,6 +32,7 @@ struct si_backend {
     void          *ws;              /* device workspace of the running op    */
     size_t         ws_size;
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
+    bool           mm_prefill_mma;  /* knob prefill_mm = mma (else gemv)     */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     int            n_sm;            /* multiprocessors of the device         */
@@ -49,7 +50,7 @@ struct si_backend {
     uint8_t       *pin;
     size_t         pin_cap, pin_used;
     cudaEvent_t    pin_ev;
-    /* Quantised activations of the dp4a path (device): two halves of
+    /* Quantised activations of the int8 paths (device): two halves of
      * xq_cap bytes each; half 0 caches the quantised copy of one input
      * (xq_key..: device range [xq_lo, xq_hi) it was made from, valid until
      * an op writes into that range or the exec ends), half 1 is scratch. */

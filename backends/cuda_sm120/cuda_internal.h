@@ -10,7 +10,10 @@
  *                   backend), host-side validation, workspace, launches
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
  *   cuda_matmul.cu  GEMV-style MATMUL (also the expert products of MOE)
- *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a)
+ *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a),
+ *                   and the activation quantiser both int8 paths share
+ *   cuda_mma.cu     prefill MATMUL (> 8 columns) as an int8 tensor-core GEMM
+ *                   (prefill_mm = mma)
  *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
  *   cuda_attn.cu    RoPE table, K/V append, causal GQA attention
  *                   (split-K over the context, or one block per head)
@@ -60,10 +63,12 @@ typedef struct cu_mm {
 int si_cu_matmul(const cu_mm *mm, void *stream);
 
 /* ---- dp4a MATMUL (cuda_mmq.cu) ------------------------------------------
- * Activations quantised to int8 blocks of 32 with one f32 scale each:
- * q[c*in + i], d[c*(in/32) + i/32] for columns c in [0, ncx). */
+ * Activations quantised to int8 blocks of 32 with one f32 scale and the
+ * block's f32 sum each (rounded exactly as the cpu backend's
+ * cpu_quantize_row_q8): q[c*in + i], d[c*(in/32) + i/32] and
+ * s[c*(in/32) + i/32] for columns c in [0, ncx). */
 #define SI_CU_MMQ_MAX_COLS 8
-int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
+int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s,
                      void *stream);
 /* Whether si_cu_matmul_q8 takes this product: Q8_0/Q4_K/Q5_K/Q6_K weights
  * aligned for its loads, and ncols <= SI_CU_MMQ_MAX_COLS unless per-column
@@ -71,6 +76,15 @@ int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, 
  * j / x_div. */
 bool si_cu_mmq_ok(const cu_mm *mm);
 int  si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, void *stream);
+
+/* ---- int8 tensor-core MATMUL (cuda_mma.cu) ------------------------------
+ * The same product as a GEMM (any ncols; meant for prefill, > 8 columns):
+ * Q8_0/Q4_K/Q5_K/Q6_K weights aligned for its loads, in % 256 == 0 (% 32
+ * for Q8_0), dense only (expert == NULL).  Reads the quantised columns
+ * (xq, xd, and the sums xs for the Q4_K/Q5_K min terms) of
+ * si_cu_quantize_x; column j reads quantised column j / x_div. */
+bool si_cu_mma_ok(const cu_mm *mm);
+int  si_cu_matmul_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
 typedef struct cu_rows {

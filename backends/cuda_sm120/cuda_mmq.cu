@@ -2,7 +2,8 @@
 // (knob matmul = dp4a): Q8_0, Q4_K, Q5_K, Q6_K weights.
 //
 // quant_x_kernel: every 32 consecutive activations of a column become
-//   int8 q = rint(x / d), d = max|x| / 127 (one f32 scale per 32).
+//   int8 q = rint(x * (1/d)), d = max|x| / 127 (one f32 scale per 32, and
+//   the block's f32 sum), rounded exactly as the cpu backend does it.
 // mmq_kernel: one warp per weight row.  A row is cut into "units" of 16
 //   bytes of packed quants (Q4_K/Q5_K/Q6_K: 8 units per 256-element block,
 //   32 weights each; Q8_0: 2 units per block, 16 weights each); lane l
@@ -24,7 +25,8 @@
 
 #define MMQ_WARPS 4
 
-__global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d)
+__global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
+                               float *sum)
 {
     const int64_t nb = in / 32, total = ncx * nb;
     const int lane = threadIdx.x & 31;
@@ -36,38 +38,25 @@ __global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
             amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float dd = amax / 127.0f;
-        int qi = amax > 0.0f ? __float2int_rn(v / dd) : 0;
+        // The cpu backend's rounding (cpu_quantize_row_q8): d = amax / 127,
+        // q = round-half-even(x * (1 / d)), every step an IEEE f32 op, so
+        // both backends make the same int8 activations bit for bit.
+        const float dd = __fdiv_rn(amax, 127.0f);
+        const float id = dd > 0.0f ? __frcp_rn(dd) : 0.0f;
+        int qi = __float2int_rn(__fmul_rn(v, id));
         qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
         q[c * in + i] = (int8_t)qi;
-        if (lane == 0)
-            d[c * nb + i / 32] = dd;
+        // The block's f32 sum in the cpu's order (element 0 first), for the
+        // Q4_K/Q5_K min terms; a NaN or Inf reaches d through sum - sum.
+        float s = 0.0f;
+#pragma unroll
+        for (int l = 0; l < 32; l++)
+            s = __fadd_rn(s, __shfl_sync(0xffffffffu, v, l));
+        if (lane == 0) {
+            d[c * nb + i / 32] = dd + (s - s);
+            sum[c * nb + i / 32] = s;
+        }
     }
-}
-
-// 16 bytes at p, p only 2-byte aligned: four aligned words from p rounded
-// down to 4 plus, when p is not 4-aligned, the half word that completes it
-// (always inside the 16 bytes, so nothing past them is read).
-__device__ __forceinline__ void ld16_a2(const uint8_t *p, uint32_t v[4])
-{
-    const uintptr_t a = (uintptr_t)p;
-    const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
-    const unsigned sh = (unsigned)(a & 3) * 8;   // 0 or 16
-    uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = __ldg(w + 2), w3 = __ldg(w + 3);
-    uint32_t w4 = sh ? (uint32_t)__ldg((const unsigned short *)(w + 4)) : 0u;
-    v[0] = __funnelshift_r(w0, w1, sh);
-    v[1] = __funnelshift_r(w1, w2, sh);
-    v[2] = __funnelshift_r(w2, w3, sh);
-    v[3] = __funnelshift_r(w3, w4, sh);
-}
-
-__device__ __forceinline__ void ld16(const void *p, uint32_t v[4])
-{
-    const uint4 u = __ldg((const uint4 *)p);
-    v[0] = u.x;
-    v[1] = u.y;
-    v[2] = u.z;
-    v[3] = u.w;
 }
 
 __device__ __forceinline__ float h2f(const uint8_t *p)
@@ -102,14 +91,14 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         const int h = (int)(u & 1);
         const uint8_t *B = row + blk * 34;
         uint32_t v[4];
-        ld16_a2(B + 2 + 16 * h, v);
+        cu_ld16_a2(B + 2 + 16 * h, v);
         const float dw = h2f(B);
         const int64_t e0 = blk * 32 + 16 * h;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t < nt) {
                 uint32_t xv[4];
-                ld16(xq[t] + e0, xv);
+                cu_ld16(xq[t] + e0, xv);
                 int s = 0, sx = 0;
                 dot16(v, xv, s, sx);
                 acc[t] += dw * __ldg(xd[t] + blk) * (float)s;
@@ -120,7 +109,7 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         const int i = (int)(u & 7), g = i >> 1, h = i & 1;
         const uint8_t *B = row + blk * (T == SI_TYPE_Q4_K ? 144 : 176);
         uint32_t v[4], lo[4], hi[4];
-        ld16(B + (T == SI_TYPE_Q4_K ? 16 : 48) + 32 * g + 16 * h, v);
+        cu_ld16(B + (T == SI_TYPE_Q4_K ? 16 : 48) + 32 * g + 16 * h, v);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             lo[k] = v[k] & 0x0F0F0F0Fu;
@@ -128,7 +117,7 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         }
         if (T == SI_TYPE_Q5_K) {
             uint32_t qh[4];
-            ld16(B + 16 + 16 * h, qh);
+            cu_ld16(B + 16 + 16 * h, qh);
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 lo[k] |= ((qh[k] >> (2 * g)) & 0x01010101u) << 4;
@@ -147,8 +136,8 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         for (int t = 0; t < NT; t++) {
             if (t < nt) {
                 uint32_t xl[4], xh[4];
-                ld16(xq[t] + e0, xl);
-                ld16(xq[t] + e0 + 32, xh);
+                cu_ld16(xq[t] + e0, xl);
+                cu_ld16(xq[t] + e0 + 32, xh);
                 int s0 = 0, sx0 = 0, s1 = 0, sx1 = 0;
                 dot16(lo, xl, s0, sx0);
                 dot16(hi, xh, s1, sx1);
@@ -161,8 +150,8 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         const int i = (int)(u & 7), half = i >> 2, s = (i >> 1) & 1, k = i & 1;
         const uint8_t *B = row + blk * 210;
         uint32_t v[4], hv[4], qa[4], qb[4];
-        ld16_a2(B + 64 * half + 32 * s + 16 * k, v);
-        ld16_a2(B + 128 + 32 * half + 16 * k, hv);
+        cu_ld16_a2(B + 64 * half + 32 * s + 16 * k, v);
+        cu_ld16_a2(B + 128 + 32 * half + 16 * k, hv);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             qa[j] = (v[j] & 0x0F0F0F0Fu) | (((hv[j] >> (2 * s)) & 0x03030303u) << 4);
@@ -177,8 +166,8 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         for (int t = 0; t < NT; t++) {
             if (t < nt) {
                 uint32_t x1[4], x2[4];
-                ld16(xq[t] + ea, x1);
-                ld16(xq[t] + eb, x2);
+                cu_ld16(xq[t] + ea, x1);
+                cu_ld16(xq[t] + eb, x2);
                 int sa = 0, sxa = 0, sb = 0, sxb = 0;
                 dot16(qa, x1, sa, sxa);
                 dot16(qb, x2, sb, sxb);
@@ -265,7 +254,7 @@ extern "C" bool si_cu_mmq_ok(const cu_mm *mm)
 }
 
 extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
-                                void *stream)
+                                float *sum, void *stream)
 {
     if (ncx <= 0 || in <= 0)
         return 0;
@@ -274,7 +263,7 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
     int64_t warps = ncx * (in / 32), blocks = (warps + 7) / 8;
     if (blocks > 65535 * 16)
         blocks = 65535 * 16;   // the kernel loops over the rest
-    quant_x_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d);
+    quant_x_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d, sum);
     return (int)cudaGetLastError();
 }
 

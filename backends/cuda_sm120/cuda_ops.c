@@ -4,8 +4,8 @@
  * kernels do not decode and kernel size limits), host-side validation that needs the host arrays (positions,
  * sequence runs), workspace carving, and the launches.  exec never waits
  * for the device: GET_ROWS ids are checked by the kernel (reported at
- * sync), host arrays go up through pinned staging, and the dp4a path
- * quantises each input once per exec (cached until something writes to
+ * sync), host arrays go up through pinned staging, and the int8 paths
+ * (dp4a, mma) quantise each input once per exec (cached until something writes to
  * it).  supports() never touches the device. */
 #include <math.h>
 #include <stdlib.h>
@@ -78,18 +78,20 @@ static int h2d(si_backend *b, void *dst, const void *src, size_t n, si_err *err)
 
 /* ---- dp4a inputs ------------------------------------------------------------ */
 
-/* Bytes of the quantised copy of ncx columns of `in` activations. */
+/* Bytes of the quantised copy of ncx columns of `in` activations: int8
+ * values, f32 scales, f32 block sums. */
 static size_t xq_bytes(int64_t in, int64_t ncx)
 {
-    return rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float));
+    return rnd((size_t)(in * ncx)) + 2 * rnd((size_t)(in / 32 * ncx) * sizeof(float));
 }
 
 /* The int8 copy of x [ncx columns of `in`, x_stride floats apart] in half
- * `slot` of the scratch.  Slot 0 is a cache: the same input again (same
- * device address and shape, nothing written to it since) is not
- * quantised again, so q/k/v/gate projections of one input share it. */
+ * `slot` of the scratch: values q, scales d, block sums s.  Slot 0 is a
+ * cache: the same input again (same device address and shape, nothing
+ * written to it since) is not quantised again, so q/k/v/gate projections
+ * of one input share it. */
 static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot,
-                  int8_t **q, float **d, si_err *err)
+                  int8_t **q, float **d, float **s, si_err *err)
 {
     const size_t bytes = xq_bytes(in, ncx);
     int rc = cu_xq_reserve(b, bytes, err);
@@ -98,11 +100,12 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     uint8_t *base = b->xq + (size_t)slot * b->xq_cap;
     *q = (int8_t *)base;
     *d = (float *)(base + rnd((size_t)(in * ncx)));
+    *s = (float *)(base + rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float)));
     if (slot == 0 && b->xq_key == (const void *)x && b->xq_in == in && b->xq_ncx == ncx && b->xq_stride == x_stride)
         return SI_OK;
     if (slot == 0)
         b->xq_key = NULL;
-    rc = launched(si_cu_quantize_x(x, x_stride, in, ncx, *q, *d, b->stream), "quantise activations", err);
+    rc = launched(si_cu_quantize_x(x, x_stride, in, ncx, *q, *d, *s, b->stream), "quantise activations", err);
     if (rc == SI_OK && slot == 0) {
         b->xq_key = x;
         b->xq_in = in;
@@ -114,19 +117,26 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     return rc;
 }
 
-/* The product through dp4a when the knob and the weight allow it, else
- * the f32 kernel.  Column j reads x column j / x_div (ncx columns). */
+/* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
+ * dense, more columns than the decode kernels take), else through dp4a
+ * when the knob and the weight allow it, else the f32 kernel.  Column j
+ * reads x column j / x_div (ncx columns). */
 static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
 {
     cu_mm m = *mm;
-    if (!b->mm_dp4a || m.rows <= 0 || m.ncols <= 0 || !si_cu_mmq_ok(&m))
+    if (m.rows <= 0 || m.ncols <= 0)
+        return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
+    const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
+    if (!mma && (!b->mm_dp4a || !si_cu_mmq_ok(&m)))
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
     int8_t *q;
-    float *d;
-    int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, &q, &d, err);
+    float *d, *s;
+    int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, &q, &d, &s, err);
     if (rc != SI_OK)
         return rc;
+    if (mma)
+        return launched(si_cu_matmul_mma(&m, q, d, s, b->stream), "MATMUL (int8 mma)", err);
     return launched(si_cu_matmul_q8(&m, q, d, b->stream), "MATMUL (dp4a)", err);
 }
 

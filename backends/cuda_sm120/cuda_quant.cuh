@@ -32,6 +32,33 @@ __device__ __forceinline__ float cu_bf16(const uint8_t *p)
     return __uint_as_float(b);
 }
 
+// Raw 16-byte loads of packed quants (the int8 kernels, cuda_mmq.cu and
+// cuda_mma.cu, unpack them in registers).
+// 16 bytes at p, p only 2-byte aligned: four aligned words from p rounded
+// down to 4 plus, when p is not 4-aligned, the half word that completes it
+// (always inside the 16 bytes, so nothing past them is read).
+__device__ __forceinline__ void cu_ld16_a2(const uint8_t *p, uint32_t v[4])
+{
+    const uintptr_t a = (uintptr_t)p;
+    const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(a & 3) * 8;   // 0 or 16
+    uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = __ldg(w + 2), w3 = __ldg(w + 3);
+    uint32_t w4 = sh ? (uint32_t)__ldg((const unsigned short *)(w + 4)) : 0u;
+    v[0] = __funnelshift_r(w0, w1, sh);
+    v[1] = __funnelshift_r(w1, w2, sh);
+    v[2] = __funnelshift_r(w2, w3, sh);
+    v[3] = __funnelshift_r(w3, w4, sh);
+}
+
+__device__ __forceinline__ void cu_ld16(const void *p, uint32_t v[4])
+{
+    const uint4 u = __ldg((const uint4 *)p);
+    v[0] = u.x;
+    v[1] = u.y;
+    v[2] = u.z;
+    v[3] = u.w;
+}
+
 // 6-bit scale and min of sub-block j (0..7) from Q4_K/Q5_K's 12 bytes.
 __device__ __forceinline__ void cu_scale_min_k4(const uint8_t *b, int j, int *sc, int *m)
 {

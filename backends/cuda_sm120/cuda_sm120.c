@@ -21,6 +21,15 @@
  *                         backend's own int8 path) and the whole-model gate
  *                         is 0.99; it becomes the default once validated on
  *                         real weights.
+ *   prefill_mm = mma | gemv  dense MATMUL/MOE products of more than 8
+ *                         columns (prefill) with Q8_0/Q4_K/Q5_K/Q6_K
+ *                         weights: mma (default) quantises the activations
+ *                         as dp4a does (bit-identical to the cpu backend's
+ *                         int8 path) and runs an int8 tensor-core GEMM
+ *                         (cuda_mma.cu), reading each weight once per 64
+ *                         columns; gemv keeps the `matmul` path above, 8
+ *                         columns per pass.  `matmul` still governs <= 8
+ *                         columns (decode) and the per-token experts.
  *   attn    = split | simple  ATTN core: split (default) cuts each token's
  *                         context into chunks handled by separate blocks,
  *                         each reading K/V once for all query heads of a
@@ -134,6 +143,16 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         else
             return si_err_set(err, SI_EINVAL, "[%s] matmul = '%s': expected one of dp4a|f32", section, mk);
     }
+    bool prefill_mma = true;   /* see the prefill_mm knob above */
+    const char *pk = h->cfg_get(h, section, "prefill_mm");
+    if (pk != NULL) {
+        if (strcmp(pk, "mma") == 0)
+            prefill_mma = true;
+        else if (strcmp(pk, "gemv") == 0)
+            prefill_mma = false;
+        else
+            return si_err_set(err, SI_EINVAL, "[%s] prefill_mm = '%s': expected one of mma|gemv", section, pk);
+    }
     bool attn_split = true;
     const char *ak = h->cfg_get(h, section, "attn");
     if (ak != NULL) {
@@ -155,12 +174,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             return si_err_set(err, SI_EINVAL, "[%s] gdn_rows = '%s': expected true|false", section, gk);
     }
     bool profile = false;
-    const char *pk = h->cfg_get(h, section, "profile");
-    if (pk != NULL) {
-        if (strcmp(pk, "true") == 0)
+    const char *fk = h->cfg_get(h, section, "profile");
+    if (fk != NULL) {
+        if (strcmp(fk, "true") == 0)
             profile = true;
-        else if (strcmp(pk, "false") != 0)
-            return si_err_set(err, SI_EINVAL, "[%s] profile = '%s': expected true|false", section, pk);
+        else if (strcmp(fk, "false") != 0)
+            return si_err_set(err, SI_EINVAL, "[%s] profile = '%s': expected true|false", section, fk);
     }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
@@ -196,6 +215,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->device = device;
     b->kv_type = kv_type;
     b->mm_dp4a = dp4a;
+    b->mm_prefill_mma = prefill_mma;
     b->attn_split = attn_split;
     b->gdn_rows = gdn_rows;
     b->n_sm = p.multiProcessorCount;
@@ -223,9 +243,10 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
-    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, attn %s", device,
+    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s", device,
            p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
-           kv_type == SI_TYPE_F16 ? "f16" : "f32", dp4a ? "dp4a" : "f32", attn_split ? "split" : "simple");
+           kv_type == SI_TYPE_F16 ? "f16" : "f32", dp4a ? "dp4a" : "f32", prefill_mma ? "mma" : "gemv",
+           attn_split ? "split" : "simple");
     *out = b;
     return SI_OK;
 }

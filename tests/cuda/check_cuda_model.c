@@ -203,9 +203,8 @@ END_TEST
 int main(void)
 {
     si_err err = { { 0 } };
-    /* SI_CUDA_TEST_AS_CPU=1: cpu.so stands in for cuda_sm120.so (fast int8
-     * path, f16 cache), to check this test's own logic where there is no
-     * GPU. */
+    /* SI_CUDA_TEST_AS_CPU=1: cpu.so stands in for cuda_sm120.so (f16
+     * cache), to check this test's own logic where there is no GPU. */
     const char *as = getenv("SI_CUDA_TEST_AS_CPU");
     bool as_cpu = as != NULL && strcmp(as, "1") == 0;
     /* SI_CUDA_TEST_MATMUL=f32|dp4a picks cuda_sm120's matmul knob (default:
@@ -213,17 +212,32 @@ int main(void)
     const char *mk = getenv("SI_CUDA_TEST_MATMUL");
     /* SI_CUDA_TEST_CPU_MATMUL=ref|fast picks the reference side (default
      * ref): fast quantises activations to int8 exactly as cuda_sm120's
-     * dp4a path does, so cuda dp4a against cpu fast isolates the kernels
-     * from the int8 rounding itself. */
+     * dp4a and mma paths do, so cuda (matmul = dp4a, prefill_mm = mma)
+     * against cpu fast isolates the kernels from the int8 rounding itself. */
     const char *ck = getenv("SI_CUDA_TEST_CPU_MATMUL");
-    char cu_text[320];
+    /* SI_CUDA_TEST_PREFILL_MM=mma|gemv picks prefill_mm (the 240-token
+     * prefill's products); default gemv: the gates above hold for f32
+     * activations only.  Any int8-activation path moves top-1 on these tiny
+     * random models (the cpu's own int8 path, as_cpu below: 0.85 / 0.66 for
+     * Q8_0), so mma is checked op by op against that path instead
+     * (check_cuda_ops, test_matmul_mma) and here against cpu fast. */
+    const char *pk = getenv("SI_CUDA_TEST_PREFILL_MM");
+    if (pk == NULL)
+        pk = "gemv";
+    char cu_text[384];
     snprintf(cu_text, sizeof cu_text,
              "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 2\n"
-             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s",
-             ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "");
-    if (si_config_load_string(as_cpu ? "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
-                                       "[backend.cuda_sm120]\npath = cpu.so\nkv_type = f16\nthreads = 2\n"
-                                     : cu_text,
+             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%sprefill_mm = %s\n",
+             ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "", pk);
+    /* as_cpu: the stand-in runs the reference side's matmul path with an
+     * f16 cache (its int8 path against ref would fail the gates, see
+     * SI_CUDA_TEST_PREFILL_MM above). */
+    char cpu_text[256];
+    snprintf(cpu_text, sizeof cpu_text,
+             "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 2\n"
+             "[backend.cuda_sm120]\npath = cpu.so\nmatmul = %s\nkv_type = f16\nthreads = 2\n",
+             ck != NULL ? ck : "ref", ck != NULL ? ck : "ref");
+    if (si_config_load_string(as_cpu ? cpu_text : cu_text,
                               "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;

@@ -9,9 +9,12 @@
  * kernel forgot fails; NaN never passes.  Tolerance: max |gpu - cpu| <=
  * tol * max |cpu| over the tensor (1e-4 for f32 math, 1e-3 where weights
  * are quantised or decoded from f16/bf16, and looser only where stated).
- * These exact comparisons run cuda_sm120 with matmul = f32; the dp4a
- * path (int8 activations, the default) has its own cases with the
- * tolerance its rounding needs (see DP4A_TOL).
+ * These exact comparisons run cuda_sm120 with matmul = f32 and
+ * prefill_mm = gemv; the dp4a path (int8 activations) has its own cases
+ * with the tolerance its rounding needs (see DP4A_TOL), and the int8
+ * tensor-core GEMM (prefill_mm = mma) is compared with the cpu backend's
+ * own int8 path, which quantises the activations bit for bit the same way
+ * (see MMA_TOL).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  Runs
  * with CK_NOFORK: a CUDA context does not survive fork(). */
@@ -841,6 +844,87 @@ START_TEST(test_moe_route)
 }
 END_TEST
 
+/* ---- MATMUL: int8 tensor-core GEMM (prefill_mm = mma) ---------------------
+ * Against the cpu backend's default int8 path: both quantise x the same way
+ * (int8 per 32, scale max|x|/127, f32 block sums for the Q4_K/Q5_K mins) and
+ * sum the same exact int32 block products, so only the f32 summation order
+ * differs: max |diff| <= MMA_TOL max |cpu|.  A wrong fragment, scale, min,
+ * sub-block or tail is off by O(1e-1) or more. */
+#define MMA_TOL 2e-3
+
+/* max |g - c| / max |c| of an F32 tensor (NaN on either side fails). */
+static double dt_relerr(pair *p, const dt *t, const char *what)
+{
+    si_err err = { { 0 } };
+    size_t n = (size_t)(t->bytes / 4);
+    float *c = malloc(t->bytes), *g = malloc(t->bytes);
+    ck_assert(c != NULL && g != NULL);
+    ck_assert_msg(p->co->download(p->cb, c, t->cbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->download(p->gb, g, t->gbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    double mx = 0.0, md = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isfinite(c[i]), "%s: cpu value %zu is %g", what, i, (double)c[i]);
+        ck_assert_msg(isfinite(g[i]), "%s: cuda value %zu is %g (cpu %g)", what, i, (double)g[i], (double)c[i]);
+        mx = fmax(mx, fabs(c[i]));
+        md = fmax(md, fabs((double)g[i] - (double)c[i]));
+    }
+    free(c);
+    free(g);
+    return md / fmax(mx, 1e-30);
+}
+
+static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+{
+    dt w, x, y;
+    dt_rand(p, &w, type, in, out, 1, 1.0f);
+    dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
+    dt_make(p, &y, SI_TYPE_F32, out, n, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
+    run_ok(p, &o);
+    char what[96];
+    snprintf(what, sizeof what, "MATMUL mma %s in %lld out %lld n %lld", host.type_name(type), (long long)in,
+             (long long)out, (long long)n);
+    double e = dt_relerr(p, &y, what);
+    printf("  %-44s max |diff| / max |cpu| = %.3g\n", what, e);
+    ck_assert_msg(e <= MMA_TOL, "%s: max |diff| %g of max |cpu| > %g", what, e, MMA_TOL);
+    dt_free(p, &w);
+    dt_free(p, &x);
+    dt_free(p, &y);
+}
+
+/* Every int8 weight type, row tails (1, 77: not a multiple of the 128-row
+ * tile; 272 = 2 tiles + 16), one and eight k-tiles, column tails (9, 129,
+ * 515) and a whole 64-column tile; a Q8_0 row of 11 blocks (a partial
+ * k-tile); then the gemv A/B path (prefill_mm = gemv, f32 GEMV against the
+ * cpu's f32 reference) and a MOE whose shared expert runs through the GEMM. */
+START_TEST(test_matmul_mma)
+{
+    static const uint32_t types[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
+    static const int64_t rows[] = { 1, 77, 272 }, ins[] = { 256, 2048 }, ns[] = { 9, 64, 129, 515 };
+    pair p;
+    pair_open(&p, "backend.cpu_fast", "backend.cuda_mma");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+                for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+                    matmul_mma_case(&p, types[t], ins[i], rows[r], ns[k]);
+    matmul_mma_case(&p, SI_TYPE_Q8_0, 352, 130, 70);
+    pair_close(&p);
+
+    pair_open(&p, "backend.cpu", "backend.cuda_gemv");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        matmul_case(&p, types[t], 512, 67, 9);
+        matmul_case(&p, types[t], 256, 130, 70);
+    }
+    pair_close(&p);
+
+    pair_open(&p, "backend.cpu", "backend.cuda_mma");
+    moe_case_tol(&p, SI_TYPE_Q4_K, false, true, 33, 256, 256, true);
+    moe_case_tol(&p, SI_TYPE_Q6_K, true, true, 33, 256, 256, true);
+    pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_moe)
 {
     pair p;
@@ -867,9 +951,13 @@ int main(void)
     as_cpu = getenv("SI_CUDA_TEST_AS_CPU") != NULL && strcmp(getenv("SI_CUDA_TEST_AS_CPU"), "1") == 0;
     /* (as_cpu: the stand-in cpu backend runs the reference path too) */
     /* (as_cpu: cuda_dp4a becomes the cpu's own int8 path, the analogue) */
-    const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "matmul = f32\n";
-    const char *dp_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\n";
-    char text[1536];
+    const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "matmul = f32\nprefill_mm = gemv\n";
+    const char *dp_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
+    /* (as_cpu: cuda_mma becomes the cpu's default int8 path, which it
+     * must equal; cuda_gemv the cpu's f32 reference) */
+    const char *mma_extra = as_cpu ? "threads = 2\n" : "";
+    const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\n";
+    char text[2048];
     snprintf(text, sizeof text,
              "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
              "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 2\n"
@@ -877,8 +965,12 @@ int main(void)
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
-             cu_extra, cu_extra, cu_extra, dp_extra, cu_extra, as_cpu ? "" : "gdn_rows = false\n");
+             "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 2\n"
+             "[backend.cuda_mma]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             cu_extra, cu_extra, cu_extra, dp_extra, cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra,
+             gemv_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -931,6 +1023,7 @@ int main(void)
     tcase_add_loop_test(tc, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
     tcase_add_test(tc, test_moe);
     tcase_add_test(tc, test_moe_dp4a);
+    tcase_add_test(tc, test_matmul_mma);
     tcase_add_test(tc, test_moe_route);   /* last: the cases above keep their random draws */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
