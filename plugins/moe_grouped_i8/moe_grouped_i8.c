@@ -73,6 +73,11 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     *state = NULL;
     if (h == NULL || section == NULL)
         return si_err_set(err, SI_EINVAL, MI8_NAME ": init without host or section");
+    /* the knobs first: a bad value is reported whatever the backend */
+    int64_t min_tokens;
+    int rc = read_min_tokens(h, section, &min_tokens, err);
+    if (rc != SI_OK)
+        return rc;
     if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, buf_unwrap))
         return si_err_set(err, SI_EABI, MI8_NAME ": the backend's cuda_ext table is missing or of major %u (want %d)",
                           x ? x->major : 0u, SI_CUDA_EXT_MAJOR);
@@ -82,10 +87,6 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     if (x->cc_major < 8)   /* mma.sync m16n8k32 s8 needs sm_80 or later */
         return si_err_set(err, SI_EUNSUPPORTED, MI8_NAME ": compute capability %d.%d has no int8 mma.m16n8k32",
                           x->cc_major, x->cc_minor);
-    int64_t min_tokens;
-    int rc = read_min_tokens(h, section, &min_tokens, err);
-    if (rc != SI_OK)
-        return rc;
     cudaError_t e = cudaSetDevice(x->device);
     if (e != cudaSuccess)
         return si_err_set(err, SI_EDEVICE, MI8_NAME ": cudaSetDevice(%d): %s", x->device, cudaGetErrorString(e));
