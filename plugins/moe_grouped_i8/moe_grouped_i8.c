@@ -1,0 +1,385 @@
+/* plugins/moe_grouped_i8/moe_grouped_i8.c — kernel plugin for cuda_sm120:
+ * SI_OP_MOE of prefill batches as grouped int8 GEMMs (spec qwen35-gguf.md
+ * §3.7; the op's ABI comment in plugin.h).
+ *
+ * cuda_sm120's own MOE runs every (token, expert) column as its own GEMV,
+ * so an expert's weights are streamed once per token that picked it.  Here
+ * the batch's assignments are grouped by expert on the device and each
+ * expert's weights are read once per 32-row tile:
+ *   1. router logits: the backend's own MATMUL (exec_builtin) into our
+ *      workspace; softmax / top-k / renormalise: mi8_route;
+ *   2. mi8_schedule: counts, tile prefix sums, tile list, row -> (token,
+ *      assignment), padded to MI8_BT rows per expert, all on the device;
+ *   3. h -> int8 per 32 once (the cpu backend's rounding exactly);
+ *   4. mi8_gate_up: gate/up on int8 tensor cores, SwiGLU and the int8
+ *      requantisation in the epilogue; mi8_down: the down projection into
+ *      one f32 row per assignment;
+ *   5. mi8_combine: dst[t] = sum_k w * y (k in order) + shared;
+ *   6. shared expert: its gate_inp through exec_builtin, its FFN through
+ *      the same GEMM kernels with a dense schedule (every token, expert 0).
+ * supports() declines (the backend's own path runs) below `min_tokens`
+ * tokens, for weight types other than Q8_0/Q4_K/Q5_K/Q6_K and for shapes
+ * the kernels do not tile.
+ *
+ * Knob, [kernel.moe_grouped_i8]: min_tokens (integer >= 1, default 32).
+ * Includes only public headers: plugin.h and cuda_sm120's cuda_ext.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include <sparkinfer/cuda_ext.h>
+#include <sparkinfer/plugin.h>
+
+#include "moe_i8.h"
+
+#define MI8_NAME      "moe_grouped_i8"
+#define MI8_ALIGN     256
+#define MI8_MIN_TOKENS_DEFAULT 32
+
+typedef struct mi8_state {
+    const si_host     *h;
+    const si_cuda_ext *x;
+    int64_t            min_tokens;
+    void              *ws;          /* device workspace, grown on demand   */
+    size_t             ws_bytes;
+    si_buf            *ws_buf;      /* ws wrapped for exec_builtin's ops   */
+} mi8_state;
+
+/* ---- knobs -------------------------------------------------------------- */
+
+static int read_min_tokens(const si_host *h, const char *section, int64_t *out, si_err *err)
+{
+    const char *v = h->cfg_get != NULL ? h->cfg_get(h, section, "min_tokens") : NULL;
+    *out = MI8_MIN_TOKENS_DEFAULT;
+    if (v == NULL)
+        return SI_OK;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || n < 1 || n > 0x7fffffffLL)
+        return si_err_set(err, SI_EINVAL, MI8_NAME ": [%s] min_tokens = '%s': expected an integer from 1 to 2147483647",
+                          section, v);
+    *out = n;
+    return SI_OK;
+}
+
+/* ---- init / fini ---------------------------------------------------------- */
+
+static int mi8_init(const si_host *h, const char *section, const void *backend_api, void **state, si_err *err)
+{
+    const si_cuda_ext *x = backend_api;
+    *state = NULL;
+    if (h == NULL || section == NULL)
+        return si_err_set(err, SI_EINVAL, MI8_NAME ": init without host or section");
+    /* the knobs first: a bad value is reported whatever the backend */
+    int64_t min_tokens;
+    int rc = read_min_tokens(h, section, &min_tokens, err);
+    if (rc != SI_OK)
+        return rc;
+    if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, buf_unwrap))
+        return si_err_set(err, SI_EABI, MI8_NAME ": the backend's cuda_ext table is missing or of major %u (want %d)",
+                          x ? x->major : 0u, SI_CUDA_EXT_MAJOR);
+    if (x->stream == NULL || x->dev_ptr == NULL || x->exec_builtin == NULL || x->buf_wrap == NULL ||
+        x->buf_unwrap == NULL)
+        return si_err_set(err, SI_EABI, MI8_NAME ": the backend's cuda_ext table lacks a function");
+    if (x->cc_major < 8)   /* mma.sync m16n8k32 s8 needs sm_80 or later */
+        return si_err_set(err, SI_EUNSUPPORTED, MI8_NAME ": compute capability %d.%d has no int8 mma.m16n8k32",
+                          x->cc_major, x->cc_minor);
+    cudaError_t e = cudaSetDevice(x->device);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, MI8_NAME ": cudaSetDevice(%d): %s", x->device, cudaGetErrorString(e));
+    mi8_state *st = calloc(1, sizeof *st);
+    if (st == NULL)
+        return si_err_set(err, SI_ENOMEM, MI8_NAME ": out of host memory");
+    st->h = h;
+    st->x = x;
+    st->min_tokens = min_tokens;
+    *state = st;
+    if (h->log != NULL)
+        h->log(h, SI_LOG_INFO, MI8_NAME, "grouped int8 MOE for batches of >= %lld tokens", (long long)min_tokens);
+    return SI_OK;
+}
+
+static void ws_release(mi8_state *st)
+{
+    if (st->ws == NULL)
+        return;
+    /* work queued on the stream may still read the workspace */
+    cudaStreamSynchronize((cudaStream_t)st->x->stream(st->x->b));
+    if (st->ws_buf != NULL)
+        st->x->buf_unwrap(st->x->b, st->ws_buf);
+    cudaFree(st->ws);
+    st->ws = NULL;
+    st->ws_buf = NULL;
+    st->ws_bytes = 0;
+}
+
+static void mi8_fini(void *state)
+{
+    mi8_state *st = state;
+    if (st == NULL)
+        return;
+    ws_release(st);
+    free(st);
+}
+
+static int ws_reserve(mi8_state *st, size_t bytes, si_err *err)
+{
+    if (bytes <= st->ws_bytes)
+        return SI_OK;
+    ws_release(st);
+    size_t want = bytes + bytes / 4;   /* headroom: fewer regrowths while batch sizes vary */
+    cudaError_t e = cudaMalloc(&st->ws, want);
+    if (e != cudaSuccess) {
+        st->ws = NULL;
+        return si_err_set(err, SI_ENOMEM, MI8_NAME ": cudaMalloc of %zu bytes: %s", want, cudaGetErrorString(e));
+    }
+    int rc = st->x->buf_wrap(st->x->b, st->ws, want, &st->ws_buf, err);
+    if (rc != SI_OK) {
+        cudaFree(st->ws);
+        st->ws = NULL;
+        return rc;
+    }
+    st->ws_bytes = want;
+    return SI_OK;
+}
+
+/* ---- supports --------------------------------------------------------------- */
+
+static int64_t ne_(const si_tensor *t, int i) { return (uint32_t)i < t->ndim ? t->ne[i] : 1; }
+
+static bool wtype_ok(uint32_t type, uint32_t *blk, uint32_t *bytes, uint64_t *align)
+{
+    switch (type) {
+    case SI_TYPE_Q8_0: *blk = 32;  *bytes = 34;  *align = 2; return true;
+    case SI_TYPE_Q4_K: *blk = 256; *bytes = 144; *align = 4; return true;
+    case SI_TYPE_Q5_K: *blk = 256; *bytes = 176; *align = 4; return true;
+    case SI_TYPE_Q6_K: *blk = 256; *bytes = 210; *align = 2; return true;
+    default: return false;
+    }
+}
+
+/* A weight [in, out, ne2] of a type the GEMMs decode, with rows and
+ * experts at the alignment their loads need; in within the smem budget. */
+static bool weight_ok(const mi8_state *st, const si_tensor *t, int64_t in, int64_t out, int64_t ne2)
+{
+    uint32_t blk, bytes;
+    uint64_t al;
+    if (t == NULL || !wtype_ok(t->type, &blk, &bytes, &al))
+        return false;
+    if (ne_(t, 0) != in || ne_(t, 1) != out || ne_(t, 2) != ne2 || ne_(t, 3) != 1)
+        return false;
+    if (in % blk != 0 || in % 32 != 0 || in > MI8_MAX_KIN)
+        return false;
+    const uint64_t row = (uint64_t)(in / blk) * bytes;
+    if (t->nb[1] < row || t->nb[1] % al != 0 || (ne2 > 1 && (t->nb[2] < t->nb[1] * (uint64_t)out || t->nb[2] % al != 0)))
+        return false;
+    return (uintptr_t)st->x->dev_ptr(st->x->b, t) % al == 0;
+}
+
+static bool f32_ok(const si_tensor *t, int64_t ne0, int64_t ne1)
+{
+    return t != NULL && t->type == SI_TYPE_F32 && ne_(t, 0) == ne0 && ne_(t, 1) == ne1 && ne_(t, 2) == 1 &&
+           ne_(t, 3) == 1 && t->nb[0] == 4 && (ne1 == 1 || (t->nb[1] >= 4 * (uint64_t)ne0 && t->nb[1] % 4 == 0));
+}
+
+typedef struct mi8_dims {
+    int64_t n, H, E, K, F, Fs;
+    bool    fused, shared;
+} mi8_dims;
+
+static void dims_of(const si_op *op, mi8_dims *d)
+{
+    d->n = ne_(op->src[0], 1);
+    d->H = op->src[0]->ne[0];
+    d->E = op->p.moe.n_expert;
+    d->K = op->p.moe.n_used;
+    d->fused = op->src[3] == NULL;
+    d->F = d->fused ? ne_(op->src[2], 1) / 2 : ne_(op->src[2], 1);
+    d->shared = op->src[5] != NULL;
+    d->Fs = d->shared && op->src[6] != NULL ? ne_(op->src[6], 1) : 0;
+}
+
+static bool mi8_supports(void *state, const si_op *op)
+{
+    const mi8_state *st = state;
+    if (st == NULL || op == NULL || op->kind != SI_OP_MOE || op->src[0] == NULL || op->src[1] == NULL ||
+        op->src[2] == NULL || op->src[4] == NULL)
+        return false;
+    mi8_dims d;
+    dims_of(op, &d);
+    const si_tensor *const *s = op->src;
+    if (d.n < st->min_tokens || d.E < 1 || d.E > MI8_MAX_E || d.K < 1 || d.K > d.E || d.F < 32)
+        return false;
+    if (!f32_ok(s[0], d.H, d.n) || !f32_ok(&op->dst, d.H, d.n) || ne_(s[1], 0) != d.H || ne_(s[1], 1) != d.E)
+        return false;
+    if (d.fused ? (ne_(s[2], 1) % 2 != 0 || !weight_ok(st, s[2], d.H, 2 * d.F, d.E))
+                : (!weight_ok(st, s[2], d.H, d.F, d.E) || !weight_ok(st, s[3], d.H, d.F, d.E) || s[3]->type != s[2]->type))
+        return false;
+    if (!weight_ok(st, s[4], d.F, d.H, d.E))
+        return false;
+    if (!d.shared)
+        return s[6] == NULL && s[7] == NULL && s[8] == NULL;
+    return ne_(s[5], 0) == d.H && ne_(s[5], 1) == 1 && d.Fs >= 32 && weight_ok(st, s[6], d.H, d.Fs, 1) &&
+           weight_ok(st, s[7], d.H, d.Fs, 1) && s[7]->type == s[6]->type && weight_ok(st, s[8], d.Fs, d.H, 1);
+}
+
+/* ---- exec ------------------------------------------------------------------- */
+
+typedef struct carve {
+    size_t used;
+} carve;
+
+static size_t take(carve *c, size_t bytes)
+{
+    size_t at = c->used;
+    c->used += (bytes + MI8_ALIGN - 1) & ~(size_t)(MI8_ALIGN - 1);
+    return at;
+}
+
+/* An F32 [ne0, ne1] tensor at byte `off` of the workspace. */
+static si_tensor ws_f32(const mi8_state *st, size_t off, int64_t ne0, int64_t ne1)
+{
+    const uint64_t r = 4 * (uint64_t)ne0;
+    si_tensor t = { .buf = st->ws_buf, .offset = off, .type = SI_TYPE_F32, .ndim = 2, .ne = { ne0, ne1, 1, 1 },
+                    .nb = { 4, r, r * (uint64_t)ne1, r * (uint64_t)ne1 } };
+    return t;
+}
+
+static mi8_w weight(const mi8_state *st, const si_tensor *t, uint64_t first_row)
+{
+    mi8_w w = { (const uint8_t *)st->x->dev_ptr(st->x->b, t) + first_row * t->nb[1], t->type, t->nb[1],
+                ne_(t, 2) > 1 ? t->nb[2] : 0 };
+    return w;
+}
+
+static int launched(int e, const char *what, si_err *err)
+{
+    if (e == 0)
+        return SI_OK;
+    return si_err_set(err, SI_EDEVICE, MI8_NAME ": MOE: %s: launch failed: %s", what, cudaGetErrorString((cudaError_t)e));
+}
+
+/* Activation block carved at `off`: q [rows][in], d and s [rows][in/32]. */
+typedef struct act_off {
+    size_t q, d, s;
+} act_off;
+
+static act_off take_act(carve *c, int64_t rows, int64_t in)
+{
+    act_off a = { take(c, (size_t)(rows * in)), take(c, (size_t)(rows * (in / 32)) * 4),
+                  take(c, (size_t)(rows * (in / 32)) * 4) };
+    return a;
+}
+
+static mi8_act act_at(const mi8_state *st, act_off a)
+{
+    uint8_t *base = st->ws;
+    mi8_act r = { (int8_t *)(base + a.q), (float *)(base + a.d), (float *)(base + a.s) };
+    return r;
+}
+
+static int mi8_exec(void *state, const si_op *op, si_err *err)
+{
+    mi8_state *st = state;
+    if (!mi8_supports(state, op))
+        return si_err_set(err, SI_EUNSUPPORTED, MI8_NAME ": MOE: op not supported (supports() said no)");
+    const si_cuda_ext *x = st->x;
+    mi8_dims d;
+    dims_of(op, &d);
+    const int64_t n = d.n, H = d.H, E = d.E, K = d.K, F = d.F, Fs = d.Fs, NK = n * K;
+    /* Tiles: sum_e ceil(cnt_e / BT) <= NK / BT + (number of non-empty experts). */
+    const int64_t max_tiles = NK / MI8_BT + (E < NK ? E : NK) + 1, max_rows = max_tiles * MI8_BT;
+    const int64_t n_tiles_dense = (n + MI8_BT - 1) / MI8_BT;
+
+    carve cv = { 0 };
+    const size_t o_logits = take(&cv, (size_t)(n * E) * 4), o_sel = take(&cv, (size_t)NK * 4),
+                 o_wts = take(&cv, (size_t)NK * 4), o_ntiles = take(&cv, 4),
+                 o_texp = take(&cv, (size_t)max_tiles * 4), o_rtok = take(&cv, (size_t)max_rows * 4),
+                 o_rslot = take(&cv, (size_t)max_rows * 4), o_y = take(&cv, (size_t)(NK * H) * 4);
+    const act_off a_h = take_act(&cv, n, H), a_act = take_act(&cv, max_rows, F);
+    size_t o_gamma = 0, o_ys = 0;
+    act_off a_sh = { 0, 0, 0 };
+    if (d.shared) {
+        o_gamma = take(&cv, (size_t)n * 4);
+        o_ys = take(&cv, (size_t)(n * H) * 4);
+        a_sh = take_act(&cv, n_tiles_dense * MI8_BT, Fs);
+    }
+    int rc = ws_reserve(st, cv.used, err);
+    if (rc != SI_OK)
+        return rc;
+    if (st->h->log != NULL)
+        st->h->log(st->h, SI_LOG_DEBUG, MI8_NAME, "grouped int8 MOE: n %lld E %lld K %lld H %lld F %lld%s%s",
+                   (long long)n, (long long)E, (long long)K, (long long)H, (long long)F, d.fused ? " fused" : "",
+                   d.shared ? " shared" : "");
+    uint8_t *ws = st->ws;
+    void *s = x->stream(x->b);
+    const si_tensor *const *W = op->src;
+    const float *h = x->dev_ptr(x->b, W[0]);
+    const int64_t hs = n > 1 ? (int64_t)(W[0]->nb[1] / 4) : H;
+
+    /* 1. router (the backend's MATMUL for whatever type it is), top-k */
+    si_op mm = { .kind = SI_OP_MATMUL };
+    mm.dst = ws_f32(st, o_logits, E, n);
+    mm.src[0] = W[1];
+    mm.src[1] = W[0];
+    if ((rc = x->exec_builtin(x->b, &mm, err)) != SI_OK)
+        return rc;
+    float *logits = (float *)(ws + o_logits), *wts = (float *)(ws + o_wts);
+    int32_t *sel = (int32_t *)(ws + o_sel);
+    if ((rc = launched(mi8_route(logits, n, (int)E, (int)K, sel, wts, s), "route", err)) != SI_OK)
+        return rc;
+    /* 2. expert -> tile schedule */
+    mi8_sched sch = { (int32_t *)(ws + o_ntiles), (int32_t *)(ws + o_texp), (int32_t *)(ws + o_rtok),
+                      (int32_t *)(ws + o_rslot), max_tiles, 0 };
+    if ((rc = launched(mi8_schedule(sel, n, (int)E, (int)K, (int32_t *)sch.n_tiles, (int32_t *)sch.tile_exp,
+                                    (int32_t *)sch.row_tok, (int32_t *)sch.row_slot, max_tiles, s),
+                       "schedule", err)) != SI_OK)
+        return rc;
+    /* 3. h to int8 once (the routed and the shared gate/up read it) */
+    const mi8_act hq = act_at(st, a_h), act = act_at(st, a_act);
+    if ((rc = launched(mi8_quantize(h, hs, n, H, hq, s), "quantize", err)) != SI_OK)
+        return rc;
+    /* 4. routed experts */
+    const mi8_w gate = weight(st, W[2], 0), up = d.fused ? weight(st, W[2], (uint64_t)F) : weight(st, W[3], 0);
+    float *y = (float *)(ws + o_y);
+    if ((rc = launched(mi8_gate_up(gate, up, hq, H, F, sch, act, s), "gate_up", err)) != SI_OK ||
+        (rc = launched(mi8_down(weight(st, W[4], 0), act, F, H, sch, y, s), "down", err)) != SI_OK)
+        return rc;
+    /* 6. shared expert: gamma through the backend, the FFN on our GEMMs */
+    float *gamma = NULL, *ys = NULL;
+    if (d.shared) {
+        mm.dst = ws_f32(st, o_gamma, 1, n);
+        mm.src[0] = W[5];
+        mm.src[1] = W[0];
+        if ((rc = x->exec_builtin(x->b, &mm, err)) != SI_OK)
+            return rc;
+        gamma = (float *)(ws + o_gamma);
+        ys = (float *)(ws + o_ys);
+        mi8_sched dense = { NULL, NULL, NULL, NULL, n_tiles_dense, n };
+        const mi8_act sa = act_at(st, a_sh);
+        if ((rc = launched(mi8_gate_up(weight(st, W[6], 0), weight(st, W[7], 0), hq, H, Fs, dense, sa, s),
+                           "shared gate_up", err)) != SI_OK ||
+            (rc = launched(mi8_down(weight(st, W[8], 0), sa, Fs, H, dense, ys, s), "shared down", err)) != SI_OK)
+            return rc;
+    }
+    /* 5. weighted sum in a fixed order */
+    const int64_t ds = n > 1 ? (int64_t)(op->dst.nb[1] / 4) : H;
+    return launched(mi8_combine(x->dev_ptr(x->b, &op->dst), ds, y, wts, ys, gamma, n, (int)K, H, s), "combine", err);
+}
+
+static const struct si_kernel_ops mi8_ops = {
+    .size = sizeof(struct si_kernel_ops),
+    .backend = "cuda_sm120",
+    .op = SI_OP_MOE,
+    .init = mi8_init,
+    .fini = mi8_fini,
+    .supports = mi8_supports,
+    .exec = mi8_exec,
+};
+
+SI_PLUGIN_DEFINE(SI_KIND_KERNEL, MI8_NAME, "0.1.0",
+                 "cuda_sm120 MOE for prefill: experts grouped per batch, int8 tensor-core GEMMs on GGUF blocks",
+                 NULL, &mi8_ops, NULL)

@@ -1,0 +1,73 @@
+/* plugins/moe_grouped_i8/moe_i8.h — the launches of the moe_grouped_i8
+ * kernels (C interface; the kernels are in moe_i8_route.cu and
+ * moe_i8_gemm.cu).  Every function enqueues on `stream` and returns 0 or a
+ * cudaError_t value.
+ *
+ * Shapes: n tokens, E experts, K used per token, H hidden, F expert width.
+ * An "assignment" a = t*K + k is token t's k-th chosen expert.  The grouped
+ * GEMMs work on "rows": assignments permuted into per-expert groups, each
+ * group padded to MI8_BT rows (one tile); row r of tile i is r = i*BT + j. */
+#ifndef MOE_I8_H
+#define MOE_I8_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MI8_BT      32    /* tokens (rows) per tile: the GEMMs' N tile          */
+#define MI8_MAX_E   1024  /* experts the one-block schedule kernel handles       */
+#define MI8_MAX_KIN 6144  /* GEMM inner size: per-tile scales live in 48 KiB smem */
+
+/* One weight: row f of expert e starts at w + e*expert_bytes + f*row_bytes. */
+typedef struct mi8_w {
+    const uint8_t *w;
+    uint32_t       type;              /* SI_TYPE_Q8_0, Q4_K, Q5_K, Q6_K */
+    uint64_t       row_bytes, expert_bytes;
+} mi8_w;
+
+/* Which rows a tile holds.  Grouped (tile_exp != NULL): tile i is expert
+ * tile_exp[i], rows i*BT.. read token row_tok[r] and belong to assignment
+ * row_slot[r] (-1: padding); tiles >= *n_tiles are empty.  Dense
+ * (tile_exp == NULL, the shared expert): row r is token r, expert 0, rows
+ * >= n_rows are padding. */
+typedef struct mi8_sched {
+    const int32_t *n_tiles;
+    const int32_t *tile_exp;
+    const int32_t *row_tok;
+    const int32_t *row_slot;
+    int64_t        max_tiles;         /* grid size; >= the real tile count */
+    int64_t        n_rows;            /* dense only */
+} mi8_sched;
+
+/* Activations quantised per 32: q [rows][in] int8, d and s [rows][in/32]
+ * (scale and exact f32 sum of the block's values, as the cpu backend). */
+typedef struct mi8_act {
+    int8_t *q;
+    float  *d, *s;
+} mi8_act;
+
+/* softmax over E, top-K (ties: lower index), renormalised; logits [n][E]
+ * are overwritten with the probabilities. */
+int mi8_route(float *logits, int64_t n, int E, int K, int32_t *sel, float *wts, void *stream);
+/* Groups the n*K assignments by expert into tiles (one thread block). */
+int mi8_schedule(const int32_t *sel, int64_t n, int E, int K, int32_t *n_tiles, int32_t *tile_exp,
+                 int32_t *row_tok, int32_t *row_slot, int64_t max_tiles, void *stream);
+/* x [n][in] rows `stride` floats apart -> a (rows 0..n-1). */
+int mi8_quantize(const float *x, int64_t stride, int64_t n, int64_t in, mi8_act a, void *stream);
+/* act[row] = int8(silu(gate . x) * (up . x)) per 32 for every row of every
+ * tile; x is read at row_tok (grouped) or the row (dense). */
+int mi8_gate_up(mi8_w gate, mi8_w up, mi8_act x, int64_t H, int64_t F, mi8_sched s, mi8_act act, void *stream);
+/* y[slot][0..H) = down . act[row] for the rows with a slot (dense: slot =
+ * row); y rows are H floats apart. */
+int mi8_down(mi8_w down, mi8_act act, int64_t F, int64_t H, mi8_sched s, float *y, void *stream);
+/* dst[t] = sum_k wts[t][k] * y[t*K+k] (k in order) + sigmoid(gamma[t]) * ys[t]
+ * (ys NULL: no shared expert). */
+int mi8_combine(float *dst, int64_t dst_stride, const float *y, const float *wts, const float *ys,
+                const float *gamma, int64_t n, int K, int64_t H, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
