@@ -20,7 +20,8 @@ struct si_backend {
     int            device;
     char           device_name[256];
     cudaStream_t   stream;          /* every op of exec runs on it, in order */
-    uint32_t       kv_type;         /* SI_TYPE_F16 (default) or SI_TYPE_F32  */
+    uint32_t       kv_type;         /* SI_TYPE_F16 (default), F32 or I8 (paged) */
+    uint32_t       kv_pages;        /* knob kv_pages: pool pages (0 = default) */
     void          *ws;              /* device workspace of the running op    */
     size_t         ws_size;
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
@@ -57,14 +58,27 @@ struct si_buf {
     uint64_t nbytes;
 };
 
+/* The KV cache (cuda_kv.c says how the paged form works). */
 struct si_kv {
     si_kv_desc d;
     bool       f16;
+    bool       i8;                  /* paged int8 (kv_type = i8)             */
     uint32_t   elem;                /* bytes per element                     */
-    /* K and V: [layer][seq][ctx][kv_head][head_dim] */
+    /* K and V, dense: [layer][seq][ctx][kv_head][head_dim];
+     * i8: int8 [layer][page][kv_head][SI_KV_PAGE][head_dim] */
     uint8_t   *k, *v;
     uint64_t   layer_bytes;         /* bytes of one layer of K (or V)        */
     uint32_t  *len;                 /* host [layer][seq]: positions filled   */
+    /* i8 only: */
+    float     *ks, *vs;             /* device [layer][page][kv_head][SI_KV_PAGE] */
+    uint64_t   layer_scales;        /* scales of one layer of K (or V)       */
+    uint32_t   n_pages;             /* pool size, pages per layer            */
+    uint32_t   max_pages;           /* per sequence: ceil(n_ctx / SI_KV_PAGE) */
+    int32_t   *table;               /* device [n_seq][max_pages] page ids    */
+    int32_t   *table_host;          /* its host mirror                       */
+    uint32_t  *seq_pages;           /* host [n_seq]: pages owned (a prefix of the row) */
+    int32_t   *free_list;           /* host stack of free page ids           */
+    uint32_t   n_free;
 };
 
 /* Device workspace of at least `bytes` (grown after a stream sync); NULL
@@ -84,6 +98,18 @@ int  cu_attn_prepare(si_backend *b, struct cu_attn *a, const int32_t *pos, si_er
 /* SI_ERANGE with the message of the first bad GET_ROWS id since the last
  * check (the stream must be synchronised), else SI_OK. */
 int  cu_flag_check(si_backend *b, si_err *err);
+
+/* KV cache (cuda_kv.c): the ops of the table, and, for the paged cache,
+ * the pages an ATTN op needs: every sequence s must own the pages of
+ * positions < len[s] + added[s] (len: the op's layer's host lengths).
+ * Takes them from the free list and enqueues the page-table update on the
+ * stream; all or nothing: SI_ENOMEM naming the sequence, position and
+ * pool when the pool cannot serve the whole op. */
+int  cu_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err);
+void cu_kv_free(si_backend *b, si_kv *kv);
+int  cu_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err);
+int  cu_kv_pages_reserve(si_backend *b, si_kv *kv, const uint32_t *len, const uint32_t *added, uint32_t layer,
+                         si_err *err);
 
 /* Fills b->oc: this backend's side of the shared op checks. */
 void cu_opcheck_init(si_backend *b);

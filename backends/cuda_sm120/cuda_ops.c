@@ -226,6 +226,14 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
         }
         added[s]++;
     }
+    /* Paged cache: the pages of the new positions (may refuse the op). */
+    if (kv->i8) {
+        int rc = cu_kv_pages_reserve(b, kv, len, added, p->kv_layer, err);
+        if (rc != SI_OK) {
+            free(added);
+            return rc;
+        }
+    }
     size_t bytes = 2 * rnd((size_t)n * sizeof(int32_t)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float));
     void *ws = cu_ws_reserve(b, bytes, err);
     if (ws == NULL) {
@@ -255,6 +263,9 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
         .yarn_orig_ctx = p->yarn_orig_ctx, .n = n, .pos = d_pos, .seq = d_seq, .rope = rope,
         .kc = kv->k + (uint64_t)p->kv_layer * kv->layer_bytes, .vc = kv->v + (uint64_t)p->kv_layer * kv->layer_bytes,
         .f16 = kv->f16, .n_ctx = n_ctx,
+        .i8 = kv->i8, .pages = kv->table, .max_pages = kv->max_pages,
+        .ks = kv->i8 ? kv->ks + (uint64_t)p->kv_layer * kv->layer_scales : NULL,
+        .vs = kv->i8 ? kv->vs + (uint64_t)p->kv_layer * kv->layer_scales : NULL,
     };
     if ((rc = cu_attn_prepare(b, &a, p->pos, err)) != SI_OK) {
         free(added);
