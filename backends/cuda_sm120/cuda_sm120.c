@@ -4,7 +4,7 @@
  *
  * Knobs ([backend.cuda_sm120], read with host->cfg_get):
  *   device  = N           CUDA device index (default 0)
- *   kv_type = f16 | f32 | i8  KV cache of the full-attention layers
+ *   kv_type = f16 | f32 | i8  (or int8) KV cache of the full-attention layers
  *                         (default f16): dense f16 or f32, or i8: paged
  *                         (16 positions a page), int8 K and V with an f32
  *                         scale per (position, kv head), page table per
@@ -128,7 +128,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             kv_type = SI_TYPE_F16;
         else if (strcmp(kt, "f32") == 0)
             kv_type = SI_TYPE_F32;
-        else if (strcmp(kt, "i8") == 0)
+        else if (strcmp(kt, "i8") == 0 || strcmp(kt, "int8") == 0)   /* int8: [runtime] kv_type's spelling */
             kv_type = SI_TYPE_I8;
         else
             return si_err_set(err, SI_EINVAL, "[%s] kv_type = '%s': expected one of f16|f32|i8", section, kt);
