@@ -18,10 +18,10 @@
  *   (max_pages = ceil(n_ctx / 16)) with a host mirror, and one host free
  *   list (a stack; pages are handed out lowest id first).  A sequence
  *   takes pages when an ATTN op appends a position in a page it does not
- *   own yet (cu_kv_pages_reserve, called by the op after it validated
- *   the positions, before anything is enqueued: all or nothing), the new
- *   table entries go up on the op's stream ahead of its kernels, and
- *   kv_seq_reset returns them.  The pool holds kv_pages pages per layer
+ *   own yet (cu_kv_pages_reserve: exec calls it for all its ATTN ops
+ *   before it enqueues anything, so a full pool fails a whole forward
+ *   before any layer ran; all or nothing), the new table entries go up on
+ *   the stream ahead of the kernels, and kv_seq_reset returns them.  The pool holds kv_pages pages per layer
  *   (knob; default n_seq * max_pages, i.e. exactly what the dense cache
  *   holds, so nothing that fits today stops fitting); a request for a
  *   page when none is free is SI_ENOMEM naming the sequence, the position
@@ -247,7 +247,7 @@ int cu_kv_pages_reserve(si_backend *b, si_kv *kv, const uint32_t *len, const uin
             const uint32_t at = got * SI_KV_PAGE > len[s] ? got * SI_KV_PAGE : len[s];
             return si_err_set(err, SI_ENOMEM,
                               CU_NAME ": ATTN: KV pool exhausted: seq %u needs a page for position %u (layer %u) but "
-                              "%u of the pool's %u pages (%u positions each) are free and this batch needs %llu; "
+                              "%u of the pool's %u pages (%u positions each) are free and this op needs at least %llu; "
                               "nothing was written: reset a finished sequence or raise [backend." CU_NAME "] kv_pages",
                               s, at, layer, kv->n_free, kv->n_pages, SI_KV_PAGE,
                               (unsigned long long)(want + (need - kv->seq_pages[s])));
