@@ -517,11 +517,33 @@ static void attn_run(attn_env *a, uint32_t n, const int32_t *pos, const int32_t 
     ck_assert(a->p.go->supports(a->p.gb, &g));
     si_err ec = { { 0 } }, eg = { { 0 } };
     int rc = gpu_only ? expect : a->p.co->exec(a->p.cb, &c, 1, &ec);
-    int rg = a->p.go->exec(a->p.gb, &g, 1, &eg);
+    /* gpu_only: an ADD into a poisoned z runs first in the same exec; when
+     * the exec fails it must have run nothing (z still all NaN). */
+    dt z;
+    si_op ops[2] = { { .kind = SI_OP_ADD }, g };
+    if (gpu_only) {
+        dt_make(&a->p, &z, SI_TYPE_F32, 2 * a->nh * a->hd, n, 1, NULL);
+        ops[0].src[0] = &qg.g;
+        ops[0].src[1] = &qg.g;
+        ops[0].dst = z.g;
+    }
+    int rg = a->p.go->exec(a->p.gb, gpu_only ? ops : &g, gpu_only ? 2 : 1, &eg);
     if (rg == SI_OK && a->p.go->sync != NULL)
         rg = a->p.go->sync(a->p.gb, &eg);
     if (gerr != NULL)
         *gerr = eg;
+    if (gpu_only) {
+        si_err e2 = { { 0 } };
+        float *zh = malloc(z.bytes);
+        ck_assert_ptr_nonnull(zh);
+        ck_assert_msg(a->p.go->download(a->p.gb, zh, z.gbuf, 0, z.bytes, &e2) == SI_OK, "%s", e2.msg);
+        size_t done = 0;
+        for (size_t i = 0; i < z.bytes / 4; i++)
+            done += !isnan(zh[i]);
+        ck_assert_msg(rg == SI_OK || done == 0, "the failed exec ran its first op (%zu values written)", done);
+        free(zh);
+        dt_free(&a->p, &z);
+    }
     ck_assert_msg(rc == expect, "cpu: %d %s", rc, ec.msg);
     ck_assert_msg(rg == expect, "cuda: %d %s", rg, eg.msg);
     if (gpu_only)
