@@ -735,6 +735,7 @@ START_TEST(test_attn_i8_pages)
     int32_t pos[512], seq[512];
     const uint32_t rng_saved = rng_state;
     rng_state = 4242u;
+    printf(" ATTN i8, 3 sequences through page boundaries (reset and reuse at the end):\n");
     attn_open_seqs(&a, "backend.cpu", "backend.cuda_i8", 0.0f, 8, 2, 128, 1024, 3);
     a.i8 = true;
     /* prefill, round robin: seq 0 one token, seq 1 15, seq 2 17 */
@@ -808,12 +809,14 @@ END_TEST
  * unsplit (attn = simple runs the int8 kernel with one split). */
 START_TEST(test_attn_i8_long_split)
 {
+    printf(" ATTN i8, long context, split:\n");
     attn_long_kv("backend.cpu", "backend.cuda_i8", 8, 1, 256, 0, true);
 }
 END_TEST
 
 START_TEST(test_attn_i8_long_simple)
 {
+    printf(" ATTN i8, long context, attn = simple (one split):\n");
     attn_long_kv("backend.cpu", "backend.cuda_i8_simple", 8, 1, 256, 0, true);
 }
 END_TEST
@@ -832,6 +835,7 @@ START_TEST(test_attn_i8_pool)
     si_err err = { { 0 } };
     const uint32_t rng_saved = rng_state;
     rng_state = 99u;
+    printf(" ATTN i8, pool of 4 pages:\n");
     if (!as_cpu) {
         si_backend *bad = NULL;
         const struct si_backend_ops *ops = p_cu->ops;
