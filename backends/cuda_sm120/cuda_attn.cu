@@ -3,7 +3,11 @@
 //   1. rope_kernel:   per token, cos/sin of every rotated pair in double
 //                     (static YaRN when yarn_factor > 0), the cpu formula;
 //   2. append_kernel: per (token, kv head) k = rope(rms(k) * k_norm) and v
-//                     written to the cache at (seq, pos) as f16 or f32;
+//                     written to the cache at (seq, pos) as f16 or f32, or,
+//                     for the paged int8 cache, quantised per (token, kv
+//                     head): scale = max|x| / 127, x_i = rint(x_i / scale)
+//                     (k and v each), into the slot of the page that the
+//                     host assigned to the position;
 //   3. the attention core, q = rope(rms(q) * q_norm), causal softmax over
 //      positions 0..pos of the token's sequence in f32, GQA, scale
 //      1/sqrt(hd), output times sigmoid(gate), one of:
@@ -16,22 +20,25 @@
 //        either writes the output itself (n_split = 1) or its partial
 //        (m, l, acc) to a workspace that combine_kernel merges
 //        (out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s);
+//        over the paged int8 cache the same scheme runs split_i8_kernel
+//        (cuda_attn_i8.cu), always (attn = simple there means n_split = 1);
 //      simple (attn = simple, or head_dim not in 16..256 a power of two):
 //        attend_kernel per (token, head), one serial online softmax over
 //        the whole context in chunks of 128.
 //   Both are exact attention over every cached position; they differ
-//   from each other (and from the cpu) only in f32 summation order.
+//   from each other (and from the cpu) only in f32 summation order (and,
+//   for int8, in the rounding of the stored K/V).
 // The host has already checked that every position is the next free one of
-// its sequence and < n_ctx, so (2) never writes outside the cache and (3)
-// reads only filled rows (positions of earlier tokens of the same batch are
-// appended by (2) before (3) runs).
-// Cache layout of one layer: [seq][ctx][kv_head][head_dim].
+// its sequence and < n_ctx, and (int8) that its page is in the page table,
+// so (2) never writes outside the cache and (3) reads only filled rows
+// (positions of earlier tokens of the same batch are appended by (2)
+// before (3) runs).
+// Dense cache layout of one layer: [seq][ctx][kv_head][head_dim].
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
-#include "cuda_internal.h"
-#include "cuda_quant.cuh"
+#include "cuda_attn.cuh"
 
 #define ATTN_THREADS 128
 #define ATTN_CHUNK   128   /* positions scored per online-softmax step */
@@ -63,38 +70,52 @@ __global__ void rope_kernel(cu_attn a)
     }
 }
 
-// x (shared, head_dim) <- rope(rms(x) * w) for the block; w NULL = no norm.
-__device__ void norm_rope(float *x, const float *w, const cu_attn &a, const float *cs, double *red)
-{
-    const int hd = a.head_dim;
-    if (w != NULL) {
-        double ss = 0.0;
-        for (int i = threadIdx.x; i < hd; i += blockDim.x)
-            ss += (double)x[i] * (double)x[i];
-        ss = cu_block_sumd(ss, red);
-        const float sc = (float)(1.0 / sqrt(ss / hd + (double)a.eps));
-        for (int i = threadIdx.x; i < hd; i += blockDim.x)
-            x[i] = __fmul_rn(__fmul_rn(x[i], sc), w[i]);
-        __syncthreads();
-    }
-    const int half = a.n_rot / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float x0 = x[i], x1 = x[i + half], c = cs[2 * i], s = cs[2 * i + 1];
-        x[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        x[i + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
-    }
-    __syncthreads();
-}
-
 __device__ __forceinline__ uint64_t kv_row(const cu_attn &a, int32_t seq, int32_t pos, int g)
 {
     return (((uint64_t)seq * a.n_ctx + (uint64_t)pos) * a.n_head_kv + (uint64_t)g) * a.head_dim;
+}
+
+// max(a, b) that keeps a NaN (fmaxf drops it): a NaN in a K/V row must
+// reach the output as it does through the f16/f32 caches.
+__device__ __forceinline__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
+
+// Stores x[0..hd) (shared, read by every thread) as int8 at q with the
+// scale max|x| / 127 at *scale; an all-zero row gets scale 0 (rint(0 *
+// 0) = 0).  `redf` is __shared__ float[33].  Contains __syncthreads().
+__device__ void quant_row(const float *x, int hd, int8_t *q, float *scale, float *redf)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        m = nan_max(m, fabsf(x[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    __syncthreads();   // redf may still be read from a previous call
+    if (lane == 0)
+        redf[warp] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float r = 0.0f;
+        for (int w = 0; w < nw; w++)
+            r = nan_max(r, redf[w]);
+        redf[32] = r;
+        *scale = r / 127.0f;
+    }
+    __syncthreads();
+    const float amax = redf[32];
+    const float inv = amax > 0.0f ? 127.0f / amax : (amax == 0.0f ? 0.0f : amax);   // NaN stays NaN
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        const float r = rintf(x[i] * inv);   // |r| <= 127 up to rounding of inv: clamp
+        q[i] = (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+    }
 }
 
 __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
 {
     extern __shared__ float sm[];
     __shared__ double red[33];
+    __shared__ float redf[33];
     const int64_t t = blockIdx.x;
     const int g = blockIdx.y, hd = a.head_dim;
     float *x = sm;
@@ -104,6 +125,16 @@ __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
         x[i] = k[i];
     __syncthreads();
     norm_rope(x, a.k_norm, a, a.rope + t * a.n_rot, red);
+    if (a.i8) {
+        const uint64_t row = kv_page_row(a, a.seq[t], a.pos[t], g);
+        quant_row(x, hd, (int8_t *)a.kc + row * hd, a.ks + row, redf);
+        __syncthreads();   // every thread is done with k in x
+        for (int i = threadIdx.x; i < hd; i += blockDim.x)
+            x[i] = v[i];
+        __syncthreads();
+        quant_row(x, hd, (int8_t *)a.vc + row * hd, a.vs + row, redf);
+        return;
+    }
     const uint64_t idx = kv_row(a, a.seq[t], a.pos[t], g);
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         if (a.f16) {
@@ -185,19 +216,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attend_kernel(cu_attn a)
 
 /* ---- split-K attention (flash-decoding) -------------------------------- */
 
-#define SPLIT_THREADS 128
-#define SPLIT_WARPS   (SPLIT_THREADS / 32)
-#define SPLIT_TILE    64     /* positions per online-softmax step: 2 per lane */
-#define SPLIT_MAX     1024   /* splits per (token, head): combine's shared w  */
 #define COMB_THREADS  128
-
-__device__ __forceinline__ float warp_max(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 // x[0..8) <- the 8 cache elements at base[i..i+8): one 16-byte load of f16,
 // two of f32 (i is a multiple of 8 and the row 16-byte aligned).
@@ -448,10 +467,12 @@ typedef struct split_plan {
 
 // Whether the split path runs this op, and its shape: enough splits that
 // about 4 blocks per multiprocessor exist, none shorter than one tile.
+// The paged int8 cache has no other kernel: with attn = simple it runs
+// unsplit (one block per token and head group over the whole context).
 static bool plan_split(const cu_attn *a, split_plan *pl)
 {
     const int hd = a->head_dim, R = a->n_head / a->n_head_kv;
-    if (!a->split || a->max_len <= 0)
+    if ((!a->split && !a->i8) || a->max_len <= 0)
         return false;
     if (hd != 16 && hd != 32 && hd != 64 && hd != 128 && hd != 256)
         return false;
@@ -460,7 +481,7 @@ static bool plan_split(const cu_attn *a, split_plan *pl)
     pl->rb = R % 8 == 0 ? 8 : R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1;
     const int64_t blocks = a->n * (a->n_head / pl->rb);
     const int64_t target = 4 * (int64_t)(a->n_sm > 0 ? a->n_sm : 128);
-    int64_t ns = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+    int64_t ns = blocks >= target || !a->split ? 1 : (target + blocks - 1) / blocks;
     const int64_t most = ((int64_t)a->max_len + SPLIT_TILE - 1) / SPLIT_TILE;
     ns = ns < most ? ns : most;
     ns = ns < SPLIT_MAX ? ns : SPLIT_MAX;
@@ -506,6 +527,8 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         return (int)cudaErrorInvalidValue;   // head_dim > ~6000: refused by the checker first
     split_plan pl;
     const bool split = plan_split(a, &pl);
+    if (a->i8 && (!split || a->pages == NULL || a->ks == NULL || a->vs == NULL))
+        return (int)cudaErrorInvalidValue;   // head_dim outside 16..256: refused by kv_create first
     if (split && pl.n_split > 1 && a->part == NULL)
         return (int)cudaErrorInvalidValue;   // si_cu_attn_part_bytes() said it needs a workspace
     if (a->n_rot > 0)
@@ -514,7 +537,10 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
     if (!split) {
         attend_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_att, s>>>(*a);
     } else {
-        if (a->f16)
+        if (a->i8)
+            cu_launch_split_i8(a, pl.rb, pl.chunk, pl.n_split,
+                               ((size_t)pl.rb * a->head_dim + (size_t)pl.rb * SPLIT_TILE) * sizeof(float), s);
+        else if (a->f16)
             launch_split<true>(a, &pl, s);
         else
             launch_split<false>(a, &pl, s);

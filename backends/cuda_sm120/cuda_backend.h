@@ -28,7 +28,8 @@ struct si_backend {
     int            device;
     char           device_name[256];
     cudaStream_t   stream;          /* every op of exec runs on it, in order */
-    uint32_t       kv_type;         /* SI_TYPE_F16 (default) or SI_TYPE_F32  */
+    uint32_t       kv_type;         /* SI_TYPE_F16 (default), F32 or I8 (paged) */
+    uint32_t       kv_pages;        /* knob kv_pages: pool pages (0 = default) */
     void          *ws;              /* device workspace of the running op    */
     size_t         ws_size;
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
@@ -71,14 +72,27 @@ struct si_buf {
     bool     borrowed;              /* buf_wrap()ped kernel memory: not ours */
 };
 
+/* The KV cache (cuda_kv.c says how the paged form works). */
 struct si_kv {
     si_kv_desc d;
     bool       f16;
+    bool       i8;                  /* paged int8 (kv_type = i8)             */
     uint32_t   elem;                /* bytes per element                     */
-    /* K and V: [layer][seq][ctx][kv_head][head_dim] */
+    /* K and V, dense: [layer][seq][ctx][kv_head][head_dim];
+     * i8: int8 [layer][page][kv_head][SI_KV_PAGE][head_dim] */
     uint8_t   *k, *v;
     uint64_t   layer_bytes;         /* bytes of one layer of K (or V)        */
     uint32_t  *len;                 /* host [layer][seq]: positions filled   */
+    /* i8 only: */
+    float     *ks, *vs;             /* device [layer][page][kv_head][SI_KV_PAGE] */
+    uint64_t   layer_scales;        /* scales of one layer of K (or V)       */
+    uint32_t   n_pages;             /* pool size, pages per layer            */
+    uint32_t   max_pages;           /* per sequence: ceil(n_ctx / SI_KV_PAGE) */
+    int32_t   *table;               /* device [n_seq][max_pages] page ids    */
+    int32_t   *table_host;          /* its host mirror                       */
+    uint32_t  *seq_pages;           /* host [n_seq]: pages owned (a prefix of the row) */
+    int32_t   *free_list;           /* host stack of free page ids           */
+    uint32_t   n_free;
 };
 
 /* Device workspace of at least `bytes` (grown after a stream sync); NULL
@@ -119,6 +133,18 @@ const cu_kernel *cu_kernel_for(const si_backend *b, const si_op *op);
 /* One op: checks, then the attached kernel when `use_kernel` and it takes
  * the op, else the built-in code; then the bookkeeping every op needs. */
 int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
+
+/* KV cache (cuda_kv.c): the ops of the table, and, for the paged cache,
+ * the pages an ATTN op needs: every sequence s must own the pages of
+ * positions < len[s] + added[s] (len: the op's layer's host lengths).
+ * Takes them from the free list and enqueues the page-table update on the
+ * stream; all or nothing: SI_ENOMEM naming the sequence, position and
+ * pool when the pool cannot serve the whole op. */
+int  cu_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err);
+void cu_kv_free(si_backend *b, si_kv *kv);
+int  cu_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err);
+int  cu_kv_pages_reserve(si_backend *b, si_kv *kv, const uint32_t *len, const uint32_t *added, uint32_t layer,
+                         si_err *err);
 
 /* Fills b->oc: this backend's side of the shared op checks. */
 void cu_opcheck_init(si_backend *b);

@@ -5,7 +5,9 @@
  * given stream and returns 0 or a cudaError_t value (never aborts).
  *
  * Layout of the plugin, one concern per file:
- *   cuda_sm120.c    descriptor, probe, open/close, buffers, KV cache, sync
+ *   cuda_sm120.c    descriptor, probe, open/close, buffers, sync
+ *   cuda_kv.c       KV cache: dense f16/f32, or paged int8 (page table,
+ *                   free list, pages taken per ATTN op)
  *   cuda_ops.c      supports()/exec(): shape checks (same rules as the cpu
  *                   backend), host-side validation, workspace, launches
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
@@ -15,8 +17,12 @@
  *   cuda_mma.cu     prefill MATMUL (> 8 columns) as an int8 tensor-core GEMM
  *                   (prefill_mm = mma)
  *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
- *   cuda_attn.cu    RoPE table, K/V append, causal GQA attention
- *                   (split-K over the context, or one block per head)
+ *   cuda_attn.cu    RoPE table, K/V append (int8 quantisation for the
+ *                   paged cache), causal GQA attention over the dense
+ *                   cache (split-K over the context, or one block per
+ *                   head), the split combine
+ *   cuda_attn_i8.cu split-K attention over the paged int8 cache
+ *   cuda_attn.cuh   device helpers shared by the two attention files
  *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm
  *   cuda_gdn_rows.cu  the delta rule spread over state rows (gdn_rows)
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
@@ -105,6 +111,9 @@ int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int
                int64_t nrows, float eps, void *stream);
 
 /* ---- ATTN --------------------------------------------------------------- */
+/* Positions per page of the paged int8 KV cache (kv_type = i8). */
+#define SI_KV_PAGE 16
+
 typedef struct cu_attn {
     const float *qg, *k, *v;     /* [*, n] activations                     */
     uint64_t     qg_stride, k_stride, v_stride, dst_stride;   /* floats    */
@@ -119,6 +128,14 @@ typedef struct cu_attn {
     void        *kc, *vc;        /* device: this layer's K and V           */
     bool         f16;            /* cache element type                     */
     uint32_t     n_ctx;          /* cache: [seq][ctx][kv_head][head_dim]   */
+    /* Paged int8 cache (kv_type = i8): kc/vc are this layer's int8 pools
+     * [page][kv_head][SI_KV_PAGE][head_dim], ks/vs the f32 scales
+     * [page][kv_head][SI_KV_PAGE]; position p of sequence s lives in page
+     * pages[s * max_pages + p / SI_KV_PAGE], slot p % SI_KV_PAGE. */
+    bool         i8;
+    float       *ks, *vs;
+    const int32_t *pages;        /* device [n_seq][max_pages]              */
+    uint32_t     max_pages;
     /* Attention core (all zero = the simple kernel): */
     bool         split;          /* knob attn = split (else simple)        */
     int          n_sm;           /* multiprocessors: sizes the split grid  */

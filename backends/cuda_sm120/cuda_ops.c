@@ -204,6 +204,57 @@ static int elem_exec(si_backend *b, const si_op *op, si_err *err)
 
 /* ---- ATTN ----------------------------------------------------------------- */
 
+/* Every position of an ATTN op must be the next free one of its sequence
+ * in the op's layer and fit the cache: checked before anything is written.
+ * Counts the new positions of each sequence into added[n_seq] (zeroed). */
+static int attn_positions(const si_attn_params *p, const si_kv *kv, int64_t n, uint32_t *added, si_err *err)
+{
+    const uint32_t n_seq = kv->d.n_seq, n_ctx = kv->d.n_ctx;
+    const uint32_t *len = kv->len + (size_t)p->kv_layer * n_seq;
+    for (int64_t t = 0; t < n; t++) {
+        int32_t s = p->seq[t], pos = p->pos[t];
+        if (s < 0 || (uint32_t)s >= n_seq)
+            return si_err_set(err, SI_ERANGE, CU_NAME ": ATTN: token %lld: seq %d outside [0, %u)", (long long)t, s,
+                              n_seq);
+        if (pos < 0 || (uint32_t)pos >= n_ctx)
+            return si_err_set(err, SI_ERANGE, CU_NAME ": ATTN: seq %d pos %d does not fit n_ctx %u (layer %u)", s,
+                              pos, n_ctx, p->kv_layer);
+        if ((uint32_t)pos != len[s] + added[s])
+            return si_err_set(err, SI_EINVAL,
+                              CU_NAME ": ATTN: seq %d pos %d, but layer %u holds %u positions: positions must be contiguous",
+                              s, pos, p->kv_layer, len[s] + added[s]);
+        added[s]++;
+    }
+    return SI_OK;
+}
+
+/* Paged cache: the pages every ATTN op of the exec needs are taken before
+ * anything of the exec is enqueued, so a full pool fails the whole exec
+ * with nothing run (no layer of a forward half done); each op's own
+ * reserve then finds its pages in place.  An op that is invalid is left
+ * to its own checks, which report it. */
+static int attn_pages_early(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
+{
+    for (size_t i = 0; i < n_ops; i++) {
+        const si_op *op = &ops[i];
+        if (op->kind != SI_OP_ATTN || op->p.attn.kv == NULL || !op->p.attn.kv->i8 ||
+            si_oc_check(&b->oc, op, NULL) != SI_OK)
+            continue;
+        const si_attn_params *p = &op->p.attn;
+        uint32_t *added = calloc(p->kv->d.n_seq, sizeof *added);
+        if (added == NULL)
+            return si_err_set(err, SI_ENOMEM, "out of host memory");
+        int rc = SI_OK;
+        if (attn_positions(p, p->kv, si_oc_ne(op->src[0], 1), added, NULL) == SI_OK)
+            rc = cu_kv_pages_reserve(b, p->kv, p->kv->len + (size_t)p->kv_layer * p->kv->d.n_seq, added,
+                                     p->kv_layer, err);
+        free(added);
+        if (rc != SI_OK)
+            return rc;
+    }
+    return SI_OK;
+}
+
 static int attn_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_attn_params *p = &op->p.attn;
@@ -216,25 +267,14 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
     uint32_t *added = calloc(n_seq, sizeof *added);
     if (added == NULL)
         return si_err_set(err, SI_ENOMEM, "out of host memory");
-    /* Every position must be the next free one of its sequence and fit the
-     * cache; checked before anything is written. */
-    for (int64_t t = 0; t < n; t++) {
-        int32_t s = p->seq[t], pos = p->pos[t];
-        int rc = SI_OK;
-        if (s < 0 || (uint32_t)s >= n_seq)
-            rc = si_err_set(err, SI_ERANGE, CU_NAME ": ATTN: token %lld: seq %d outside [0, %u)", (long long)t, s, n_seq);
-        else if (pos < 0 || (uint32_t)pos >= n_ctx)
-            rc = si_err_set(err, SI_ERANGE, CU_NAME ": ATTN: seq %d pos %d does not fit n_ctx %u (layer %u)", s, pos,
-                            n_ctx, p->kv_layer);
-        else if ((uint32_t)pos != len[s] + added[s])
-            rc = si_err_set(err, SI_EINVAL,
-                            CU_NAME ": ATTN: seq %d pos %d, but layer %u holds %u positions: positions must be contiguous",
-                            s, pos, p->kv_layer, len[s] + added[s]);
-        if (rc != SI_OK) {
-            free(added);
-            return rc;
-        }
-        added[s]++;
+    int rc = attn_positions(p, kv, n, added, err);
+    /* Paged cache: the pages of the new positions (may refuse the op;
+     * normally attn_pages_early took them already). */
+    if (rc == SI_OK && kv->i8)
+        rc = cu_kv_pages_reserve(b, kv, len, added, p->kv_layer, err);
+    if (rc != SI_OK) {
+        free(added);
+        return rc;
     }
     size_t bytes = 2 * rnd((size_t)n * sizeof(int32_t)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float));
     void *ws = cu_ws_reserve(b, bytes, err);
@@ -246,7 +286,6 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
     int32_t *d_pos = take(&cv, (size_t)n * sizeof(int32_t));
     int32_t *d_seq = take(&cv, (size_t)n * sizeof(int32_t));
     float *rope = take(&cv, (size_t)n * (p->n_rot + 1) * sizeof(float));
-    int rc;
     if ((rc = h2d(b, d_pos, p->pos, (size_t)n * sizeof(int32_t), err)) != SI_OK ||
         (rc = h2d(b, d_seq, p->seq, (size_t)n * sizeof(int32_t), err)) != SI_OK) {
         free(added);
@@ -265,6 +304,9 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
         .yarn_orig_ctx = p->yarn_orig_ctx, .n = n, .pos = d_pos, .seq = d_seq, .rope = rope,
         .kc = kv->k + (uint64_t)p->kv_layer * kv->layer_bytes, .vc = kv->v + (uint64_t)p->kv_layer * kv->layer_bytes,
         .f16 = kv->f16, .n_ctx = n_ctx,
+        .i8 = kv->i8, .pages = kv->table, .max_pages = kv->max_pages,
+        .ks = kv->i8 ? kv->ks + (uint64_t)p->kv_layer * kv->layer_scales : NULL,
+        .vs = kv->i8 ? kv->vs + (uint64_t)p->kv_layer * kv->layer_scales : NULL,
     };
     if ((rc = cu_attn_prepare(b, &a, p->pos, err)) != SI_OK) {
         free(added);
@@ -553,7 +595,7 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     }
     /* Uploads between execs may have changed any input. */
     b->xq_key = NULL;
-    int rc = SI_OK;
+    int rc = attn_pages_early(b, ops, n_ops, err);
     for (size_t i = 0; i < n_ops && rc == SI_OK; i++) {
         cu_prof_before(b, i, n_ops, &ops[i]);
         rc = cu_exec_one(b, &ops[i], true, err);

@@ -4,7 +4,19 @@
  *
  * Knobs ([backend.cuda_sm120], read with host->cfg_get):
  *   device  = N           CUDA device index (default 0)
- *   kv_type = f16 | f32   KV cache element type (default f16)
+ *   kv_type = f16 | f32 | i8  (or int8) KV cache of the full-attention layers
+ *                         (default f16): dense f16 or f32, or i8: paged
+ *                         (16 positions a page), int8 K and V with an f32
+ *                         scale per (position, kv head), page table per
+ *                         sequence, pages taken on append and returned by
+ *                         kv_seq_reset (cuda_kv.c, cuda_attn_i8.cu).  The
+ *                         attention is exact over every position in all
+ *                         three; i8 adds the int8 rounding of K and V.
+ *   kv_pages = N          i8 only: pages in the pool (per layer; default
+ *                         n_seq x ceil(n_ctx / 16), what the dense cache
+ *                         holds).  Fewer pages let more sequences share
+ *                         memory; an append that finds no free page fails
+ *                         with SI_ENOMEM naming sequence and position.
  *   matmul  = f32 | dp4a  MATMUL/MOE products with Q8_0/Q4_K/Q5_K/Q6_K
  *                         weights and <= 8 columns (any number for the
  *                         per-token experts): dp4a (opt-in) quantises the
@@ -45,8 +57,9 @@
  * Weights are uploaded as-is in their GGUF type; the kernels decode
  * F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K in registers (cuda_quant.cuh).  Every
  * op of one exec is enqueued on one stream; sync waits for it.  The KV
- * cache is a dense device array per layer ([seq][ctx][kv_head][head_dim]);
- * a paged int8 cache is the follow-up.
+ * cache (cuda_kv.c) is a dense device array per layer
+ * ([seq][ctx][kv_head][head_dim]) or, with kv_type = i8, a paged int8
+ * pool per layer.
  *
  * Kernel plugins ([kernel.NAME] with backend = "cuda_sm120") replace one op
  * kind each where their supports() says so (cuda_kernels.c; the contract
@@ -130,8 +143,23 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             kv_type = SI_TYPE_F16;
         else if (strcmp(kt, "f32") == 0)
             kv_type = SI_TYPE_F32;
+        else if (strcmp(kt, "i8") == 0 || strcmp(kt, "int8") == 0)   /* int8: [runtime] kv_type's spelling */
+            kv_type = SI_TYPE_I8;
         else
-            return si_err_set(err, SI_EINVAL, "[%s] kv_type = '%s': expected one of f16|f32", section, kt);
+            return si_err_set(err, SI_EINVAL, "[%s] kv_type = '%s': expected one of f16|f32|i8", section, kt);
+    }
+    uint32_t kv_pages = 0;   /* 0: n_seq x ceil(n_ctx / 16), see cuda_kv.c */
+    const char *kp = h->cfg_get(h, section, "kv_pages");
+    if (kp != NULL) {
+        char *end = NULL;
+        unsigned long long v = strtoull(kp, &end, 10);
+        if (end == kp || *end != '\0' || kp[0] == '-' || v < 1 || v > 0x7fffffffULL)
+            return si_err_set(err, SI_EINVAL, "[%s] kv_pages = '%s': expected a page count in 1..2147483647",
+                              section, kp);
+        kv_pages = (uint32_t)v;
+        if (kv_type != SI_TYPE_I8)
+            h->log(h, SI_LOG_WARN, CU_NAME, "[%s] kv_pages = %s has no effect: only kv_type = i8 is paged", section,
+                   kp);
     }
     bool dp4a = false;   /* see the matmul knob above */
     const char *mk = h->cfg_get(h, section, "matmul");
@@ -214,6 +242,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     cu_opcheck_init(b);
     b->device = device;
     b->kv_type = kv_type;
+    b->kv_pages = kv_pages;
     b->mm_dp4a = dp4a;
     b->mm_prefill_mma = prefill_mma;
     b->attn_split = attn_split;
@@ -245,8 +274,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s", device,
            p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
-           kv_type == SI_TYPE_F16 ? "f16" : "f32", dp4a ? "dp4a" : "f32", prefill_mma ? "mma" : "gemv",
-           attn_split ? "split" : "simple");
+           kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
+           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple");
     *out = b;
     return SI_OK;
 }
@@ -521,89 +550,6 @@ static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *o
     return SI_OK;
 }
 
-/* ---- KV cache ----------------------------------------------------------- */
-
-static void cuda_kv_free(si_backend *b, si_kv *kv)
-{
-    if (kv == NULL)
-        return;
-    if (b != NULL && b->stream != NULL)
-        cudaStreamSynchronize(b->stream);
-    cudaFree(kv->k);
-    cudaFree(kv->v);
-    free(kv->len);
-    free(kv);
-}
-
-static int cuda_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err)
-{
-    if (b == NULL || out == NULL || d == NULL || !SI_HAS_MEMBER(d, si_kv_desc, n_ctx))
-        return si_err_set(err, SI_EINVAL, CU_NAME ": kv_create: descriptor missing or too small");
-    if (d->n_layer == 0 || d->n_head_kv == 0 || d->head_dim == 0 || d->n_seq == 0 || d->n_ctx == 0)
-        return si_err_set(err, SI_EINVAL,
-                          CU_NAME ": kv_create: every size must be > 0 (layers %u, kv heads %u, head_dim %u, seqs %u, ctx %u)",
-                          d->n_layer, d->n_head_kv, d->head_dim, d->n_seq, d->n_ctx);
-    const uint32_t elem = b->kv_type == SI_TYPE_F16 ? 2 : 4;
-    double layer = (double)d->n_seq * d->n_ctx * d->n_head_kv * d->head_dim * elem;
-    double total = 2.0 * layer * d->n_layer;
-    size_t free_b = 0, total_b = 0;
-    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
-    if (e != cudaSuccess)
-        return si_err_set(err, SI_EDEVICE, CU_NAME ": cudaMemGetInfo: %s", cudaGetErrorString(e));
-    if (total > (double)free_b || total > (double)(SIZE_MAX / 4))
-        return si_err_set(err, SI_ENOMEM,
-                          CU_NAME ": KV cache needs %.0f bytes (%.1f MiB: %u layers x %u seqs x %u ctx x %u kv heads x %u, %s) "
-                          "but device %d has %zu bytes (%.1f MiB) free",
-                          total, total / 1048576.0, d->n_layer, d->n_seq, d->n_ctx, d->n_head_kv, d->head_dim,
-                          elem == 2 ? "f16" : "f32", b->device, free_b, (double)free_b / 1048576.0);
-    si_kv *kv = calloc(1, sizeof *kv);
-    if (kv == NULL)
-        return si_err_set(err, SI_ENOMEM, "out of host memory");
-    kv->d = *d;
-    kv->d.size = sizeof kv->d;
-    kv->f16 = elem == 2;
-    kv->elem = elem;
-    kv->layer_bytes = (uint64_t)layer;
-    size_t bytes = (size_t)(total / 2.0);
-    kv->len = calloc((size_t)d->n_layer * d->n_seq, sizeof *kv->len);
-    if (kv->len == NULL) {
-        free(kv);
-        return si_err_set(err, SI_ENOMEM, "out of host memory");
-    }
-    if ((e = cudaMalloc((void **)&kv->k, bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&kv->v, bytes)) != cudaSuccess) {
-        cudaGetLastError();
-        cuda_kv_free(b, kv);
-        cudaMemGetInfo(&free_b, &total_b);
-        return si_err_set(err, SI_ENOMEM, CU_NAME ": KV cache: cannot allocate 2 x %zu bytes (%zu free): %s", bytes,
-                          free_b, cudaGetErrorString(e));
-    }
-    /* Rows are read only after they were written; zeros keep stray reads
-     * (a bug) finite rather than NaN-poisoned. */
-    if ((e = cudaMemsetAsync(kv->k, 0, bytes, b->stream)) != cudaSuccess ||
-        (e = cudaMemsetAsync(kv->v, 0, bytes, b->stream)) != cudaSuccess ||
-        (e = cudaStreamSynchronize(b->stream)) != cudaSuccess) {
-        cuda_kv_free(b, kv);
-        return si_err_set(err, SI_EDEVICE, CU_NAME ": KV cache: %s", cudaGetErrorString(e));
-    }
-    b->host->log(b->host, SI_LOG_INFO, CU_NAME, "KV cache: %u layers x %u seqs x %u ctx, %s, %.1f MiB", d->n_layer,
-                 d->n_seq, d->n_ctx, kv->f16 ? "f16" : "f32", total / 1048576.0);
-    *out = kv;
-    return SI_OK;
-}
-
-static int cuda_kv_seq_reset(si_backend *b, si_kv *kv, uint32_t seq, si_err *err)
-{
-    (void)b;
-    if (kv == NULL)
-        return si_err_set(err, SI_EINVAL, CU_NAME ": kv_seq_reset: no KV cache");
-    if (seq >= kv->d.n_seq)
-        return si_err_set(err, SI_ERANGE, CU_NAME ": kv_seq_reset: seq %u >= n_seq %u", seq, kv->d.n_seq);
-    for (uint32_t l = 0; l < kv->d.n_layer; l++)
-        kv->len[(size_t)l * kv->d.n_seq + seq] = 0;
-    return SI_OK;
-}
-
 static int cuda_sync(si_backend *b, si_err *err)
 {
     if (b == NULL)
@@ -620,9 +566,9 @@ static const struct si_backend_ops cuda_ops = {
     .upload = cuda_upload,
     .download = cuda_download,
     .weight_load = cuda_weight_load,
-    .kv_create = cuda_kv_create,
-    .kv_free = cuda_kv_free,
-    .kv_seq_reset = cuda_kv_seq_reset,
+    .kv_create = cu_kv_create,
+    .kv_free = cu_kv_free,
+    .kv_seq_reset = cu_kv_seq_reset,
     .supports = cu_supports,
     .exec = cu_exec,
     .sync = cuda_sync,
@@ -631,5 +577,5 @@ static const struct si_backend_ops cuda_ops = {
 
 SI_PLUGIN_DEFINE(SI_KIND_BACKEND, CU_NAME, "0.2.0",
                  "CUDA backend for sm_90/sm_120: every op, GGUF weights decoded in registers, "
-                 "f32-accumulate GEMV, dense f16/f32 KV cache",
+                 "f32-accumulate GEMV, dense f16/f32 or paged int8 KV cache",
                  cuda_probe, &cuda_ops, NULL)

@@ -6,7 +6,8 @@
  * positions.  Every token's logits are compared: top-1 agreement >= 0.99
  * and mean KL(cpu || cuda) <= 0.01, for F32 and Q8_0 weights.  The cpu
  * backend runs matmul = ref with an f32 cache; cuda_sm120 its default f16
- * cache.
+ * cache, or the cache SI_CUDA_TEST_KV=f16|f32|i8 names (i8: the paged
+ * int8 cache, same gates).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  CK_NOFORK:
  * a CUDA context does not survive fork(). */
@@ -32,6 +33,7 @@
 #define DECODE   60
 
 static si_config *cfg;
+static const char *kv_name = "default";   /* cuda_sm120's kv_type, for the report */
 static si_host host;
 static void *dl[4];
 static const si_plugin *p_cpu, *p_cu, *p_q35, *p_q36;
@@ -181,8 +183,8 @@ static void model_case(bool moe, uint32_t weight_type)
         step_both(&rc, &rg, &b2, V, &st);
     }
     double agree = (double)st.agree / st.rows, kl = st.kl_sum / st.rows;
-    printf("  %s %s: %u positions, top-1 agreement %.4f, mean KL %.3g, max KL %.3g\n", moe ? "qwen36" : "qwen35",
-           host.type_name(weight_type), st.rows, agree, kl, st.kl_max);
+    printf("  %s %s, kv %s: %u positions, top-1 agreement %.4f, mean KL %.3g, max KL %.3g\n",
+           moe ? "qwen36" : "qwen35", host.type_name(weight_type), kv_name, st.rows, agree, kl, st.kl_max);
     ck_assert_msg(agree >= 0.99, "top-1 agreement %.4f < 0.99", agree);
     ck_assert_msg(kl <= 0.01, "mean KL %g > 0.01", kl);
     run_close(&rc);
@@ -218,17 +220,28 @@ int main(void)
     /* SI_CUDA_TEST_PREFILL_MM=mma|gemv picks prefill_mm (the 240-token
      * prefill's products); default gemv: the gates above hold for f32
      * activations only.  Any int8-activation path moves top-1 on these tiny
-     * random models (the cpu's own int8 path, as_cpu below: 0.85 / 0.66 for
+     * random models (the cpu's own int8 path against ref: 0.85 / 0.66 for
      * Q8_0), so mma is checked op by op against that path instead
      * (check_cuda_ops, test_matmul_mma) and here against cpu fast. */
     const char *pk = getenv("SI_CUDA_TEST_PREFILL_MM");
     if (pk == NULL)
         pk = "gemv";
-    char cu_text[384];
+    /* SI_CUDA_TEST_KV=f16|f32|i8 picks cuda_sm120's kv_type (default: the
+     * backend's default); ignored with SI_CUDA_TEST_AS_CPU (the cpu has no
+     * i8 cache). */
+    const char *kt = getenv("SI_CUDA_TEST_KV");
+    if (kt != NULL && *kt == '\0')
+        kt = NULL;
+    if (kt != NULL && !as_cpu)
+        kv_name = kt;
+    else if (as_cpu)
+        kv_name = "f16 (cpu stand-in)";
+    char cu_text[512];
     snprintf(cu_text, sizeof cu_text,
              "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 2\n"
-             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%sprefill_mm = %s\n",
-             ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "", pk);
+             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s%s%s%sprefill_mm = %s\n",
+             ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "",
+             kt != NULL ? "kv_type = " : "", kt != NULL ? kt : "", kt != NULL ? "\n" : "", pk);
     /* as_cpu: the stand-in runs the reference side's matmul path with an
      * f16 cache (its int8 path against ref would fail the gates, see
      * SI_CUDA_TEST_PREFILL_MM above). */

@@ -402,10 +402,11 @@ typedef struct attn_env {
     dt     qn, kn;
     uint32_t nh, nkv, hd, n_rot;
     float  yarn;
+    bool   i8;      /* cuda side has the int8 cache: I8_TOL/I8_RMS, errors printed */
 } attn_env;
 
-static void attn_open_shape(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
-                            uint32_t nkv, uint32_t hd, uint32_t n_ctx)
+static void attn_open_seqs(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
+                           uint32_t nkv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq)
 {
     si_err err = { { 0 } };
     pair_open(&a->p, cpu_sec, cu_sec);
@@ -414,11 +415,19 @@ static void attn_open_shape(attn_env *a, const char *cpu_sec, const char *cu_sec
     a->hd = hd;
     a->n_rot = hd / 2;
     a->yarn = yarn;
-    si_kv_desc d = { .size = sizeof d, .n_layer = 2, .n_head_kv = a->nkv, .head_dim = a->hd, .n_seq = 2, .n_ctx = n_ctx };
+    a->i8 = false;
+    si_kv_desc d = { .size = sizeof d, .n_layer = 2, .n_head_kv = a->nkv, .head_dim = a->hd, .n_seq = n_seq,
+                     .n_ctx = n_ctx };
     ck_assert_msg(a->p.co->kv_create(a->p.cb, &d, &a->ckv, &err) == SI_OK, "%s", err.msg);
     ck_assert_msg(a->p.go->kv_create(a->p.gb, &d, &a->gkv, &err) == SI_OK, "%s", err.msg);
     dt_rand(&a->p, &a->qn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
     dt_rand(&a->p, &a->kn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
+}
+
+static void attn_open_shape(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
+                            uint32_t nkv, uint32_t hd, uint32_t n_ctx)
+{
+    attn_open_seqs(a, cpu_sec, cu_sec, yarn, nh, nkv, hd, n_ctx, 2);
 }
 
 static void attn_open(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn)
@@ -435,8 +444,59 @@ static void attn_close(attn_env *a)
     pair_close(&a->p);
 }
 
-/* One ATTN op of n tokens on layer 1; returns the statuses. */
-static void attn_step(attn_env *a, uint32_t n, const int32_t *pos, const int32_t *seq, double tol, int expect)
+/* int8 K/V (kv_type = i8) against the cpu's f32 cache: each K and V
+ * element is off by up to scale/2 = max|row|/254, independently; a C
+ * model of exactly these inputs (q/k RMS-normed with U(-1,1) weights, V
+ * U(-1,1), gate) puts the output error at 0.4-0.6% of max |out| for
+ * contexts 1..1000 and head_dim 64..256.  Gates: max |diff| <= 2e-2 max
+ * |cpu| and RMS(diff) <= 1e-2 RMS(cpu) (a wrong scale, slot or page is
+ * O(1) at short contexts; the RMS gate catches a wrong page at long
+ * ones).  Both errors are printed for every step. */
+#define I8_TOL 2e-2
+#define I8_RMS 1e-2
+
+static void i8_compare(pair *p, const dt *t, uint32_t n, const int32_t *pos)
+{
+    si_err err = { { 0 } };
+    size_t cnt = (size_t)(t->bytes / 4);
+    float *c = malloc(t->bytes), *g = malloc(t->bytes);
+    ck_assert(c != NULL && g != NULL);
+    ck_assert_msg(p->co->download(p->cb, c, t->cbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->download(p->gb, g, t->gbuf, 0, t->bytes, &err) == SI_OK, "%s", err.msg);
+    double mx = 0.0, md = 0.0, ss = 0.0, sd = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        ck_assert_msg(isfinite(c[i]), "ATTN i8: cpu value %zu is %g", i, (double)c[i]);
+        ck_assert_msg(isfinite(g[i]), "ATTN i8: cuda value %zu is %g (cpu %g)", i, (double)g[i], (double)c[i]);
+        const double d = fabs((double)g[i] - (double)c[i]);
+        mx = fmax(mx, fabs(c[i]));
+        ss += (double)c[i] * c[i];
+        sd += d * d;
+        if (d > md) {
+            md = d;
+            at = i;
+        }
+    }
+    int32_t lo = pos[0], hi = pos[0];
+    for (uint32_t i = 1; i < n; i++) {
+        lo = pos[i] < lo ? pos[i] : lo;
+        hi = pos[i] > hi ? pos[i] : hi;
+    }
+    const double rel = md / fmax(mx, 1e-30), rms = sqrt(sd / fmax(ss, 1e-300));
+    printf("  ATTN i8: %3u tokens, contexts %4d..%4d: max|diff| %.3g = %.2e of max|cpu| %.3g, rms %.2e\n", n,
+           (int)lo + 1, (int)hi + 1, md, rel, mx, rms);
+    ck_assert_msg(rel <= I8_TOL, "ATTN i8: max |diff| %g at %zu (cpu %g, cuda %g) = %g of max |cpu| %g > %g", md, at,
+                  (double)c[at], (double)g[at], rel, mx, I8_TOL);
+    ck_assert_msg(rms <= I8_RMS, "ATTN i8: relative RMS error %g > %g", rms, I8_RMS);
+    free(c);
+    free(g);
+}
+
+/* One ATTN op of n tokens on layer 1 on both backends (gpu_only: on the
+ * cuda side only, whose error is then copied to *gerr); both must return
+ * `expect`, and on SI_OK the outputs must agree. */
+static void attn_run(attn_env *a, uint32_t n, const int32_t *pos, const int32_t *seq, double tol, int expect,
+                     bool gpu_only, si_err *gerr)
 {
     dt qg, k, v, y;
     dt_rand(&a->p, &qg, SI_TYPE_F32, 2 * a->nh * a->hd, n, 1, 2.0f);
@@ -459,18 +519,51 @@ static void attn_step(attn_env *a, uint32_t n, const int32_t *pos, const int32_t
     ck_assert(a->p.co->supports(a->p.cb, &c));
     ck_assert(a->p.go->supports(a->p.gb, &g));
     si_err ec = { { 0 } }, eg = { { 0 } };
-    int rc = a->p.co->exec(a->p.cb, &c, 1, &ec);
-    int rg = a->p.go->exec(a->p.gb, &g, 1, &eg);
+    int rc = gpu_only ? expect : a->p.co->exec(a->p.cb, &c, 1, &ec);
+    /* gpu_only: an ADD into a poisoned z runs first in the same exec; when
+     * the exec fails it must have run nothing (z still all NaN). */
+    dt z;
+    si_op ops[2] = { { .kind = SI_OP_ADD }, g };
+    if (gpu_only) {
+        dt_make(&a->p, &z, SI_TYPE_F32, 2 * a->nh * a->hd, n, 1, NULL);
+        ops[0].src[0] = &qg.g;
+        ops[0].src[1] = &qg.g;
+        ops[0].dst = z.g;
+    }
+    int rg = a->p.go->exec(a->p.gb, gpu_only ? ops : &g, gpu_only ? 2 : 1, &eg);
     if (rg == SI_OK && a->p.go->sync != NULL)
         rg = a->p.go->sync(a->p.gb, &eg);
+    if (gerr != NULL)
+        *gerr = eg;
+    if (gpu_only) {
+        si_err e2 = { { 0 } };
+        float *zh = malloc(z.bytes);
+        ck_assert_ptr_nonnull(zh);
+        ck_assert_msg(a->p.go->download(a->p.gb, zh, z.gbuf, 0, z.bytes, &e2) == SI_OK, "%s", e2.msg);
+        size_t done = 0;
+        for (size_t i = 0; i < z.bytes / 4; i++)
+            done += !isnan(zh[i]);
+        ck_assert_msg(rg == SI_OK || done == 0, "the failed exec ran its first op (%zu values written)", done);
+        free(zh);
+        dt_free(&a->p, &z);
+    }
     ck_assert_msg(rc == expect, "cpu: %d %s", rc, ec.msg);
     ck_assert_msg(rg == expect, "cuda: %d %s", rg, eg.msg);
-    if (expect == SI_OK)
+    if (gpu_only)
+        ;
+    else if (expect == SI_OK && a->i8)
+        i8_compare(&a->p, &y, n, pos);
+    else if (expect == SI_OK)
         dt_compare(&a->p, &y, tol, "ATTN");
     dt_free(&a->p, &qg);
     dt_free(&a->p, &k);
     dt_free(&a->p, &v);
     dt_free(&a->p, &y);
+}
+
+static void attn_step(attn_env *a, uint32_t n, const int32_t *pos, const int32_t *seq, double tol, int expect)
+{
+    attn_run(a, n, pos, seq, tol, expect, false, NULL);
 }
 
 static void attn_sequence(attn_env *a, double tol)
@@ -549,7 +642,8 @@ END_TEST
  * shorter than the other (its later splits are empty), then decoding
  * seq 0 alone through 1576..1601 (the last chunk partial, full, and of one
  * position: 1600 = 25 * 64). */
-static void attn_long(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd, double tol)
+static void attn_long_kv(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd, double tol,
+                         bool i8)
 {
     attn_env a;
     int32_t pos[512], seq[512];
@@ -557,6 +651,7 @@ static void attn_long(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint
     const uint32_t rng_saved = rng_state;
     rng_state = 777u;
     attn_open_shape(&a, cpu_sec, cu_sec, 0.0f, nh, nkv, hd, 2048);
+    a.i8 = i8;
     for (int b = 0; b < 3; b++) {
         for (int i = 0; i < 512; i++) {
             seq[i] = 0;
@@ -584,6 +679,11 @@ static void attn_long(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint
     }
     attn_close(&a);
     rng_state = rng_saved;
+}
+
+static void attn_long(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd, double tol)
+{
+    attn_long_kv(cpu_sec, cu_sec, nh, nkv, hd, tol, false);
 }
 
 /* 35B-like: head_dim 256, f16 cache, 8 query heads per kv head. */
@@ -620,6 +720,177 @@ START_TEST(test_kv_too_big)
     ck_assert_ptr_nonnull(strstr(err.msg, "free"));
     ck_assert_ptr_null(kv);
     pair_close(&p);
+}
+END_TEST
+
+/* ---- ATTN over the paged int8 cache (kv_type = i8) ------------------------ */
+
+/* Three sequences through page boundaries (pages of 16 positions):
+ * contexts 1, 15, 16, 17, 18, 100, 1000, 1001 with prefill batches that
+ * interleave sequences and decode steps of several sequences at once;
+ * then seq 1 is reset, its two pages go to seq 2 (the free list is a
+ * stack) and seq 1 starts over in fresh pages.  cpu: f32 cache (exact);
+ * cuda: int8 K/V, I8_TOL/I8_RMS.  9B-like grouping: 4 query heads per kv
+ * head, head_dim 128. */
+START_TEST(test_attn_i8_pages)
+{
+    attn_env a;
+    int32_t pos[512], seq[512];
+    const uint32_t rng_saved = rng_state;
+    rng_state = 4242u;
+    printf(" ATTN i8, 3 sequences through page boundaries (reset and reuse at the end):\n");
+    attn_open_seqs(&a, "backend.cpu", "backend.cuda_i8", 0.0f, 8, 2, 128, 1024, 3);
+    a.i8 = true;
+    /* prefill, round robin: seq 0 one token, seq 1 15, seq 2 17 */
+    uint32_t n = 0;
+    for (int i = 0; i < 17; i++)
+        for (int s = 0; s < 3; s++)
+            if (i < (s == 0 ? 1 : s == 1 ? 15 : 17)) {
+                seq[n] = s;
+                pos[n++] = i;
+            }
+    attn_step(&a, n, pos, seq, 0, SI_OK);
+    /* decode all three: contexts 2, 16 (seq 1's first page full), 18 */
+    pos[0] = 1;  seq[0] = 0;
+    pos[1] = 15; seq[1] = 1;
+    pos[2] = 17; seq[2] = 2;
+    attn_step(&a, 3, pos, seq, 0, SI_OK);
+    /* seq 1 into its second page (context 17), seq 0 context 3 */
+    pos[0] = 16; seq[0] = 1;
+    pos[1] = 2;  seq[1] = 0;
+    attn_step(&a, 2, pos, seq, 0, SI_OK);
+    /* seq 2 to context 100 */
+    for (int i = 0; i < 82; i++) {
+        seq[i] = 2;
+        pos[i] = 18 + i;
+    }
+    attn_step(&a, 82, pos, seq, 0, SI_OK);
+    /* seq 0 to context 999 in two prefill batches */
+    for (int b = 0; b < 2; b++) {
+        const int cnt = b == 0 ? 512 : 484;
+        for (int i = 0; i < cnt; i++) {
+            seq[i] = 0;
+            pos[i] = 3 + b * 512 + i;
+        }
+        attn_step(&a, (uint32_t)cnt, pos, seq, 0, SI_OK);
+    }
+    /* decode: seq 0 at context 1000 with the others, then 1001 alone */
+    pos[0] = 999; seq[0] = 0;
+    pos[1] = 17;  seq[1] = 1;
+    pos[2] = 100; seq[2] = 2;
+    attn_step(&a, 3, pos, seq, 0, SI_OK);
+    pos[0] = 1000; seq[0] = 0;
+    attn_step(&a, 1, pos, seq, 0, SI_OK);
+    /* reset seq 1: its pages go back; seq 2 grows into two new pages
+     * (101..140 reaches page 8), then seq 1 starts over with seq 0 */
+    si_err err = { { 0 } };
+    ck_assert(a.p.co->kv_seq_reset(a.p.cb, a.ckv, 1, &err) == SI_OK);
+    ck_assert_msg(a.p.go->kv_seq_reset(a.p.gb, a.gkv, 1, &err) == SI_OK, "%s", err.msg);
+    for (int i = 0; i < 40; i++) {
+        seq[i] = 2;
+        pos[i] = 101 + i;
+    }
+    attn_step(&a, 40, pos, seq, 0, SI_OK);
+    for (int i = 0; i < 20; i++) {
+        seq[i] = 1;
+        pos[i] = i;
+    }
+    seq[20] = 0;
+    pos[20] = 1001;
+    attn_step(&a, 21, pos, seq, 0, SI_OK);
+    pos[0] = 20;  seq[0] = 1;
+    pos[1] = 141; seq[1] = 2;
+    pos[2] = 1002; seq[2] = 0;
+    attn_step(&a, 3, pos, seq, 0, SI_OK);
+    attn_close(&a);
+    rng_state = rng_saved;
+}
+END_TEST
+
+/* 35B-like (head_dim 256, 8 query heads per kv head), long context with
+ * many splits: the same steps as the f16/f32 long tests, split and
+ * unsplit (attn = simple runs the int8 kernel with one split). */
+START_TEST(test_attn_i8_long_split)
+{
+    printf(" ATTN i8, long context, split:\n");
+    attn_long_kv("backend.cpu", "backend.cuda_i8", 8, 1, 256, 0, true);
+}
+END_TEST
+
+START_TEST(test_attn_i8_long_simple)
+{
+    printf(" ATTN i8, long context, attn = simple (one split):\n");
+    attn_long_kv("backend.cpu", "backend.cuda_i8_simple", 8, 1, 256, 0, true);
+}
+END_TEST
+
+/* A pool of 4 pages (kv_pages = 4) for 2 sequences: a batch that needs a
+ * page when none is free fails as a whole with SI_ENOMEM naming sequence,
+ * position and pool; nothing of it is written (seq 0's token of that
+ * batch then runs alone at the same position), and after a reset the
+ * pages serve the other sequence.  The failing steps run on the cuda side
+ * only (the cpu cache is not paged), so both caches stay in step; with
+ * SI_CUDA_TEST_AS_CPU they are skipped. */
+START_TEST(test_attn_i8_pool)
+{
+    attn_env a;
+    int32_t pos[64], seq[64];
+    si_err err = { { 0 } };
+    const uint32_t rng_saved = rng_state;
+    rng_state = 99u;
+    printf(" ATTN i8, pool of 4 pages:\n");
+    if (!as_cpu) {
+        si_backend *bad = NULL;
+        const struct si_backend_ops *ops = p_cu->ops;
+        ck_assert_int_eq(ops->open(&host, "backend.cuda_badpages", &bad, &err), SI_EINVAL);
+        ck_assert_msg(strstr(err.msg, "kv_pages") != NULL, "%s", err.msg);
+    }
+    attn_open_seqs(&a, "backend.cpu", "backend.cuda_i8_small", 0.0f, 4, 2, 64, 256, 2);
+    a.i8 = true;
+    for (int i = 0; i < 50; i++) {   /* seq 0: 40 positions (3 pages), seq 1: 10 (1 page) */
+        seq[i] = i < 40 ? 0 : 1;
+        pos[i] = i < 40 ? i : i - 40;
+    }
+    attn_step(&a, 50, pos, seq, 0, SI_OK);
+    for (int i = 0; i < 6; i++) {    /* seq 1 to 16 positions: still its first page */
+        seq[i] = 1;
+        pos[i] = 10 + i;
+    }
+    attn_step(&a, 6, pos, seq, 0, SI_OK);
+    if (!as_cpu) {
+        pos[0] = 40; seq[0] = 0;      /* fits in seq 0's third page */
+        pos[1] = 16; seq[1] = 1;      /* needs a fifth page */
+        attn_run(&a, 2, pos, seq, 0, SI_ENOMEM, true, &err);
+        printf("  pool exhausted as expected: %s\n", err.msg);
+        ck_assert_msg(strstr(err.msg, "seq 1 ") != NULL && strstr(err.msg, "position 16 ") != NULL &&
+                      strstr(err.msg, "pool's 4 pages") != NULL, "unclear message: %s", err.msg);
+    }
+    pos[0] = 40; seq[0] = 0;
+    attn_step(&a, 1, pos, seq, 0, SI_OK);
+    ck_assert(a.p.co->kv_seq_reset(a.p.cb, a.ckv, 0, &err) == SI_OK);
+    ck_assert_msg(a.p.go->kv_seq_reset(a.p.gb, a.gkv, 0, &err) == SI_OK, "%s", err.msg);
+    pos[0] = 16; seq[0] = 1;
+    attn_step(&a, 1, pos, seq, 0, SI_OK);
+    for (int i = 0; i < 30; i++) {   /* seq 0 anew: 2 pages; the pool is full again */
+        seq[i] = 0;
+        pos[i] = i;
+    }
+    attn_step(&a, 30, pos, seq, 0, SI_OK);
+    pos[0] = 30; seq[0] = 0;
+    pos[1] = 17; seq[1] = 1;
+    attn_step(&a, 2, pos, seq, 0, SI_OK);
+    pos[0] = 31; seq[0] = 0;
+    attn_step(&a, 1, pos, seq, 0, SI_OK);
+    if (!as_cpu) {
+        pos[0] = 32; seq[0] = 0;
+        attn_run(&a, 1, pos, seq, 0, SI_ENOMEM, true, &err);
+        ck_assert_msg(strstr(err.msg, "seq 0 ") != NULL && strstr(err.msg, "position 32 ") != NULL, "%s", err.msg);
+        /* and the other sequence still runs */
+        pos[0] = 18; seq[0] = 1;
+        attn_step(&a, 1, pos, seq, 0, SI_OK);
+    }
+    attn_close(&a);
+    rng_state = rng_saved;
 }
 END_TEST
 
@@ -957,8 +1228,16 @@ int main(void)
      * must equal; cuda_gemv the cpu's f32 reference) */
     const char *mma_extra = as_cpu ? "threads = 2\n" : "";
     const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\n";
-    char text[2048];
+    /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
+     * limit kv_pages, which the cpu does not have, is then not tested) */
+    const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
+    const char *i8_pages = as_cpu ? "" : "kv_pages = 4\n";
+    char text[4096];
     snprintf(text, sizeof text,
+             "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
+             "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
+             "[backend.cuda_i8_small]\npath = cuda_sm120.so\n%s%s%s"
+             "[backend.cuda_badpages]\npath = cuda_sm120.so\nkv_type = i8\nkv_pages = 0\n"
              "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 2\n"
              "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 2\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -969,8 +1248,8 @@ int main(void)
              "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 2\n"
              "[backend.cuda_mma]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s",
-             cu_extra, cu_extra, cu_extra, dp_extra, cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra,
-             gemv_extra);
+             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, dp_extra,
+             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -1021,6 +1300,10 @@ int main(void)
     tcase_add_test(tc, test_attn_long_f32);
     tcase_add_test(tc, test_kv_too_big);
     tcase_add_loop_test(tc, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
+    tcase_add_test(tc, test_attn_i8_pages);
+    tcase_add_test(tc, test_attn_i8_long_split);
+    tcase_add_test(tc, test_attn_i8_long_simple);
+    tcase_add_test(tc, test_attn_i8_pool);
     tcase_add_test(tc, test_moe);
     tcase_add_test(tc, test_moe_dp4a);
     tcase_add_test(tc, test_matmul_mma);

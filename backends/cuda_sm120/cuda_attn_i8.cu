@@ -1,0 +1,226 @@
+// backends/cuda_sm120/cuda_attn_i8.cu — split-K attention (flash-decoding)
+// over the paged int8 KV cache (kv_type = i8).  Same scheme and the same
+// partials as the dense split_kernel in cuda_attn.cu (whose combine_kernel
+// merges them); what differs is where a row lives and what it holds:
+//   - position p of the token's sequence is row (page, g, p % 16) with
+//     page = pages[seq][p / 16]; a 64-position tile is 4 pages, so the
+//     tile's row offsets and scales are looked up once per tile into
+//     shared memory by threads 0..63;
+//   - K/V rows are int8 with one f32 scale each.  Scores are q . k_int in
+//     f32 (q stays f32: no second rounding, the cache's own error is all
+//     there is; decode is bound by the int8 bytes, not by these FMAs)
+//     times k_scale / sqrt(hd), applied once per row after the dot.  The
+//     V scale is folded into the softmax weight (p_i * v_scale_i) after
+//     the row sum l took the unscaled p_i, so the V loop is the dense
+//     one's on int-valued floats.
+// Lane layout as in the dense kernel: 8 elements (8 bytes of int8) per
+// lane, lpr = hd/8 lanes per row, so one warp-wide load covers 256
+// contiguous bytes of the page (a page's 16 rows of one kv head are
+// contiguous: 16 * hd bytes).  The raw 8 bytes are kept in registers
+// (2 words) and converted when used, so more rows can be in flight per
+// lane than with f16 at the same register count.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_attn.cuh"
+
+// 8 int8 packed in r as floats.
+static __device__ __forceinline__ void unpack8(uint2 r, float *x)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        x[j] = (float)(int8_t)(r.x >> (8 * j));
+        x[4 + j] = (float)(int8_t)(r.y >> (8 * j));
+    }
+}
+
+template <int RB>
+__global__ void __launch_bounds__(SPLIT_THREADS) split_i8_kernel(cu_attn a, int32_t chunk, int n_split)
+{
+    extern __shared__ float sm[];   // q, later the folded sums: [RB][hd]; p: [RB][SPLIT_TILE]
+    __shared__ double red[33];
+    __shared__ float m_s[RB], l_s[RB], f_s[RB];
+    __shared__ uint64_t row_s[SPLIT_TILE];          // byte offset of each row of the tile
+    __shared__ float sk_s[SPLIT_TILE], sv_s[SPLIT_TILE];
+    const int U = RB >= 8 ? 4 : 8;  // rows loaded ahead per lane (8 bytes each)
+    const int hd = a.head_dim;
+    const int64_t t = blockIdx.x;
+    const int h0 = blockIdx.y * RB, s = blockIdx.z;
+    const int g = h0 / (a.n_head / a.n_head_kv);
+    const int64_t pos = a.pos[t];
+    const int64_t c0 = (int64_t)s * chunk;
+    if (c0 > pos)
+        return;   // beyond this token's context: combine reads only splits <= pos / chunk
+    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    const int32_t seq = a.seq[t];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int lpr = hd >> 3, ppw = 32 / lpr;
+    const int sub = lane / lpr, cl = lane % lpr;
+    const int iters = SPLIT_TILE / (SPLIT_WARPS * ppw);
+    float *qs = sm, *ps = sm + RB * hd;
+    const int8_t *kc = (const int8_t *)a.kc + cl * 8, *vc = (const int8_t *)a.vc + cl * 8;
+
+    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
+        qs[i] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
+    if (threadIdx.x < RB) {
+        m_s[threadIdx.x] = -INFINITY;
+        l_s[threadIdx.x] = 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < RB; r++)
+        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
+    float q[RB][8], acc[RB][8];
+#pragma unroll
+    for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            q[r][j] = qs[r * hd + cl * 8 + j];
+            acc[r][j] = 0.0f;
+        }
+
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t p0 = c0; p0 < c1; p0 += SPLIT_TILE) {
+        const int cnt = c1 - p0 < SPLIT_TILE ? (int)(c1 - p0) : SPLIT_TILE;
+        // page lookup of the tile's rows (the previous tile's readers are
+        // past the __syncthreads that ends it)
+        if (threadIdx.x < cnt) {
+            const uint64_t row = kv_page_row(a, seq, p0 + threadIdx.x, g);
+            row_s[threadIdx.x] = row * (uint64_t)hd;
+            sk_s[threadIdx.x] = a.ks[row] * scale;
+            sv_s[threadIdx.x] = a.vs[row];
+        }
+        __syncthreads();
+        // scores of the tile: ps[r][i] = q_r . k_i * k_scale_i / sqrt(hd)
+        for (int it0 = 0; it0 < iters; it0 += U) {
+            uint2 kr[U];
+            int ii[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                ii[u] = ((it0 + u) * SPLIT_WARPS + warp) * ppw + sub;   // >= SPLIT_TILE past iters
+                kr[u] = ii[u] < cnt ? __ldg((const uint2 *)(kc + row_s[ii[u]])) : make_uint2(0u, 0u);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float kx[8];
+                unpack8(kr[u], kx);
+#pragma unroll
+                for (int r = 0; r < RB; r++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        d = fmaf(q[r][j], kx[j], d);
+                    for (int o = lpr >> 1; o > 0; o >>= 1)
+                        d += __shfl_xor_sync(0xffffffffu, d, o);
+                    if (cl == 0 && ii[u] < cnt)
+                        ps[r * SPLIT_TILE + ii[u]] = d * sk_s[ii[u]];
+                }
+            }
+        }
+        __syncthreads();
+        // online softmax, one warp per head: l takes p = e^(score - m_new),
+        // ps keeps p * v_scale for the V pass; rows past cnt get 0
+        for (int r = warp; r < RB; r += SPLIT_WARPS) {
+            float *pr = ps + r * SPLIT_TILE;
+            const float v0 = lane < cnt ? pr[lane] : -INFINITY;
+            const float v1 = lane + 32 < cnt ? pr[lane + 32] : -INFINITY;
+            const float mo = m_s[r], mn = fmaxf(mo, warp_max(fmaxf(v0, v1)));
+            const float f = mo == -INFINITY ? 0.0f : expf(mo - mn);
+            const float e0 = lane < cnt ? expf(v0 - mn) : 0.0f;
+            const float e1 = lane + 32 < cnt ? expf(v1 - mn) : 0.0f;
+            pr[lane] = lane < cnt ? e0 * sv_s[lane] : 0.0f;
+            pr[lane + 32] = lane + 32 < cnt ? e1 * sv_s[lane + 32] : 0.0f;
+            const float sum = cu_warp_sum(e0 + e1);
+            if (lane == 0) {
+                m_s[r] = mn;
+                l_s[r] = l_s[r] * f + sum;
+                f_s[r] = f;
+            }
+        }
+        __syncthreads();
+        // acc = acc * f + sum_i (p_i v_scale_i) v_int_i
+#pragma unroll
+        for (int r = 0; r < RB; r++) {
+            const float f = f_s[r];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][j] *= f;
+        }
+        for (int it0 = 0; it0 < iters; it0 += U) {
+            uint2 vr[U];
+            int ii[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                ii[u] = ((it0 + u) * SPLIT_WARPS + warp) * ppw + sub;
+                vr[u] = ii[u] < cnt ? __ldg((const uint2 *)(vc + row_s[ii[u]])) : make_uint2(0u, 0u);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (ii[u] >= cnt)
+                    continue;
+                float vx[8];
+                unpack8(vr[u], vx);
+#pragma unroll
+                for (int r = 0; r < RB; r++) {
+                    const float p = ps[r * SPLIT_TILE + ii[u]];
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[r][j] = fmaf(p, vx[j], acc[r][j]);
+                }
+            }
+        }
+        __syncthreads();   // ps, f_s, row_s and the scales are rewritten by the next tile
+    }
+
+    // fold the sub-rows of each warp, then the warps in order into qs
+    for (int o = lpr; o < 32; o <<= 1)
+#pragma unroll
+        for (int r = 0; r < RB; r++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], o);
+    float *fold = qs;   // q is in registers since before the first tile
+    for (int w = 0; w < SPLIT_WARPS; w++) {
+        if (warp == w && sub == 0)
+#pragma unroll
+            for (int r = 0; r < RB; r++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    float *d = fold + r * hd + cl * 8 + j;
+                    *d = w == 0 ? acc[r][j] : *d + acc[r][j];
+                }
+        __syncthreads();
+    }
+    if (n_split == 1) {
+        float *out = a.dst + t * a.dst_stride + (uint64_t)h0 * hd;
+        for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+            const int r = i / hd, e = i % hd;
+            const float inv = 1.0f / l_s[r];
+            out[i] = fold[i] * inv / (1.0f + expf(-qg[(uint64_t)r * 2 * hd + hd + e]));
+        }
+        return;
+    }
+    // partials: acc [n][n_head][n_split][hd], then (m, l) [n][n_head][n_split][2]
+    const uint64_t pb = ((uint64_t)t * a.n_head + h0) * n_split + s;
+    float *pacc = a.part, *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+        const int r = i / hd, e = i % hd;
+        pacc[(pb + (uint64_t)r * n_split) * hd + e] = fold[i];
+    }
+    if (threadIdx.x < RB) {
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split)] = m_s[threadIdx.x];
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split) + 1] = l_s[threadIdx.x];
+    }
+}
+
+void cu_launch_split_i8(const cu_attn *a, int rb, int32_t chunk, int n_split, size_t smem, cudaStream_t s)
+{
+    const dim3 grid((unsigned)a->n, (unsigned)(a->n_head / rb), (unsigned)n_split);
+    switch (rb) {
+    case 8: split_i8_kernel<8><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split); break;
+    case 4: split_i8_kernel<4><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split); break;
+    case 2: split_i8_kernel<2><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split); break;
+    default: split_i8_kernel<1><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split); break;
+    }
+}
