@@ -25,6 +25,7 @@ struct si_backend {
     size_t         ws_size;
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
     bool           attn_split;      /* knob attn = split (else simple)       */
+    bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
     int            n_sm;            /* multiprocessors of the device         */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;

@@ -28,6 +28,15 @@
  *                         GPU stays full for one decoding token at long
  *                         context); simple is one block per (token, head)
  *                         over the whole context.  Both exact (cuda_attn.cu).
+ *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
+ *                         takes the delta rule in chunks of 64 tokens (one
+ *                         block per v-head, sequence and 32 value columns;
+ *                         the chunk's triangular system solved by forward
+ *                         substitution, f32) after a conv with one thread
+ *                         per (channel, token) (cuda_gdn_chunk.cu); seq runs
+ *                         every token in order (cuda_gdn.cu), as decode and
+ *                         shorter runs always do.  Same math, rounding
+ *                         differs (~1e-6 relative).
  *
  * Exec enqueues without host round trips: per-op host data goes through a
  * pinned staging arena, GET_ROWS checks its ids on the device and the
@@ -138,6 +147,16 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         else
             return si_err_set(err, SI_EINVAL, "[%s] attn = '%s': expected one of split|simple", section, ak);
     }
+    bool gdn_chunked = true;
+    const char *gk = h->cfg_get(h, section, "gdn_prefill");
+    if (gk != NULL) {
+        if (strcmp(gk, "chunked") == 0)
+            gdn_chunked = true;
+        else if (strcmp(gk, "seq") == 0)
+            gdn_chunked = false;
+        else
+            return si_err_set(err, SI_EINVAL, "[%s] gdn_prefill = '%s': expected one of chunked|seq", section, gk);
+    }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
     if (e != cudaSuccess)
@@ -173,6 +192,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->kv_type = kv_type;
     b->mm_dp4a = dp4a;
     b->attn_split = attn_split;
+    b->gdn_chunked = gdn_chunked;
     b->n_sm = p.multiProcessorCount;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -193,9 +213,10 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
-    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, attn %s", device,
-           p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
-           kv_type == SI_TYPE_F16 ? "f16" : "f32", dp4a ? "dp4a" : "f32", attn_split ? "split" : "simple");
+    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, attn %s, gdn_prefill %s",
+           device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+           kv_type == SI_TYPE_F16 ? "f16" : "f32", dp4a ? "dp4a" : "f32", attn_split ? "split" : "simple",
+           gdn_chunked ? "chunked" : "seq");
     *out = b;
     return SI_OK;
 }
