@@ -27,8 +27,11 @@
 //                     (dk x 32 f32) in shared memory across the chunks and
 //                     writes it back at the end; K and Q of the chunk are
 //                     stored transposed (reduction index outer) so the
-//                     4x4 / 4x2 register tiles read them as float4.  f32
-//                     FMA throughout, no tensor cores.
+//                     4x4 / 4x2 register tiles read them as float4; the
+//                     C x C matrices A and P then overwrite Q (95 KB of
+//                     shared memory at dk = 128: two blocks per sm_90 SM,
+//                     and it fits sm_120's 99 KB).  f32 FMA throughout, no
+//                     tensor cores.
 //   gnorm_kernel      the gated RMSNorm of the chunked tokens, in place on
 //                     the raw outputs chunk_kernel wrote into dst.
 #include <cuda_runtime.h>
@@ -115,16 +118,23 @@ __global__ void __launch_bounds__(128) gnorm_kernel(cu_gdn g)
 
 // ---- the chunked delta rule ----------------------------------------------
 
-// Shared memory of chunk_kernel, floats, for dk rounded up to 4 (dkp).
+// Shared memory of chunk_kernel for dk rounded up to 4 (dkp).  QT is dead
+// once the products are in registers, so A and BT then take its place:
+// 95 KB at dk = 128, under sm_120's 99 KB per block, and two blocks fit
+// an sm_90 SM.
+static __host__ __device__ int chunk_u_floats(int dkp)
+{
+    return dkp * LDC > CH * CH + CH * LDC ? dkp * LDC : CH * CH + CH * LDC;
+}
+
 static size_t chunk_smem_bytes(int dk)
 {
-    const size_t dkp = ((size_t)dk + 3) & ~(size_t)3;
-    return sizeof(float) * (2 * dkp * LDC      // KT, QT   [dkp][LDC]
-                            + dkp * DVS        // S        [dkp][DVS]
-                            + CH * CH          // A        [t][s]
-                            + CH * LDC         // BT       [s][LDC] (P transposed)
-                            + CH * LDD         // D        [t][LDD]
-                            + 3 * CH);         // G, beta, W
+    const int dkp = (dk + 3) & ~3;
+    return sizeof(float) * ((size_t)dkp * LDC          // KT        [dkp][LDC]
+                            + chunk_u_floats(dkp)      // QT | A [t][s], BT [s][LDC]
+                            + (size_t)dkp * DVS        // S         [dkp][DVS]
+                            + CH * LDD                 // D         [t][LDD]
+                            + 3 * CH);                 // G, beta, W
 }
 
 // g of token c0 + t of the run (0 beyond the run: padded rows).
@@ -137,7 +147,7 @@ static __device__ __forceinline__ float tok_logdecay(const cu_gdn &g, const cu_g
 }
 
 // grid (n_v_head, n_runs, ceil(dv / DVS)), CTHREADS threads.
-__global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
+__global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
 {
     extern __shared__ __align__(16) float sm[];
     const cu_gdn_run run = g.runs[blockIdx.y];
@@ -147,8 +157,8 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
     const int dkp = (dk + 3) & ~3;
     const int mb = blockIdx.z * DVS;   // first value column of this block
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    float *KT = sm, *QT = KT + dkp * LDC, *S = QT + dkp * LDC, *A = S + dkp * DVS, *BT = A + CH * CH,
-          *D = BT + CH * LDC, *Gm = D + CH * LDD, *Bt = Gm + CH, *W = Bt + CH;
+    float *KT = sm, *QT = KT + dkp * LDC, *A = QT, *BT = A + CH * CH, *S = QT + chunk_u_floats(dkp),
+          *D = S + dkp * DVS, *Gm = D + CH * LDD, *Bt = Gm + CH, *W = Bt + CH;
     float *Sg = (float *)(g.state + run.state_off) + (int64_t)g.conv_dim * (g.conv_k - 1) + (int64_t)j * dv * dk;
     const float ssm_a = g.ssm_a[j], dt_b = g.dt_bias[j];
     const int64_t key_dim = (int64_t)g.n_k_head * dk;
@@ -159,10 +169,10 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
         S[i * DVS + m] = (i < dk && mb + m < dv) ? Sg[(int64_t)(mb + m) * dk + i] : 0.0f;
     }
 
-    // Tile coordinates.  2a: 4x4 tiles of (t, s); 2b/2d: 4 rows t x 2
-    // columns m; 2e: 4 rows i x 4 columns m.
-    const int a_s0 = 4 * (tid & 15), a_t0 = 4 * (tid >> 4);
-    const int o_m0 = 2 * (tid & 15), o_t0 = 4 * (tid >> 4);
+    // Tile coordinates.  2a: rows t0..t0+3 against 4 columns s (KKᵀ, QKᵀ)
+    // and 2 value columns m (K S0, Q S0, later the outputs of 2d); 2e: 4
+    // rows i x 4 value columns m.
+    const int t0 = 4 * (tid >> 4), s0 = 4 * (tid & 15), m0 = 2 * (tid & 15);
     const int u_m0 = 4 * (tid & 7), u_i0 = 4 * (tid >> 3);
 
     for (int64_t c0 = 0; c0 < run.len; c0 += CH) {
@@ -197,49 +207,27 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
         }
         __syncthreads();
 
-        // ---- 2a. A (strictly lower, t-major) and P (lower, stored
-        // transposed as BT[s][t]); W[s] = exp(G_last - G_s).
+        // ---- 2a. in registers, one pass over the key dim: k_t.k_s and
+        // q_t.k_s (4x4), k_t.S0[:,m] and q_t.S0[:,m] (4x2).  Then
+        // R = diag(b)(V - diag(exp G) K S0) into D, and the inter-chunk
+        // output exp(G) Q S0 stays in registers for 2d.
+        float kk[4][4] = {}, qk[4][4] = {}, oacc[4][2];
         {
-            float kk[4][4] = {}, qk[4][4] = {};
+            float rk[4][2] = {}, rq[4][2] = {};
             for (int i = 0; i < dkp; i++) {
-                const float4 kt = *(const float4 *)&KT[i * LDC + a_t0];
-                const float4 qt = *(const float4 *)&QT[i * LDC + a_t0];
-                const float4 ks = *(const float4 *)&KT[i * LDC + a_s0];
+                const float4 kt = *(const float4 *)&KT[i * LDC + t0];
+                const float4 qt = *(const float4 *)&QT[i * LDC + t0];
+                const float4 ks = *(const float4 *)&KT[i * LDC + s0];
+                const float2 sv = *(const float2 *)&S[i * DVS + m0];
                 const float ktv[4] = { kt.x, kt.y, kt.z, kt.w }, qtv[4] = { qt.x, qt.y, qt.z, qt.w };
                 const float ksv[4] = { ks.x, ks.y, ks.z, ks.w };
 #pragma unroll
-                for (int a = 0; a < 4; a++)
+                for (int a = 0; a < 4; a++) {
 #pragma unroll
                     for (int b = 0; b < 4; b++) {
                         kk[a][b] = fmaf(ktv[a], ksv[b], kk[a][b]);
                         qk[a][b] = fmaf(qtv[a], ksv[b], qk[a][b]);
                     }
-            }
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int b = 0; b < 4; b++) {
-                    const int t = a_t0 + a, s = a_s0 + b;
-                    const float e = s <= t ? expf(Gm[t] - Gm[s]) : 0.0f;
-                    A[t * CH + s] = s < t ? Bt[t] * e * kk[a][b] : 0.0f;
-                    BT[s * LDC + t] = e * qk[a][b];
-                }
-        }
-        if (tid < CH)
-            W[tid] = tid < L ? expf(Gm[L - 1] - Gm[tid]) : 0.0f;
-
-        // ---- 2b. R = diag(b)(V - diag(exp G) K S0) into D; the
-        // inter-chunk output exp(G) Q S0 stays in registers for 2d.
-        float oacc[4][2];
-        {
-            float rk[4][2] = {}, rq[4][2] = {};
-            for (int i = 0; i < dkp; i++) {
-                const float4 kt = *(const float4 *)&KT[i * LDC + o_t0];
-                const float4 qt = *(const float4 *)&QT[i * LDC + o_t0];
-                const float2 sv = *(const float2 *)&S[i * DVS + o_m0];
-                const float ktv[4] = { kt.x, kt.y, kt.z, kt.w }, qtv[4] = { qt.x, qt.y, qt.z, qt.w };
-#pragma unroll
-                for (int a = 0; a < 4; a++) {
                     rk[a][0] = fmaf(ktv[a], sv.x, rk[a][0]);
                     rk[a][1] = fmaf(ktv[a], sv.y, rk[a][1]);
                     rq[a][0] = fmaf(qtv[a], sv.x, rq[a][0]);
@@ -248,11 +236,11 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
             }
 #pragma unroll
             for (int a = 0; a < 4; a++) {
-                const int t = o_t0 + a;
+                const int t = t0 + a;
                 const float eg = expf(Gm[t]);
 #pragma unroll
                 for (int b = 0; b < 2; b++) {
-                    const int m = o_m0 + b;
+                    const int m = m0 + b;
                     const float v = (t < L && mb + m < dv)
                                         ? g.y[(tb + t) * g.conv_dim + 2 * key_dim + (int64_t)j * dv + mb + m]
                                         : 0.0f;
@@ -261,6 +249,21 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
                 }
             }
         }
+        if (tid < CH)
+            W[tid] = tid < L ? expf(Gm[L - 1] - Gm[tid]) : 0.0f;
+        __syncthreads();   // every read of QT is done: A and BT take its place
+
+        // ---- 2b. A (strictly lower, t-major) and P (lower, stored
+        // transposed as BT[s][t]).
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int t = t0 + a, s = s0 + b;
+                const float e = s <= t ? expf(Gm[t] - Gm[s]) : 0.0f;
+                A[t * CH + s] = s < t ? Bt[t] * e * kk[a][b] : 0.0f;
+                BT[s * LDC + t] = e * qk[a][b];
+            }
         __syncthreads();
 
         // ---- 2c. forward substitution D_t -= sum_{s<t} A_ts D_s, one
@@ -285,10 +288,10 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
         // ---- 2d. outputs O = exp(G) Q S0 + P D (raw; gnorm_kernel
         // normalises them), rows t < L, columns < dv.
         {
-            const int s_end = min(o_t0 + 4, L);
+            const int s_end = min(t0 + 4, L);
             for (int s = 0; s < s_end; s++) {
-                const float4 bt = *(const float4 *)&BT[s * LDC + o_t0];
-                const float2 dd = *(const float2 *)&D[s * LDD + o_m0];
+                const float4 bt = *(const float4 *)&BT[s * LDC + t0];
+                const float2 dd = *(const float2 *)&D[s * LDD + m0];
                 const float btv[4] = { bt.x, bt.y, bt.z, bt.w };
 #pragma unroll
                 for (int a = 0; a < 4; a++) {
@@ -298,14 +301,14 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
             }
 #pragma unroll
             for (int a = 0; a < 4; a++) {
-                const int t = o_t0 + a;
+                const int t = t0 + a;
                 if (t >= L)
                     break;
                 float *out = g.dst + (tb + t) * g.dst_stride + (int64_t)j * dv + mb;
 #pragma unroll
                 for (int b = 0; b < 2; b++)
-                    if (mb + o_m0 + b < dv)
-                        out[o_m0 + b] = oacc[a][b];
+                    if (mb + m0 + b < dv)
+                        out[m0 + b] = oacc[a][b];
             }
         }
 
@@ -339,7 +342,7 @@ __global__ void __launch_bounds__(CTHREADS) chunk_kernel(cu_gdn g)
                 }
             }
         }
-        __syncthreads();   // KT/QT/D/G are rewritten by the next chunk
+        __syncthreads();   // KT/QT (over A, BT)/D/G are rewritten by the next chunk
     }
 
     // State slice out.
