@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sparkinfer/plugin.h>
 
@@ -50,6 +51,23 @@ static void pair_open(pair *p, const char *cpu_sec, const char *cu_sec)
     p->go = p_cu->ops;
     ck_assert_msg(p->co->open(&host, cpu_sec, &p->cb, &err) == SI_OK, "cpu open: %s", err.msg);
     ck_assert_msg(p->go->open(&host, cu_sec, &p->gb, &err) == SI_OK, "cuda open: %s", err.msg);
+}
+
+/* Two cuda_sm120 instances (knob A/B on the GPU; no cpu reference). */
+static void pair_open_cu2(pair *p, const char *ref_sec, const char *cu_sec)
+{
+    si_err err = { { 0 } };
+    p->co = p_cu->ops;
+    p->go = p_cu->ops;
+    ck_assert_msg(p->co->open(&host, ref_sec, &p->cb, &err) == SI_OK, "cuda open %s: %s", ref_sec, err.msg);
+    ck_assert_msg(p->go->open(&host, cu_sec, &p->gb, &err) == SI_OK, "cuda open %s: %s", cu_sec, err.msg);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static void pair_close(pair *p)
@@ -639,6 +657,7 @@ typedef struct gdn_env {
     uint64_t off, stride;
     const char *name;          /* for the messages */
     bool     print;            /* print the max errors */
+    double   ms_ref, ms_cu;    /* wall time of the last gdn_step, each side */
 } gdn_env;
 
 /* n_slots slots after a 64-byte offset, 16 spare bytes per slot; random
@@ -646,7 +665,8 @@ typedef struct gdn_env {
 static void gdn_open_shape(gdn_env *e, const char *cu_sec, uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv,
                            int n_slots)
 {
-    pair_open(&e->p, "backend.cpu", cu_sec);
+    if (e->p.cb == NULL)
+        pair_open(&e->p, "backend.cpu", cu_sec);
     e->name = cu_sec;
     e->print = false;
     e->hk = hk;
@@ -680,6 +700,7 @@ static void gdn_open_shape(gdn_env *e, const char *cu_sec, uint32_t hk, uint32_t
 
 static void gdn_open(gdn_env *e)
 {
+    memset(e, 0, sizeof *e);
     gdn_open_shape(e, "backend.cuda_sm120", 2, 4, 32, 48, 2);
 }
 
@@ -720,11 +741,18 @@ static void gdn_step(gdn_env *e, uint32_t n, const int32_t *seq, int expect)
     ck_assert(e->p.co->supports(e->p.cb, &c));
     ck_assert(e->p.go->supports(e->p.gb, &g));
     si_err ec = { { 0 } }, eg = { { 0 } };
+    double t0 = now_ms();
     int rc = e->p.co->exec(e->p.cb, &c, 1, &ec);
+    if (rc == SI_OK && e->p.co->sync != NULL)
+        rc = e->p.co->sync(e->p.cb, &ec);
+    double t1 = now_ms();
     int rg = e->p.go->exec(e->p.gb, &g, 1, &eg);
     if (rg == SI_OK && e->p.go->sync != NULL)
         rg = e->p.go->sync(e->p.gb, &eg);
-    ck_assert_msg(rc == expect, "cpu: %d %s", rc, ec.msg);
+    double t2 = now_ms();
+    e->ms_ref = t1 - t0;
+    e->ms_cu = t2 - t1;
+    ck_assert_msg(rc == expect, "ref: %d %s", rc, ec.msg);
     ck_assert_msg(rg == expect, "cuda: %d %s", rg, eg.msg);
     if (expect == SI_OK) {
         char what[160];
@@ -778,6 +806,7 @@ static void gdn_prefill_case(const char *cu_sec, uint32_t hk, uint32_t hv, uint3
     const uint32_t saved_rng = rng_state;
     rng_state = 4242u + dk;
     gdn_env e;
+    memset(&e, 0, sizeof e);
     gdn_open_shape(&e, cu_sec, hk, hv, dk, dv, 4);
     e.print = true;
     static const int len1[4] = { 1, 70, 129, 300 }, slot2[4] = { 3, 2, 0, 1 }, len2[4] = { 64, 33, 31, 1 };
@@ -809,6 +838,37 @@ START_TEST(test_gdn_prefill_seq)
 {
     gdn_prefill_case("backend.cuda_gdn_seq", 2, 4, 128, 128);
     gdn_prefill_case("backend.cuda_gdn_seq", 2, 6, 30, 40);
+}
+END_TEST
+
+/* The 9b GDN shape (16 k-heads, 32 v-heads, dk = dv = 128), one sequence
+ * of 4096 tokens, twice (the second from the state the first left):
+ * gdn_prefill = chunked against seq on the GPU (the cpu reference would
+ * take seconds here; the cases above hold both against it), within 1e-4,
+ * and the wall time of each (exec + sync; the first round includes
+ * workspace growth).  A report, not an assertion about speed. */
+START_TEST(test_gdn_prefill_9b_timing)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    const uint32_t saved_rng = rng_state;
+    rng_state = 9090u;
+    gdn_env e;
+    memset(&e, 0, sizeof e);
+    pair_open_cu2(&e.p, "backend.cuda_gdn_seq", "backend.cuda_sm120");
+    gdn_open_shape(&e, "backend.cuda_sm120 vs gdn_prefill = seq", 16, 32, 128, 128, 1);
+    e.print = true;
+    enum { N = 4096 };
+    int32_t *seq = calloc(N, sizeof *seq);
+    ck_assert_ptr_nonnull(seq);
+    for (int round = 0; round < 2; round++) {
+        gdn_step(&e, N, seq, SI_OK);
+        printf("GDN 9b shape, %d tokens, round %d: seq %.2f ms, chunked %.2f ms (%.1fx)\n", N, round, e.ms_ref,
+               e.ms_cu, e.ms_ref / fmax(e.ms_cu, 1e-9));
+    }
+    free(seq);
+    gdn_close(&e);
+    rng_state = saved_rng;
 }
 END_TEST
 
@@ -986,6 +1046,7 @@ int main(void)
     tcase_add_test(tc, test_gdn_prefill_chunked);
     tcase_add_test(tc, test_gdn_prefill_seq);
     tcase_add_test(tc, test_gdn_prefill_knob);
+    tcase_add_test(tc, test_gdn_prefill_9b_timing);
     tcase_add_test(tc, test_moe);
     tcase_add_test(tc, test_moe_dp4a);
     suite_add_tcase(s, tc);
