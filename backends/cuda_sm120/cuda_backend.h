@@ -36,6 +36,7 @@ struct si_backend {
     bool           mm_prefill_mma;  /* knob prefill_mm = mma (else gemv)     */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
+    bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
     int            n_sm;            /* multiprocessors of the device         */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;

@@ -11,11 +11,14 @@
 //      output; then the gated RMSNorm with silu(z).
 // The state stays in the state buffer (f32, plugin.h layout); within a run
 // it is hot in L2.
+// With gdn_prefill = chunked (cu_gdn.chunk_min > 0) si_cu_gdn sends runs
+// of >= chunk_min tokens to the chunked kernels of cuda_gdn_chunk.cu and,
+// when some run has more than one token, replaces A by the token-parallel
+// conv there; delta_kernel then skips the chunked runs.
 #include <cuda_runtime.h>
 #include <math.h>
 
-#include "cuda_internal.h"
-#include "cuda_quant.cuh"
+#include "cuda_gdn.cuh"
 
 #define GDN_THREADS 128
 
@@ -47,25 +50,14 @@ __global__ void conv_kernel(cu_gdn g)
     }
 }
 
-// dst[0..n) = x * (1 / max(||x||, eps)) * extra, for the block.
-__device__ void l2norm(const float *x, float *dst, int n, float eps, float extra, double *red)
-{
-    double ss = 0.0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        ss += (double)x[i] * (double)x[i];
-    ss = cu_block_sumd(ss, red);
-    const double nrm = sqrt(ss);
-    const float sc = __fmul_rn((float)(1.0 / (nrm > eps ? nrm : (double)eps)), extra);
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        dst[i] = __fmul_rn(x[i], sc);
-}
-
 __global__ void __launch_bounds__(GDN_THREADS) delta_kernel(cu_gdn g)
 {
     extern __shared__ float sm[];
     __shared__ double red[33];
     const int j = blockIdx.x, dk = g.dk, dv = g.dv;
     const cu_gdn_run run = g.runs[blockIdx.y];
+    if (cu_gdn_is_chunked(g, run.len))
+        return;   // cuda_gdn_chunk.cu does this run
     const int kh = j % g.n_k_head;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     float *qn = sm, *kn = qn + dk, *o = kn + dk;   // [dk], [dk], [dv]
@@ -75,15 +67,13 @@ __global__ void __launch_bounds__(GDN_THREADS) delta_kernel(cu_gdn g)
     const int64_t key_dim = (int64_t)g.n_k_head * dk;
     for (int64_t t = run.t0; t < run.t0 + run.len; t++) {
         const float *y = g.y + t * g.conv_dim;
-        l2norm(y + (int64_t)kh * dk, qn, dk, g.eps, qscale, red);
-        l2norm(y + key_dim + (int64_t)kh * dk, kn, dk, g.eps, 1.0f, red);
+        cu_l2norm(y + (int64_t)kh * dk, qn, dk, g.eps, qscale, red);
+        cu_l2norm(y + key_dim + (int64_t)kh * dk, kn, dk, g.eps, 1.0f, red);
         __syncthreads();
         const float *v = y + 2 * key_dim + (int64_t)j * dv;
         const float bt = g.b[t * g.b_stride + j], at = g.a[t * g.a_stride + j];
-        const float beta = 1.0f / (1.0f + expf(-bt));
-        const float sp_in = at + dt_b;
-        const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
-        const float alpha = expf(ssm_a * sp);
+        const float beta = cu_gdn_beta(bt);
+        const float alpha = expf(cu_gdn_logdecay(at, ssm_a, dt_b));
         for (int m = warp; m < dv; m += nw) {
             float *row = S + (int64_t)m * dk;
             float r = 0.0f;
@@ -105,15 +95,8 @@ __global__ void __launch_bounds__(GDN_THREADS) delta_kernel(cu_gdn g)
                 o[m] = oo;
         }
         __syncthreads();
-        double ss = 0.0;
-        for (int m = threadIdx.x; m < dv; m += blockDim.x)
-            ss += (double)o[m] * (double)o[m];
-        ss = cu_block_sumd(ss, red);
-        const float sc = (float)(1.0 / sqrt(ss / dv + (double)g.eps));
-        const float *z = g.z + t * g.z_stride + (int64_t)j * dv;
-        float *out = g.dst + t * g.dst_stride + (int64_t)j * dv;
-        for (int m = threadIdx.x; m < dv; m += blockDim.x)
-            out[m] = __fmul_rn(__fmul_rn(__fmul_rn(o[m], sc), g.norm_w[m]), cu_silu(z[m]));
+        cu_gdn_gnorm(o, g.z + t * g.z_stride + (int64_t)j * dv, g.norm_w, g.dst + t * g.dst_stride + (int64_t)j * dv,
+                     dv, g.eps, red);
         __syncthreads();   // qn/kn/o are rewritten by the next token
     }
 }
@@ -128,11 +111,27 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     const size_t sm = (2 * (size_t)g->dk + (size_t)g->dv) * sizeof(float);
     if (sm > 48 * 1024)
         return (int)cudaErrorInvalidValue;
-    conv_kernel<<<dim3((unsigned)((g->conv_dim + 127) / 128), (unsigned)g->n_runs), 128, 0, s>>>(*g);
-    if (g->rows && si_cu_gdn_rows_ok(g)) {
-        cudaError_t e = cudaGetLastError();
-        return e != cudaSuccess ? (int)e : si_cu_gdn_rows(g, stream);
+    cu_gdn gg = *g;
+    // A dk whose chunk tiles do not fit in shared memory goes token by token.
+    if (gg.chunk_min > 0 && (gg.max_len < gg.chunk_min || !si_cu_gdn_chunk_fits(gg.dk)))
+        gg.chunk_min = 0;
+    int e;
+    if (g->chunk_min > 0 && g->max_len > 1) {
+        if ((e = si_cu_gdn_conv_tok(&gg, stream)) != 0)
+            return e;
+    } else {
+        conv_kernel<<<dim3((unsigned)((g->conv_dim + 127) / 128), (unsigned)g->n_runs), 128, 0, s>>>(gg);
     }
-    delta_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs), GDN_THREADS, sm, s>>>(*g);
-    return (int)cudaGetLastError();
+    // No chunked run: the state-rows kernel (gdn_rows) takes every run.
+    if (gg.chunk_min == 0 && gg.rows && si_cu_gdn_rows_ok(&gg)) {
+        if ((e = (int)cudaGetLastError()) != 0)
+            return e;
+        return si_cu_gdn_rows(&gg, stream);
+    }
+    delta_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs), GDN_THREADS, sm, s>>>(gg);
+    if ((e = (int)cudaGetLastError()) != 0)
+        return e;
+    if (gg.chunk_min > 0)
+        return si_cu_gdn_chunk(&gg, stream);
+    return 0;
 }

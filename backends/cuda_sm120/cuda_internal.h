@@ -23,8 +23,11 @@
  *                   head), the split combine
  *   cuda_attn_i8.cu split-K attention over the paged int8 cache
  *   cuda_attn.cuh   device helpers shared by the two attention files
- *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm
+ *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm (token
+ *                   by token; the dispatch between the GDN paths)
  *   cuda_gdn_rows.cu  the delta rule spread over state rows (gdn_rows)
+ *   cuda_gdn_chunk.cu  GDN prefill: token-parallel conv, chunked delta rule
+ *   cuda_gdn.cuh    device helpers shared by the GDN files
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
  */
 #ifndef SI_CUDA_INTERNAL_H
@@ -168,12 +171,29 @@ typedef struct cu_gdn {
     float        eps;
     float       *y;              /* device workspace [n][conv_dim]         */
     bool         rows;           /* knob gdn_rows: cuda_gdn_rows.cu        */
+    /* Knob gdn_prefill = chunked: runs of >= chunk_min tokens take the
+     * chunked delta rule (cuda_gdn_chunk.cu) and, when max_len > 1, the
+     * conv runs one thread per (channel, token).  chunk_min = 0: all runs
+     * token by token (gdn_prefill = seq). */
+    int          chunk_min;
+    int64_t      max_len;        /* longest run                            */
 } cu_gdn;
+
+/* Runs of at least this many tokens go to the chunked kernel by default. */
+#define SI_CU_GDN_CHUNK_MIN 32
 
 int si_cu_gdn(const cu_gdn *g, void *stream);
 /* cuda_gdn_rows.cu: the delta rule over state rows (after the conv). */
 bool si_cu_gdn_rows_ok(const cu_gdn *g);
 int  si_cu_gdn_rows(const cu_gdn *g, void *stream);
+/* cuda_gdn_chunk.cu, called by si_cu_gdn: the token-parallel conv (all
+ * runs), and the chunked delta rule + gated norm of the runs with
+ * len >= chunk_min.  si_cu_gdn_chunk_fits: whether the chunked kernel's
+ * shared memory fits this device for dk (else everything goes token by
+ * token). */
+int  si_cu_gdn_conv_tok(const cu_gdn *g, void *stream);
+bool si_cu_gdn_chunk_fits(int dk);
+int  si_cu_gdn_chunk(const cu_gdn *g, void *stream);
 
 /* ---- MOE pieces ---------------------------------------------------------- */
 /* Per token: softmax of logits[t][0..E), top-K (ties: lower index),

@@ -361,6 +361,9 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
         runs[n_runs].state_off = off;
         n_runs++;
     }
+    int64_t max_len = 0;
+    for (int64_t r = 0; rc == SI_OK && r < n_runs; r++)
+        max_len = runs[r].len > max_len ? runs[r].len : max_len;
     if (rc == SI_OK && n_runs > 65535)
         rc = si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: %lld sequences in one op (at most 65535)",
                         (long long)n_runs);
@@ -394,6 +397,7 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
         .state = (uint8_t *)p->state->dev, .runs = d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
+        .chunk_min = b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0, .max_len = max_len,
     };
     return launched(si_cu_gdn(&g, b->stream), "GDN", err);
 }

@@ -49,6 +49,15 @@
  *                         GPU stays full for one decoding token at long
  *                         context); simple is one block per (token, head)
  *                         over the whole context.  Both exact (cuda_attn.cu).
+ *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
+ *                         takes the delta rule in chunks of 64 tokens (one
+ *                         block per v-head, sequence and 32 value columns;
+ *                         the chunk's triangular system solved by forward
+ *                         substitution, f32) after a conv with one thread
+ *                         per (channel, token) (cuda_gdn_chunk.cu); seq runs
+ *                         every token in order (cuda_gdn.cu), as decode and
+ *                         shorter runs always do.  Same math, rounding
+ *                         differs (~1e-6 relative).
  *
  * Exec enqueues without host round trips: per-op host data goes through a
  * pinned staging arena, GET_ROWS checks its ids on the device and the
@@ -161,53 +170,28 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             h->log(h, SI_LOG_WARN, CU_NAME, "[%s] kv_pages = %s has no effect: only kv_type = i8 is paged", section,
                    kp);
     }
-    bool dp4a = false;   /* see the matmul knob above */
-    const char *mk = h->cfg_get(h, section, "matmul");
-    if (mk != NULL) {
-        if (strcmp(mk, "dp4a") == 0)
-            dp4a = true;
-        else if (strcmp(mk, "f32") == 0)
-            dp4a = false;
-        else
-            return si_err_set(err, SI_EINVAL, "[%s] matmul = '%s': expected one of dp4a|f32", section, mk);
-    }
-    bool prefill_mma = true;   /* see the prefill_mm knob above */
-    const char *pk = h->cfg_get(h, section, "prefill_mm");
-    if (pk != NULL) {
-        if (strcmp(pk, "mma") == 0)
-            prefill_mma = true;
-        else if (strcmp(pk, "gemv") == 0)
-            prefill_mma = false;
-        else
-            return si_err_set(err, SI_EINVAL, "[%s] prefill_mm = '%s': expected one of mma|gemv", section, pk);
-    }
-    bool attn_split = true;
-    const char *ak = h->cfg_get(h, section, "attn");
-    if (ak != NULL) {
-        if (strcmp(ak, "split") == 0)
-            attn_split = true;
-        else if (strcmp(ak, "simple") == 0)
-            attn_split = false;
-        else
-            return si_err_set(err, SI_EINVAL, "[%s] attn = '%s': expected one of split|simple", section, ak);
-    }
-    bool gdn_rows = true;
-    const char *gk = h->cfg_get(h, section, "gdn_rows");
-    if (gk != NULL) {
-        if (strcmp(gk, "true") == 0)
-            gdn_rows = true;
-        else if (strcmp(gk, "false") == 0)
-            gdn_rows = false;
-        else
-            return si_err_set(err, SI_EINVAL, "[%s] gdn_rows = '%s': expected true|false", section, gk);
-    }
-    bool profile = false;
-    const char *fk = h->cfg_get(h, section, "profile");
-    if (fk != NULL) {
-        if (strcmp(fk, "true") == 0)
-            profile = true;
-        else if (strcmp(fk, "false") != 0)
-            return si_err_set(err, SI_EINVAL, "[%s] profile = '%s': expected true|false", section, fk);
+    /* Two-way knobs: key, the value meaning true, the one meaning false,
+     * the default (the header comment says what each does). */
+    bool dp4a = false, prefill_mma = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
+    const struct {
+        const char *key, *yes, *no;
+        bool       *out;
+    } two[] = {
+        { "matmul", "dp4a", "f32", &dp4a },
+        { "prefill_mm", "mma", "gemv", &prefill_mma },
+        { "attn", "split", "simple", &attn_split },
+        { "gdn_prefill", "chunked", "seq", &gdn_chunked },
+        { "gdn_rows", "true", "false", &gdn_rows },
+        { "profile", "true", "false", &profile },
+    };
+    for (size_t i = 0; i < sizeof two / sizeof two[0]; i++) {
+        const char *v = h->cfg_get(h, section, two[i].key);
+        if (v == NULL)
+            continue;
+        if (strcmp(v, two[i].yes) != 0 && strcmp(v, two[i].no) != 0)
+            return si_err_set(err, SI_EINVAL, "[%s] %s = '%s': expected one of %s|%s", section, two[i].key, v,
+                              two[i].yes, two[i].no);
+        *two[i].out = strcmp(v, two[i].yes) == 0;
     }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
@@ -247,6 +231,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_prefill_mma = prefill_mma;
     b->attn_split = attn_split;
     b->gdn_rows = gdn_rows;
+    b->gdn_chunked = gdn_chunked;
     b->n_sm = p.multiProcessorCount;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -272,10 +257,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
-    h->log(h, SI_LOG_INFO, CU_NAME, "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s", device,
-           p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+    h->log(h, SI_LOG_INFO, CU_NAME,
+           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, gdn_rows %s, gdn_prefill %s",
+           device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
-           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple");
+           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple", gdn_rows ? "true" : "false",
+           gdn_chunked ? "chunked" : "seq");
     *out = b;
     return SI_OK;
 }

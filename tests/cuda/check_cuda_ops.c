@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sparkinfer/plugin.h>
 
@@ -53,6 +54,23 @@ static void pair_open(pair *p, const char *cpu_sec, const char *cu_sec)
     p->go = p_cu->ops;
     ck_assert_msg(p->co->open(&host, cpu_sec, &p->cb, &err) == SI_OK, "cpu open: %s", err.msg);
     ck_assert_msg(p->go->open(&host, cu_sec, &p->gb, &err) == SI_OK, "cuda open: %s", err.msg);
+}
+
+/* Two cuda_sm120 instances (knob A/B on the GPU; no cpu reference). */
+static void pair_open_cu2(pair *p, const char *ref_sec, const char *cu_sec)
+{
+    si_err err = { { 0 } };
+    p->co = p_cu->ops;
+    p->go = p_cu->ops;
+    ck_assert_msg(p->co->open(&host, ref_sec, &p->cb, &err) == SI_OK, "cuda open %s: %s", ref_sec, err.msg);
+    ck_assert_msg(p->go->open(&host, cu_sec, &p->gb, &err) == SI_OK, "cuda open %s: %s", cu_sec, err.msg);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static void pair_close(pair *p)
@@ -135,8 +153,9 @@ static void dt_free(pair *p, dt *t)
     p->go->buf_free(p->gb, t->gbuf);
 }
 
-/* Downloads both copies (floats) and checks max |g - c| <= tol * max |c|. */
-static void dt_compare(pair *p, const dt *t, double tol, const char *what)
+/* Downloads both copies (floats) and checks max |g - c| <= tol * max |c|;
+ * with `print`, says the error even when it passes. */
+static void dt_compare_ex(pair *p, const dt *t, double tol, const char *what, bool print)
 {
     si_err err = { { 0 } };
     size_t n = (size_t)(t->bytes / 4);
@@ -156,10 +175,18 @@ static void dt_compare(pair *p, const dt *t, double tol, const char *what)
             at = i;
         }
     }
+    if (print)
+        printf("%s: max |cuda - cpu| %.3g = %.3g of max |cpu| %.3g (tol %g)\n", what, md, md / fmax(mx, 1e-30), mx,
+               tol);
     ck_assert_msg(md <= tol * fmax(mx, 1e-30), "%s: max |diff| %g at %zu (cpu %g, cuda %g), max |cpu| %g, tol %g",
                   what, md, at, (double)c[at], (double)g[at], mx, tol);
     free(c);
     free(g);
+}
+
+static void dt_compare(pair *p, const dt *t, double tol, const char *what)
+{
+    dt_compare_ex(p, t, tol, what, false);
 }
 
 /* dp4a path: the activations are rounded to int8 per 32 (step max|x|/127),
@@ -902,36 +929,46 @@ typedef struct gdn_env {
     int64_t  conv_dim;
     dt       conv, ssm_a, dtb, nw, state;
     uint64_t off, stride;
+    const char *name;          /* for the messages */
+    bool     print;            /* print the max errors */
+    double   ms_ref, ms_cu;    /* wall time of the last gdn_step, each side */
 } gdn_env;
 
-static void gdn_open(gdn_env *e, const char *cu_sec, uint32_t dk, uint32_t dv)
+/* n_slots slots after a 64-byte offset, 16 spare bytes per slot; random
+ * initial state, so reading the layout wrong shows. */
+static void gdn_open_shape(gdn_env *e, const char *cu_sec, uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv,
+                           int n_slots)
 {
-    pair_open(&e->p, "backend.cpu", cu_sec);
-    e->hk = 2;
-    e->hv = 4;
+    if (e->p.cb == NULL)
+        pair_open(&e->p, "backend.cpu", cu_sec);
+    e->name = cu_sec;
+    e->print = false;
+    e->hk = hk;
+    e->hv = hv;
     e->dk = dk;
     e->dv = dv;
     e->ck = 4;
     e->conv_dim = 2 * (int64_t)e->hk * e->dk + (int64_t)e->hv * e->dv;
     dt_rand(&e->p, &e->conv, SI_TYPE_F32, e->ck, e->conv_dim, 1, 0.7f);
     /* ssm_a negative, dt bias small, norm weight around 1 */
-    float a[4], b[4], nw[256];
-    ck_assert(dv <= 256);
-    for (int i = 0; i < 4; i++) {
-        a[i] = -0.2f - 0.5f * (float)i;
+    float *a = malloc(hv * sizeof *a), *b = malloc(hv * sizeof *b), *nw = malloc(dv * sizeof *nw);
+    ck_assert(a != NULL && b != NULL && nw != NULL);
+    for (uint32_t i = 0; i < hv; i++) {
+        a[i] = -0.2f - 0.5f * (float)(i % 4);
         b[i] = 0.3f * frand();
     }
     for (uint32_t i = 0; i < dv; i++)
         nw[i] = 1.0f + 0.2f * frand();
-    dt_make(&e->p, &e->ssm_a, SI_TYPE_F32, 4, 1, 1, a);
-    dt_make(&e->p, &e->dtb, SI_TYPE_F32, 4, 1, 1, b);
+    dt_make(&e->p, &e->ssm_a, SI_TYPE_F32, hv, 1, 1, a);
+    dt_make(&e->p, &e->dtb, SI_TYPE_F32, hv, 1, 1, b);
     dt_make(&e->p, &e->nw, SI_TYPE_F32, dv, 1, 1, nw);
-    /* two slots after a 64-byte offset, 16 spare bytes per slot; random
-     * initial state, so reading the layout wrong shows */
+    free(a);
+    free(b);
+    free(nw);
     uint64_t need = ((uint64_t)e->conv_dim * (e->ck - 1) + (uint64_t)e->hv * e->dv * e->dk) * 4;
     e->off = 64;
     e->stride = need + 16;
-    int64_t words = (int64_t)((e->off + 2 * e->stride) / 4);
+    int64_t words = (int64_t)((e->off + (uint64_t)n_slots * e->stride) / 4);
     dt_rand(&e->p, &e->state, SI_TYPE_F32, words, 1, 1, 0.5f);
 }
 
@@ -972,15 +1009,25 @@ static void gdn_step(gdn_env *e, uint32_t n, const int32_t *seq, int expect)
     ck_assert(e->p.co->supports(e->p.cb, &c));
     ck_assert(e->p.go->supports(e->p.gb, &g));
     si_err ec = { { 0 } }, eg = { { 0 } };
+    double t0 = now_ms();
     int rc = e->p.co->exec(e->p.cb, &c, 1, &ec);
+    if (rc == SI_OK && e->p.co->sync != NULL)
+        rc = e->p.co->sync(e->p.cb, &ec);
+    double t1 = now_ms();
     int rg = e->p.go->exec(e->p.gb, &g, 1, &eg);
     if (rg == SI_OK && e->p.go->sync != NULL)
         rg = e->p.go->sync(e->p.gb, &eg);
-    ck_assert_msg(rc == expect, "cpu: %d %s", rc, ec.msg);
+    double t2 = now_ms();
+    e->ms_ref = t1 - t0;
+    e->ms_cu = t2 - t1;
+    ck_assert_msg(rc == expect, "ref: %d %s", rc, ec.msg);
     ck_assert_msg(rg == expect, "cuda: %d %s", rg, eg.msg);
     if (expect == SI_OK) {
-        dt_compare(&e->p, &y, 1e-4, "GDN output");
-        dt_compare(&e->p, &e->state, 1e-4, "GDN state");
+        char what[160];
+        snprintf(what, sizeof what, "GDN output [%s dk %u dv %u n %u]", e->name, e->dk, e->dv, n);
+        dt_compare_ex(&e->p, &y, 1e-4, what, e->print);
+        snprintf(what, sizeof what, "GDN state  [%s dk %u dv %u n %u]", e->name, e->dk, e->dv, n);
+        dt_compare_ex(&e->p, &e->state, 1e-4, what, e->print);
     }
     dt_free(&e->p, &u);
     dt_free(&e->p, &z);
@@ -1005,7 +1052,8 @@ static const struct {
 START_TEST(test_gdn)
 {
     gdn_env e;
-    gdn_open(&e, gdn_shapes[_i].sec, gdn_shapes[_i].dk, gdn_shapes[_i].dv);
+    memset(&e, 0, sizeof e);
+    gdn_open_shape(&e, gdn_shapes[_i].sec, 2, 4, gdn_shapes[_i].dk, gdn_shapes[_i].dv, 2);
     int32_t seq[16];
     for (int i = 0; i < 10; i++)
         seq[i] = i < 6 ? 0 : 1;                 /* multi-token, both slots */
@@ -1022,6 +1070,100 @@ START_TEST(test_gdn)
     seq[0] = 2;                                 /* a slot outside the buffer */
     gdn_step(&e, 1, seq, SI_ERANGE);
     gdn_close(&e);
+}
+END_TEST
+
+/* Prefill-sized runs: the chunked path (runs >= 32 tokens, chunks of 64)
+ * and the token-by-token one against the cpu backend, from a random
+ * (non-zero) state: runs of 1, 70, 129, 300 tokens (chunk boundaries, a
+ * partial last chunk, a short run beside long ones in one batch), then a
+ * second batch continuing from the state the first left (64: exactly one
+ * chunk; 33: one chunk just over the threshold; 31: just under it).
+ * Shapes: the real head dims (dk = dv = 128) and an awkward one (dk 30:
+ * padded to 32 in the tiles; dv 40: a partial slice of value columns;
+ * 6 v-heads on 2 k-heads). */
+static void gdn_prefill_case(const char *cu_sec, uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv)
+{
+    /* own seed: the later tests keep the inputs they had before this case */
+    const uint32_t saved_rng = rng_state;
+    rng_state = 4242u + dk;
+    gdn_env e;
+    memset(&e, 0, sizeof e);
+    gdn_open_shape(&e, cu_sec, hk, hv, dk, dv, 4);
+    e.print = true;
+    static const int len1[4] = { 1, 70, 129, 300 }, slot2[4] = { 3, 2, 0, 1 }, len2[4] = { 64, 33, 31, 1 };
+    int32_t *seq = malloc(600 * sizeof *seq);
+    ck_assert_ptr_nonnull(seq);
+    uint32_t n = 0;
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < len1[r]; i++)
+            seq[n++] = r;
+    gdn_step(&e, n, seq, SI_OK);
+    n = 0;
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < len2[r]; i++)
+            seq[n++] = slot2[r];
+    gdn_step(&e, n, seq, SI_OK);
+    free(seq);
+    gdn_close(&e);
+    rng_state = saved_rng;
+}
+
+START_TEST(test_gdn_prefill_chunked)
+{
+    gdn_prefill_case("backend.cuda_sm120", 2, 4, 128, 128);
+    gdn_prefill_case("backend.cuda_sm120", 2, 6, 30, 40);
+}
+END_TEST
+
+START_TEST(test_gdn_prefill_seq)
+{
+    gdn_prefill_case("backend.cuda_gdn_seq", 2, 4, 128, 128);
+    gdn_prefill_case("backend.cuda_gdn_seq", 2, 6, 30, 40);
+}
+END_TEST
+
+/* The 9b GDN shape (16 k-heads, 32 v-heads, dk = dv = 128), one sequence
+ * of 4096 tokens, twice (the second from the state the first left):
+ * gdn_prefill = chunked against seq on the GPU (the cpu reference would
+ * take seconds here; the cases above hold both against it), within 1e-4,
+ * and the wall time of each (exec + sync; the first round includes
+ * workspace growth).  A report, not an assertion about speed. */
+START_TEST(test_gdn_prefill_9b_timing)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    const uint32_t saved_rng = rng_state;
+    rng_state = 9090u;
+    gdn_env e;
+    memset(&e, 0, sizeof e);
+    pair_open_cu2(&e.p, "backend.cuda_gdn_seq", "backend.cuda_sm120");
+    gdn_open_shape(&e, "backend.cuda_sm120 vs gdn_prefill = seq", 16, 32, 128, 128, 1);
+    e.print = true;
+    enum { N = 4096 };
+    int32_t *seq = calloc(N, sizeof *seq);
+    ck_assert_ptr_nonnull(seq);
+    for (int round = 0; round < 2; round++) {
+        gdn_step(&e, N, seq, SI_OK);
+        printf("GDN 9b shape, %d tokens, round %d: seq %.2f ms, chunked %.2f ms (%.1fx)\n", N, round, e.ms_ref,
+               e.ms_cu, e.ms_ref / fmax(e.ms_cu, 1e-9));
+    }
+    free(seq);
+    gdn_close(&e);
+    rng_state = saved_rng;
+}
+END_TEST
+
+/* An unknown gdn_prefill value is refused at open, naming key and value. */
+START_TEST(test_gdn_prefill_knob)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob */
+    si_backend *b = NULL;
+    si_err err = { { 0 } };
+    const struct si_backend_ops *ops = p_cu->ops;
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_gdn_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gdn_prefill") != NULL && strstr(err.msg, "fast") != NULL, "message: %s", err.msg);
 }
 END_TEST
 
@@ -1232,6 +1374,8 @@ int main(void)
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
     const char *i8_pages = as_cpu ? "" : "kv_pages = 4\n";
+    /* (as_cpu: the cpu stand-in has no gdn_prefill knob) */
+    const char *seq_extra = as_cpu ? "" : "gdn_prefill = seq\n";
     char text[4096];
     snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
@@ -1247,9 +1391,11 @@ int main(void)
              "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 2\n"
              "[backend.cuda_mma]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, dp_extra,
-             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra);
+             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra, cu_extra, seq_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -1304,6 +1450,10 @@ int main(void)
     tcase_add_test(tc, test_attn_i8_long_split);
     tcase_add_test(tc, test_attn_i8_long_simple);
     tcase_add_test(tc, test_attn_i8_pool);
+    tcase_add_test(tc, test_gdn_prefill_chunked);
+    tcase_add_test(tc, test_gdn_prefill_seq);
+    tcase_add_test(tc, test_gdn_prefill_knob);
+    tcase_add_test(tc, test_gdn_prefill_9b_timing);
     tcase_add_test(tc, test_moe);
     tcase_add_test(tc, test_moe_dp4a);
     tcase_add_test(tc, test_matmul_mma);

@@ -1,0 +1,73 @@
+// backends/cuda_sm120/cuda_gdn.cuh — device helpers shared by the two GDN
+// paths (cuda_gdn.cu: token by token; cuda_gdn_chunk.cu: chunked prefill),
+// so that both compute the gates and norms with the same rounding as the
+// cpu backend (double sums, f32 scales).
+#ifndef SI_CUDA_GDN_CUH
+#define SI_CUDA_GDN_CUH
+
+#include <math.h>
+
+#include "cuda_internal.h"
+#include "cuda_quant.cuh"
+
+// dst[0..n) = x * (1 / max(||x||, eps)) * extra, for the block (dst may
+// be x: each thread rewrites only what it read, after the reduction).
+static __device__ __forceinline__ void cu_l2norm(const float *x, float *dst, int n, float eps, float extra,
+                                                 double *red)
+{
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        ss += (double)x[i] * (double)x[i];
+    ss = cu_block_sumd(ss, red);
+    const double nrm = sqrt(ss);
+    const float sc = __fmul_rn((float)(1.0 / (nrm > eps ? nrm : (double)eps)), extra);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        dst[i] = __fmul_rn(x[i], sc);
+}
+
+// beta = sigmoid(b); log decay g = ssm_a * softplus(a + dt_bias) (spec
+// §3.5 step 7; the decay is exp(g)).
+static __device__ __forceinline__ float cu_gdn_beta(float bt) { return 1.0f / (1.0f + expf(-bt)); }
+
+static __device__ __forceinline__ float cu_gdn_logdecay(float at, float ssm_a, float dt_b)
+{
+    const float sp_in = at + dt_b;
+    const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
+    return ssm_a * sp;
+}
+
+// Gated RMSNorm of one head's output o[0..dv) (block-wide): out[m] =
+// o[m] / rms(o) * norm_w[m] * silu(z[m]).  out may be o.
+static __device__ __forceinline__ void cu_gdn_gnorm(const float *o, const float *z, const float *norm_w,
+                                                    float *out, int dv, float eps, double *red)
+{
+    double ss = 0.0;
+    for (int m = threadIdx.x; m < dv; m += blockDim.x)
+        ss += (double)o[m] * (double)o[m];
+    ss = cu_block_sumd(ss, red);
+    const float sc = (float)(1.0 / sqrt(ss / dv + (double)eps));
+    for (int m = threadIdx.x; m < dv; m += blockDim.x)
+        out[m] = __fmul_rn(__fmul_rn(__fmul_rn(o[m], sc), norm_w[m]), cu_silu(z[m]));
+}
+
+// Index of the run holding token t (runs are in token order, t0 rising).
+static __device__ __forceinline__ int cu_gdn_run_of(const cu_gdn_run *runs, int n_runs, int64_t t)
+{
+    int lo = 0, hi = n_runs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (runs[mid].t0 <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+// Whether a run goes to the chunked delta kernel (else delta_kernel).
+static __device__ __forceinline__ bool cu_gdn_is_chunked(const cu_gdn &g, int64_t len)
+{
+    return g.chunk_min > 0 && len >= g.chunk_min;
+}
+
+#endif

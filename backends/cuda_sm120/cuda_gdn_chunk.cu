@@ -1,0 +1,394 @@
+// backends/cuda_sm120/cuda_gdn_chunk.cu — SI_OP_GDN prefill (knob
+// gdn_prefill = chunked): the same math as cuda_gdn.cu, parallel over
+// tokens where the token loop was serial.
+//
+//   conv_tok_kernel   one thread per (channel, token): the causal conv
+//                     reads the slot's OLD conv state for the first
+//                     conv_k-1 tokens of a run; conv_state_kernel then
+//                     (stream order: after every token read it) keeps the
+//                     run's last conv_k-1 raw inputs.
+//   qk_norm_kernel    L2-normalises q (times 1/sqrt(dk)) and k of every
+//                     token of a chunked run in place in the workspace y.
+//   chunk_kernel      the delta rule in chunks of CH = 64 tokens (derivation
+//                     in tests/cpu/check_gdn_chunk.c, which checks this
+//                     algorithm against the recurrence): per chunk, with
+//                     G_t the cumulative log decay inside the chunk,
+//                       A  = strictly-lower(diag(b)(K Kᵀ ⊙ exp(G_t - G_s)))
+//                       P  = lower(Q Kᵀ ⊙ exp(G_t - G_s))
+//                       R  = diag(b)(V - diag(exp G) K S0)
+//                       D  = (I + A)⁻¹ R           (forward substitution)
+//                       O  = diag(exp G) Q S0 + P D
+//                       S  = exp(G_last) S0 + Kᵀ diag(exp(G_last - G_s)) D.
+//                     Value columns are independent (each solve is per
+//                     column), so one block handles one (v-head, run,
+//                     slice of DVS = 32 value columns): 4 blocks per head
+//                     at dv = 128, which fills an H200 with 32 heads of one
+//                     sequence.  The block keeps its state slice S0
+//                     (dk x 32 f32) in shared memory across the chunks and
+//                     writes it back at the end; K and Q of the chunk are
+//                     stored transposed (reduction index outer) so the
+//                     4x4 / 4x2 register tiles read them as float4; the
+//                     C x C matrices A and P then overwrite Q (95 KB of
+//                     shared memory at dk = 128: two blocks per sm_90 SM,
+//                     and it fits sm_120's 99 KB).  f32 FMA throughout, no
+//                     tensor cores.
+//   gnorm_kernel      the gated RMSNorm of the chunked tokens, in place on
+//                     the raw outputs chunk_kernel wrote into dst.
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "cuda_gdn.cuh"
+
+#define CH      64            // chunk length (tokens)
+#define DVS     32            // value columns per block
+#define LDC     (CH + 4)      // row stride of KT/QT/BT: float4-aligned, fewer bank conflicts
+#define LDD     (DVS + 4)     // row stride of D: conflict-free forward substitution
+#define CTHREADS 256
+
+static_assert(CH == 64 && DVS == 32 && CTHREADS == 256, "the tile mappings below assume these");
+
+// ---- conv ---------------------------------------------------------------
+
+// grid (n tokens, channel blocks of 128)
+__global__ void conv_tok_kernel(cu_gdn g)
+{
+    const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= g.conv_dim)
+        return;
+    const int64_t t = blockIdx.x;
+    const cu_gdn_run run = g.runs[cu_gdn_run_of(g.runs, (int)g.n_runs, t)];
+    const int H = g.conv_k - 1;
+    const float *st = (const float *)(g.state + run.state_off) + c * H;
+    const float *w = g.conv_w + c * g.conv_w_stride;
+    const int64_t i = t - run.t0;
+    float acc = w[H] * g.u[t * g.u_stride + c];   // tap K-1 multiplies the current token
+    for (int j = 0; j < H; j++) {
+        const int64_t p = i - H + j;
+        const float hv = p < 0 ? st[p + H] : g.u[(run.t0 + p) * g.u_stride + c];
+        acc += w[j] * hv;
+    }
+    g.y[t * g.conv_dim + c] = cu_silu(acc);
+}
+
+// grid (channel blocks of 128, runs): the state keeps the last H raw
+// inputs.  Entry j reads old entry len + j (>= j) when it comes from the
+// old state, so ascending j is safe in place.
+__global__ void conv_state_kernel(cu_gdn g)
+{
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= g.conv_dim)
+        return;
+    const cu_gdn_run run = g.runs[blockIdx.y];
+    const int H = g.conv_k - 1;
+    float *st = (float *)(g.state + run.state_off) + c * H;
+    for (int j = 0; j < H; j++) {
+        const int64_t p = run.len - H + j;
+        st[j] = p < 0 ? st[p + H] : g.u[(run.t0 + p) * g.u_stride + c];
+    }
+}
+
+// ---- norms --------------------------------------------------------------
+
+// grid (n tokens, 2 * n_k_head): q heads then k heads, 128 threads.
+__global__ void __launch_bounds__(128) qk_norm_kernel(cu_gdn g)
+{
+    __shared__ double red[33];
+    const int64_t t = blockIdx.x;
+    const cu_gdn_run run = g.runs[cu_gdn_run_of(g.runs, (int)g.n_runs, t)];
+    if (!cu_gdn_is_chunked(g, run.len))
+        return;
+    const int h = blockIdx.y;   // < n_k_head: q head h; else k head h - n_k_head
+    float *x = g.y + t * g.conv_dim + (int64_t)h * g.dk;
+    const float extra = h < g.n_k_head ? 1.0f / sqrtf((float)g.dk) : 1.0f;
+    cu_l2norm(x, x, g.dk, g.eps, extra, red);
+}
+
+// grid (n tokens, n_v_head), 128 threads.
+__global__ void __launch_bounds__(128) gnorm_kernel(cu_gdn g)
+{
+    __shared__ double red[33];
+    const int64_t t = blockIdx.x;
+    const cu_gdn_run run = g.runs[cu_gdn_run_of(g.runs, (int)g.n_runs, t)];
+    if (!cu_gdn_is_chunked(g, run.len))
+        return;
+    const int j = blockIdx.y;
+    float *o = g.dst + t * g.dst_stride + (int64_t)j * g.dv;
+    cu_gdn_gnorm(o, g.z + t * g.z_stride + (int64_t)j * g.dv, g.norm_w, o, g.dv, g.eps, red);
+}
+
+// ---- the chunked delta rule ----------------------------------------------
+
+// Shared memory of chunk_kernel for dk rounded up to 4 (dkp).  QT is dead
+// once the products are in registers, so A and BT then take its place:
+// 95 KB at dk = 128, under sm_120's 99 KB per block, and two blocks fit
+// an sm_90 SM.
+static __host__ __device__ int chunk_u_floats(int dkp)
+{
+    return dkp * LDC > CH * CH + CH * LDC ? dkp * LDC : CH * CH + CH * LDC;
+}
+
+static size_t chunk_smem_bytes(int dk)
+{
+    const int dkp = (dk + 3) & ~3;
+    return sizeof(float) * ((size_t)dkp * LDC          // KT        [dkp][LDC]
+                            + chunk_u_floats(dkp)      // QT | A [t][s], BT [s][LDC]
+                            + (size_t)dkp * DVS        // S         [dkp][DVS]
+                            + CH * LDD                 // D         [t][LDD]
+                            + 3 * CH);                 // G, beta, W
+}
+
+// g of token c0 + t of the run (0 beyond the run: padded rows).
+static __device__ __forceinline__ float tok_logdecay(const cu_gdn &g, const cu_gdn_run &run, int64_t c0, int t, int L,
+                                                     float ssm_a, float dt_b, int j)
+{
+    if (t >= L)
+        return 0.0f;
+    return cu_gdn_logdecay(g.a[(run.t0 + c0 + t) * g.a_stride + j], ssm_a, dt_b);
+}
+
+// grid (n_v_head, n_runs, ceil(dv / DVS)), CTHREADS threads.
+__global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
+{
+    extern __shared__ __align__(16) float sm[];
+    const cu_gdn_run run = g.runs[blockIdx.y];
+    if (!cu_gdn_is_chunked(g, run.len))
+        return;
+    const int j = blockIdx.x, dk = g.dk, dv = g.dv, kh = j % g.n_k_head;
+    const int dkp = (dk + 3) & ~3;
+    const int mb = blockIdx.z * DVS;   // first value column of this block
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *KT = sm, *QT = KT + dkp * LDC, *A = QT, *BT = A + CH * CH, *S = QT + chunk_u_floats(dkp),
+          *D = S + dkp * DVS, *Gm = D + CH * LDD, *Bt = Gm + CH, *W = Bt + CH;
+    float *Sg = (float *)(g.state + run.state_off) + (int64_t)g.conv_dim * (g.conv_k - 1) + (int64_t)j * dv * dk;
+    const float ssm_a = g.ssm_a[j], dt_b = g.dt_bias[j];
+    const int64_t key_dim = (int64_t)g.n_k_head * dk;
+
+    // State slice in: S[i][m] = s[(mb + m) * dk + i] (zeros in the padding).
+    for (int idx = tid; idx < DVS * dkp; idx += CTHREADS) {
+        const int m = idx / dkp, i = idx - m * dkp;
+        S[i * DVS + m] = (i < dk && mb + m < dv) ? Sg[(int64_t)(mb + m) * dk + i] : 0.0f;
+    }
+
+    // Tile coordinates.  2a: rows t0..t0+3 against 4 columns s (KKᵀ, QKᵀ)
+    // and 2 value columns m (K S0, Q S0, later the outputs of 2d); 2e: 4
+    // rows i x 4 value columns m.
+    const int t0 = 4 * (tid >> 4), s0 = 4 * (tid & 15), m0 = 2 * (tid & 15);
+    const int u_m0 = 4 * (tid & 7), u_i0 = 4 * (tid >> 3);
+
+    for (int64_t c0 = 0; c0 < run.len; c0 += CH) {
+        const int L = run.len - c0 < CH ? (int)(run.len - c0) : CH;
+        const int64_t tb = run.t0 + c0;   // batch index of the chunk's token 0
+        // ---- 1. load: K, Q transposed (zero rows past L and past dk);
+        // beta and the cumulative log decay (an inclusive warp scan per
+        // 32 tokens; warp 1 adds warp 0's total, which it sums itself).
+        for (int idx = tid; idx < CH * dkp; idx += CTHREADS) {
+            const int t = idx / dkp, i = idx - t * dkp;
+            float k = 0.0f, q = 0.0f;
+            if (t < L && i < dk) {
+                const float *yr = g.y + (tb + t) * g.conv_dim + (int64_t)kh * dk + i;
+                q = yr[0];
+                k = yr[key_dim];
+            }
+            KT[i * LDC + t] = k;
+            QT[i * LDC + t] = q;
+        }
+        if (tid < CH) {
+            const int t = tid;
+            float gv = tok_logdecay(g, run, c0, t, L, ssm_a, dt_b, j);
+            Bt[t] = t < L ? cu_gdn_beta(g.b[(tb + t) * g.b_stride + j]) : 0.0f;
+            for (int o = 1; o < 32; o <<= 1) {
+                const float up = __shfl_up_sync(0xffffffffu, gv, o);
+                if (lane >= o)
+                    gv += up;
+            }
+            if (warp == 1)
+                gv += cu_warp_sum(tok_logdecay(g, run, c0, lane, L, ssm_a, dt_b, j));
+            Gm[t] = gv;
+        }
+        __syncthreads();
+
+        // ---- 2a. in registers, one pass over the key dim: k_t.k_s and
+        // q_t.k_s (4x4), k_t.S0[:,m] and q_t.S0[:,m] (4x2).  Then
+        // R = diag(b)(V - diag(exp G) K S0) into D, and the inter-chunk
+        // output exp(G) Q S0 stays in registers for 2d.
+        float kk[4][4] = {}, qk[4][4] = {}, oacc[4][2];
+        {
+            float rk[4][2] = {}, rq[4][2] = {};
+            for (int i = 0; i < dkp; i++) {
+                const float4 kt = *(const float4 *)&KT[i * LDC + t0];
+                const float4 qt = *(const float4 *)&QT[i * LDC + t0];
+                const float4 ks = *(const float4 *)&KT[i * LDC + s0];
+                const float2 sv = *(const float2 *)&S[i * DVS + m0];
+                const float ktv[4] = { kt.x, kt.y, kt.z, kt.w }, qtv[4] = { qt.x, qt.y, qt.z, qt.w };
+                const float ksv[4] = { ks.x, ks.y, ks.z, ks.w };
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+#pragma unroll
+                    for (int b = 0; b < 4; b++) {
+                        kk[a][b] = fmaf(ktv[a], ksv[b], kk[a][b]);
+                        qk[a][b] = fmaf(qtv[a], ksv[b], qk[a][b]);
+                    }
+                    rk[a][0] = fmaf(ktv[a], sv.x, rk[a][0]);
+                    rk[a][1] = fmaf(ktv[a], sv.y, rk[a][1]);
+                    rq[a][0] = fmaf(qtv[a], sv.x, rq[a][0]);
+                    rq[a][1] = fmaf(qtv[a], sv.y, rq[a][1]);
+                }
+            }
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int t = t0 + a;
+                const float eg = expf(Gm[t]);
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int m = m0 + b;
+                    const float v = (t < L && mb + m < dv)
+                                        ? g.y[(tb + t) * g.conv_dim + 2 * key_dim + (int64_t)j * dv + mb + m]
+                                        : 0.0f;
+                    D[t * LDD + m] = Bt[t] * (v - eg * rk[a][b]);
+                    oacc[a][b] = eg * rq[a][b];
+                }
+            }
+        }
+        if (tid < CH)
+            W[tid] = tid < L ? expf(Gm[L - 1] - Gm[tid]) : 0.0f;
+        __syncthreads();   // every read of QT is done: A and BT take its place
+
+        // ---- 2b. A (strictly lower, t-major) and P (lower, stored
+        // transposed as BT[s][t]).
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int t = t0 + a, s = s0 + b;
+                const float e = s <= t ? expf(Gm[t] - Gm[s]) : 0.0f;
+                A[t * CH + s] = s < t ? Bt[t] * e * kk[a][b] : 0.0f;
+                BT[s * LDC + t] = e * qk[a][b];
+            }
+        __syncthreads();
+
+        // ---- 2c. forward substitution D_t -= sum_{s<t} A_ts D_s, one
+        // column per 8 lanes (lanes 4*sub + c: column 4*warp + c, terms
+        // s = sub, sub + 8, ...).
+        {
+            const int m = 4 * warp + (lane & 3), sub = lane >> 2;
+            for (int t = 1; t < L; t++) {
+                float p = 0.0f;
+                for (int s = sub; s < t; s += 8)
+                    p = fmaf(A[t * CH + s], D[s * LDD + m], p);
+                p += __shfl_xor_sync(0xffffffffu, p, 4);
+                p += __shfl_xor_sync(0xffffffffu, p, 8);
+                p += __shfl_xor_sync(0xffffffffu, p, 16);
+                if (sub == 0)
+                    D[t * LDD + m] -= p;
+                __syncwarp();
+            }
+        }
+        __syncthreads();
+
+        // ---- 2d. outputs O = exp(G) Q S0 + P D (raw; gnorm_kernel
+        // normalises them), rows t < L, columns < dv.
+        {
+            const int s_end = min(t0 + 4, L);
+            for (int s = 0; s < s_end; s++) {
+                const float4 bt = *(const float4 *)&BT[s * LDC + t0];
+                const float2 dd = *(const float2 *)&D[s * LDD + m0];
+                const float btv[4] = { bt.x, bt.y, bt.z, bt.w };
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    oacc[a][0] = fmaf(btv[a], dd.x, oacc[a][0]);
+                    oacc[a][1] = fmaf(btv[a], dd.y, oacc[a][1]);
+                }
+            }
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const int t = t0 + a;
+                if (t >= L)
+                    break;
+                float *out = g.dst + (tb + t) * g.dst_stride + (int64_t)j * dv + mb;
+#pragma unroll
+                for (int b = 0; b < 2; b++)
+                    if (mb + m0 + b < dv)
+                        out[m0 + b] = oacc[a][b];
+            }
+        }
+
+        // ---- 2e. S = exp(G_last) S0 + Kᵀ diag(W) D (each thread owns its
+        // 4x4 elements of S; nothing else reads S until the next chunk).
+        {
+            const float eL = expf(Gm[L - 1]);
+            for (int i0 = u_i0; i0 < dkp; i0 += 4 * (CTHREADS / 8)) {
+                float acc[4][4] = {};
+                for (int s = 0; s < L; s++) {
+                    const float w = W[s];
+                    const float4 dd = *(const float4 *)&D[s * LDD + u_m0];
+                    const float dv4[4] = { w * dd.x, w * dd.y, w * dd.z, w * dd.w };
+#pragma unroll
+                    for (int a = 0; a < 4; a++) {
+                        const float k = KT[(i0 + a) * LDC + s];
+#pragma unroll
+                        for (int b = 0; b < 4; b++)
+                            acc[a][b] = fmaf(k, dv4[b], acc[a][b]);
+                    }
+                }
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    float4 *sp = (float4 *)&S[(i0 + a) * DVS + u_m0];
+                    float4 s4 = *sp;
+                    s4.x = fmaf(eL, s4.x, acc[a][0]);
+                    s4.y = fmaf(eL, s4.y, acc[a][1]);
+                    s4.z = fmaf(eL, s4.z, acc[a][2]);
+                    s4.w = fmaf(eL, s4.w, acc[a][3]);
+                    *sp = s4;
+                }
+            }
+        }
+        __syncthreads();   // KT/QT (over A, BT)/D/G are rewritten by the next chunk
+    }
+
+    // State slice out.
+    for (int idx = tid; idx < DVS * dkp; idx += CTHREADS) {
+        const int m = idx / dkp, i = idx - m * dkp;
+        if (i < dk && mb + m < dv)
+            Sg[(int64_t)(mb + m) * dk + i] = S[i * DVS + m];
+    }
+}
+
+// ---- launchers -------------------------------------------------------------
+
+extern "C" int si_cu_gdn_conv_tok(const cu_gdn *g, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const unsigned cb = (unsigned)((g->conv_dim + 127) / 128);
+    if (g->n > 0x7fffffff || cb > 65535)
+        return (int)cudaErrorInvalidValue;
+    conv_tok_kernel<<<dim3((unsigned)g->n, cb), 128, 0, s>>>(*g);
+    conv_state_kernel<<<dim3(cb, (unsigned)g->n_runs), 128, 0, s>>>(*g);
+    return (int)cudaGetLastError();
+}
+
+extern "C" bool si_cu_gdn_chunk_fits(int dk)
+{
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return chunk_smem_bytes(dk) <= (size_t)optin;
+}
+
+extern "C" int si_cu_gdn_chunk(const cu_gdn *g, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const size_t smem = chunk_smem_bytes(g->dk);
+    const unsigned slices = (unsigned)((g->dv + DVS - 1) / DVS);
+    if (g->n > 0x7fffffff || 2 * (int64_t)g->n_k_head > 65535 || g->n_v_head > 65535 || slices > 65535)
+        return (int)cudaErrorInvalidValue;
+    cudaError_t e = cudaFuncSetAttribute(chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    qk_norm_kernel<<<dim3((unsigned)g->n, 2u * (unsigned)g->n_k_head), 128, 0, s>>>(*g);
+    chunk_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs, slices), CTHREADS, smem, s>>>(*g);
+    gnorm_kernel<<<dim3((unsigned)g->n, (unsigned)g->n_v_head), 128, 0, s>>>(*g);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,53 @@
+// tests/cuda/emu/cuda_runtime.h — host emulation of the CUDA features the
+// GDN kernels use, for checking kernel LOGIC on a machine without a GPU
+// (x86-64 only; not part of the build; run-gdn-emu.sh uses it): one block
+// at a time, its threads as cooperative fibers; __syncthreads, __syncwarp
+// and the shuffles are real barriers (a deadlock, a divergent barrier or
+// a barrier after exited threads aborts); dynamic shared memory is filled
+// with 0x7f bytes so reading what no thread wrote shows as huge values.
+// Says nothing about speed, occupancy, races inside a warp or launch
+// limits; math is host libm (expf etc. may differ in the last bit).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+#include <math.h>
+using std::min;
+using std::max;
+struct dim3 { unsigned x = 1, y = 1, z = 1; dim3() {} dim3(unsigned a, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __shared__ static
+static inline float __fmul_rn(float a, float b) { return a * b; }
+namespace emu {
+extern dim3 threadIdx, blockIdx, blockDim, gridDim;
+void sync_block();
+void sync_warp();
+float *dyn_smem();
+void xchg(const void *in, void *out, int size, int src_lane);   // out = lane src_lane's in
+}
+using emu::threadIdx; using emu::blockIdx; using emu::blockDim; using emu::gridDim;
+static inline void __syncthreads() { emu::sync_block(); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o)
+{ T r; emu::xchg(&v, &r, sizeof(T), (int)(threadIdx.x & 31) ^ o); return r; }
+template <class T> static inline T __shfl_up_sync(unsigned, T v, int o)
+{ T r; int l = (int)(threadIdx.x & 31); emu::xchg(&v, &r, sizeof(T), l >= o ? l - o : l); return r; }
+template <class T> static inline T __shfl_down_sync(unsigned, T v, int o)
+{ T r; int l = (int)(threadIdx.x & 31); emu::xchg(&v, &r, sizeof(T), l + o < 32 ? l + o : l); return r; }
+// run kernel(args) on every block of the grid
+void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }

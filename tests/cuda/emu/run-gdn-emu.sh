@@ -1,0 +1,32 @@
+#!/bin/sh
+# tests/cuda/emu/run-gdn-emu.sh — runs the cuda_sm120 GDN kernels (chunked
+# prefill against token by token) under the host emulation, no GPU needed.
+# Needs g++ (x86-64).  Takes ~1 min on 2 cores.  Usage: run-gdn-emu.sh [builddir]
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../../.." && pwd)
+src=$top/backends/cuda_sm120
+out=${1:-${TMPDIR:-/tmp}}/gdn-emu.$$
+mkdir -p "$out"
+trap 'rm -rf "$out"' EXIT
+# The kernels as host C++: launchers cut (they use <<<>>>), dynamic shared
+# memory from the emulator.
+sed -e '/^\/\/ ---- launchers/,$d' \
+    -e 's/extern __shared__ __align__(16) float sm\[\];/float *sm = emu::dyn_smem();/' \
+    "$src/cuda_gdn_chunk.cu" > "$out/chunk.cc"
+echo 'size_t emu_chunk_smem(int dk) { return chunk_smem_bytes(dk); }' >> "$out/chunk.cc"
+sed -e '/^extern "C" int si_cu_gdn/,$d' \
+    -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' \
+    "$src/cuda_gdn.cu" > "$out/seq.cc"
+grep -q 'emu::dyn_smem' "$out/chunk.cc" && grep -q 'emu::dyn_smem' "$out/seq.cc" || {
+    echo "run-gdn-emu: the shared-memory declarations changed; update the sed lines" >&2; exit 1; }
+F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
+for f in chunk seq; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
+g++ $F "$here/gdn_emu.cc" "$here/emu.cc" "$out/chunk.o" "$out/seq.o" -o "$out/gdn_emu"
+rc=0
+# real head dims; dk padding + partial value slice + 3 v-heads per k-head;
+# one long run beside a short one; exactly one chunk; below the threshold
+for c in "2 4 128 128 1 70 129" "2 6 30 40 1 70 31 65" "2 4 16 72 300 5" "1 2 128 32 1 129 64"; do
+    "$out/gdn_emu" $c || rc=1
+done
+exit $rc
