@@ -26,7 +26,8 @@ for t in check_cuda_backend check_cuda_ops check_cuda_model check_cuda_moe_plugi
         continue
     fi
     start=$(date +%s)
-    "$bin" > "$logs/$t.log" 2>&1
+    # a kernel that hangs must not take the whole call with it
+    timeout "${SI_TEST_TIMEOUT:-80}" "$bin" > "$logs/$t.log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     case $rc in

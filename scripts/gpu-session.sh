@@ -11,6 +11,7 @@ mkdir -p "$O"
 SI="$SI_TOP_BUILDDIR/sparkinfer"
 T="$SI_TOP_BUILDDIR/tests/cuda"
 deadline=$(( $(date +%s) + ${SI_DEADLINE:-170} ))
+# (a step that is cut short by its timeout still leaves its log)
 nvidia-smi --query-gpu=name,compute_cap,memory.total,clocks.max.sm --format=csv,noheader
 
 # step NAME SECONDS GREP-PATTERN CMD...: runs CMD (stdout+stderr to the log)
@@ -19,36 +20,59 @@ step() {
     name=$1 t=$2 pat=$3
     shift 3
     left=$(( deadline - $(date +%s) ))
-    if [ "$left" -lt "$t" ]; then echo "== $name: SKIPPED (${left}s left, needs $t)"; return; fi
+    if [ "$left" -lt "$t" ]; then echo "== $name: SKIPPED (${left}s left, needs $t)"; last_rc=0; return; fi
     s=$(date +%s)
     timeout "$t" "$@" > "$O/$name.log" 2>&1
     rc=$?
+    last_rc=$rc
     echo "== $name: rc=$rc $(( $(date +%s) - s ))s"
     grep -E "$pat" "$O/$name.log" | cut -c1-220 | tail -n 40
 }
 
 CHK='^[0-9]+%: Checks|:[EF]:|top-1|max err|SKIP'
-step tests 100 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' sh scripts/gpu-cuda-tests.sh
-step model_dp4a_vs_cpu_fast 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=fast "$T/check_cuda_model"
-step model_kv_i8 40 "$CHK" env SI_CUDA_TEST_KV=i8 "$T/check_cuda_model"
-
+ROWS='^(pp|tg) |rror|profile:'
+D="--set backend.cuda_sm120.matmul=dp4a"
+P="--set backend.cuda_sm120.profile=true"
+# 1. correctness: every GPU test program (op tests, whole models, the plugin)
+step tests 120 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' sh scripts/gpu-cuda-tests.sh
+# 2. the presets of the issue, generated here
 step mk9b 20 'wrote|rror' "$SI" mkmodel --preset 9b -o /tmp/9b.gguf
 step mk35b 30 'wrote|rror' "$SI" mkmodel --preset 35b-a3b -o /tmp/35b.gguf
-ROWS='^(pp|tg) |rror|profile:'
+# 3. decode and prefill at the defaults (decode products through dp4a)
+# A bench that fails (a new kernel faulting) is run again with the paths
+# of the previous session (SAFE), so the run still yields figures.
+SAFE="--set backend.cuda_sm120.prefill_mm=gemv --set backend.cuda_sm120.gdn_prefill=seq
+ --set backend.cuda_sm120.gdn_rows=false --set kernel.moe_grouped_i8.enabled=false"
 for m in 9b 35b; do
-    D="--set backend.cuda_sm120.matmul=dp4a"
-    step "tg_$m" 50 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 32 --reps 5 $D
-    step "tg_bs8_$m" 25 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128 --bs 8 --tg 32 --reps 5 $D
+    step "tg_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 32 --reps 5 $D
+    [ "$last_rc" -ne 0 ] && step "tg_${m}_safe" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128 \
+        --bs 1 --tg 32 --reps 5 $D $SAFE
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 3
-    step "prof_dec_$m" 20 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $D \
-        --set backend.cuda_sm120.profile=true
-    step "prof_pre_$m" 20 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 \
-        --set backend.cuda_sm120.profile=true
+    [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
 done
+# 4. where the time goes
+for m in 9b 35b; do
+    step "prof_dec_$m" 20 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $D $P
+    step "prof_pre_$m" 20 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
+done
+# 5. whole models through the int8 paths against the cpu's int8 path, and
+#    with the paged int8 KV cache
+step model_int8_vs_cpu_fast 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=fast \
+    SI_CUDA_TEST_PREFILL_MM=mma SI_CUDA_TEST_KV=f32 "$T/check_cuda_model"
+step model_kv_i8 40 "$CHK" env SI_CUDA_TEST_KV=i8 "$T/check_cuda_model"
+# 6. batched prefill (mma GEMM, chunked GDN, the MoE plugin) against token
+#    by token (dp4a GEMV, state-rows GDN, built-in MoE) on the presets
+CK="--prefix 512 --batched-prefix --cont 128"
+step check_9b 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $D
+step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $D
+step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $D --set kernel.moe_grouped_i8.enabled=false
+# 7. A/B and the rest of the sweep
+step ab_kv_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 $D \
+    --set backend.cuda_sm120.kv_type=i8
 step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
     --set kernel.moe_grouped_i8.enabled=false
-step ab_kv_i8_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 \
-    --set backend.cuda_sm120.matmul=dp4a --set backend.cuda_sm120.kv_type=i8
-step bench_9b_32k 60 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 16 --reps 3 \
-    --set backend.cuda_sm120.matmul=dp4a
+step ab_gemv_pp512 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512 --reps 2 --set backend.cuda_sm120.prefill_mm=gemv
+step tg_bs_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
+step tg_bs_35b 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
+step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 16 --reps 3 $D
 echo "== gpu-session done ($(( deadline - $(date +%s) ))s before the deadline)"
