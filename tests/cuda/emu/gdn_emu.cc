@@ -14,6 +14,8 @@ __global__ void conv_state_kernel(cu_gdn g);
 __global__ void qk_norm_kernel(cu_gdn g);
 __global__ void chunk_kernel(cu_gdn g);
 __global__ void gnorm_kernel(cu_gdn g);
+__global__ void rows_kernel(cu_gdn g);
+__global__ void norm_kernel(cu_gdn g);
 size_t emu_chunk_smem(int dk);
 static uint32_t rs = 99;
 static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
@@ -32,6 +34,15 @@ static void pipeline(cu_gdn g, bool chunked)
         L(gnorm_kernel, dim3((unsigned)g.n, g.n_v_head), dim3(128), 0);
     }
 }
+// gdn_rows = true (cuda_gdn_rows.cu): conv, then the state-rows kernel and
+// the norm; si_cu_gdn takes it when no run is chunked.
+static void pipeline_rows(cu_gdn g)
+{
+    unsigned cb = (unsigned)((g.conv_dim + 127) / 128);
+    L(conv_kernel, dim3(cb, (unsigned)g.n_runs), dim3(128), 0);
+    L(rows_kernel, dim3((unsigned)(g.n_v_head * (g.dv / 16)), (unsigned)g.n_runs), dim3(128), 0);
+    L(norm_kernel, dim3((unsigned)((g.n * g.n_v_head + 3) / 4)), dim3(128), 0);
+}
 static double cmp(const std::vector<float> &a, const std::vector<float> &b, const char *what)
 {
     double mx = 0, md = 0; size_t at = 0;
@@ -40,7 +51,7 @@ static double cmp(const std::vector<float> &a, const std::vector<float> &b, cons
         mx = std::max(mx, (double)std::fabs(a[i]));
         double d = std::fabs((double)a[i] - b[i]); if (d > md) { md = d; at = i; }
     }
-    printf("  %-6s max |chunked - seq| %.3g = %.3g of max %.3g (at %zu)\n", what, md, md / mx, mx, at);
+    printf("  %-6s max |new - seq| %.3g = %.3g of max %.3g (at %zu)\n", what, md, md / mx, mx, at);
     return md / mx;
 }
 int main(int argc, char **argv)
@@ -58,8 +69,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < hv; i++) { sa[i] = -0.2f - 0.5f * (i % 4); dtb[i] = 0.3f * fr(); }
     for (auto &x : nw) x = 1 + 0.2f * fr();
     std::vector<float> st0 = rnd((64 + nr * (slot * 4 + 16)) / 4 + 1, 0.5f);
-    std::vector<float> st[2], dst[2], y(n * cd);
-    for (int c = 0; c < 2; c++) {
+    const bool rows_ok = dk % 32 == 0 && dk / 32 <= 8 && dv % 16 == 0;
+    std::vector<float> st[3], dst[3], y(n * cd);
+    for (int c = 0; c < (rows_ok ? 3 : 2); c++) {
         st[c] = st0; dst[c].assign(n * hv * dv, NAN);
         cu_gdn g = {};
         g.u = u.data(); g.z = z.data(); g.b = b.data(); g.a = a.data();
@@ -68,11 +80,20 @@ int main(int argc, char **argv)
         g.dst = dst[c].data(); g.state = (uint8_t *)st[c].data(); g.runs = runs.data(); g.n_runs = nr; g.n = n;
         g.conv_dim = cd; g.n_k_head = hk; g.n_v_head = hv; g.dk = dk; g.dv = dv; g.conv_k = K; g.eps = 1e-6f;
         g.y = y.data(); g.max_len = maxl;
-        pipeline(g, c == 1);
+        if (c == 2)
+            pipeline_rows(g);
+        else
+            pipeline(g, c == 1);
     }
     printf("hk %d hv %d dk %d dv %d runs", hk, hv, dk, dv); for (int l : lens) printf(" %d", l); printf("\n");
+    printf("  chunked:\n");
     double e1 = cmp(dst[1], dst[0], "output"), e2 = cmp(st[1], st[0], "state");
     bool ok = e1 <= 1e-4 && e2 <= 1e-4;
+    if (rows_ok) {
+        printf("  rows:\n");
+        double e3 = cmp(dst[2], dst[0], "output"), e4 = cmp(st[2], st[0], "state");
+        ok = ok && e3 <= 1e-4 && e4 <= 1e-4;
+    }
     printf("  %s\n", ok ? "OK" : "FAIL");
     return ok ? 0 : 1;
 }

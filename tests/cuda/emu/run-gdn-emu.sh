@@ -20,13 +20,14 @@ sed -e '/^extern "C" int si_cu_gdn/,$d' \
     "$src/cuda_gdn.cu" > "$out/seq.cc"
 grep -q 'emu::dyn_smem' "$out/chunk.cc" && grep -q 'emu::dyn_smem' "$out/seq.cc" || {
     echo "run-gdn-emu: the shared-memory declarations changed; update the sed lines" >&2; exit 1; }
+sed -e '/^\/\/ dst gets pre-norm values/,$d' "$src/cuda_gdn_rows.cu" > "$out/rows.cc"
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
-for f in chunk seq; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
-g++ $F "$here/gdn_emu.cc" "$here/emu.cc" "$out/chunk.o" "$out/seq.o" -o "$out/gdn_emu"
+for f in chunk seq rows; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
+g++ $F "$here/gdn_emu.cc" "$here/emu.cc" "$out/chunk.o" "$out/seq.o" "$out/rows.o" -o "$out/gdn_emu"
 rc=0
 # real head dims; dk padding + partial value slice + 3 v-heads per k-head;
 # one long run beside a short one; exactly one chunk; below the threshold
-for c in "2 4 128 128 1 70 129" "2 6 30 40 1 70 31 65" "2 4 16 72 300 5" "1 2 128 32 1 129 64"; do
+for c in "2 4 128 128 1 1 3" "1 2 64 48 1 2" "2 4 128 128 1 70 129" "2 6 30 40 1 70 31 65" "2 4 16 72 300 5" "1 2 128 32 1 129 64"; do
     "$out/gdn_emu" $c || rc=1
 done
 exit $rc
