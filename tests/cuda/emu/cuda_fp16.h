@@ -1,7 +1,12 @@
-// tests/cuda/emu/cuda_fp16.h — stub: only what cuda_quant.cuh names, so it
-// compiles on the host (never called by the GDN emulation).
+// tests/cuda/emu/cuda_fp16.h — the f16 type of the host emulation: what
+// cuda_quant.cuh and the dense attention kernels name, on the host's
+// _Float16 (g++ >= 12, x86-64), round-to-nearest-even like the device.
 #pragma once
 #include <cstring>
+#include "cuda_runtime.h"
 struct __half { unsigned short x; };
+struct __half2 { __half x, y; };
 static inline __half __ushort_as_half(unsigned short h) { __half r; r.x = h; return r; }
-static inline float __half2float(__half) { return 0.0f; }
+static inline float __half2float(__half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+static inline __half __float2half_rn(float x) { _Float16 f = (_Float16)x; __half r; memcpy(&r.x, &f, 2); return r; }
+static inline float2 __half22float2(__half2 h) { float2 r; r.x = __half2float(h.x); r.y = __half2float(h.y); return r; }

@@ -22,6 +22,15 @@ using std::max;
 struct dim3 { unsigned x = 1, y = 1, z = 1; dim3() {} dim3(unsigned a, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+static inline uint2 make_uint2(unsigned a, unsigned b) { uint2 r; r.x = a; r.y = b; return r; }
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh)
+{ return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31)); }
+template <class T> static inline T __ldg(const T *p) { return *p; }
+typedef void *cudaStream_t;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 #define __global__
 #define __device__
 #define __host__
@@ -48,6 +57,9 @@ template <class T> static inline T __shfl_down_sync(unsigned, T v, int o)
 { T r; int l = (int)(threadIdx.x & 31); emu::xchg(&v, &r, sizeof(T), l + o < 32 ? l + o : l); return r; }
 // run kernel(args) on every block of the grid
 void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+// what `k<<<grid, block, smem, stream>>>(args)` becomes (sed in run-*-emu.sh)
+static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::function<void()> &body)
+{ emu_launch(grid, block, smem, body); }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }

@@ -1,0 +1,274 @@
+// tests/cuda/emu/attn_emu.cc — SI_OP_ATTN of cuda_sm120 (si_cu_attn with
+// its real dispatch: rope, append, split_kernel / split_i8_kernel /
+// attend_kernel, combine) under the host emulation, against a double
+// precision reference written from the cpu backend's formulas (cpu_attn.c)
+// and the paged layout of cuda_kv.c's comment — not from the kernels.
+//   op 1: every sequence's prefill (lengths from the command line) in one
+//         op, tokens of the sequences one after the other;
+//   op 2: one decoding token per sequence, in reverse sequence order.
+// i8: pages are handed out in a random order (not 0, 1, 2...), unowned
+// table entries are -1 (a read through one faults), unwritten scales are
+// NaN and the output and partials are NaN-poisoned; after each op every
+// cached row is compared with an independent quantisation of the same k/v
+// (scale exact, int8 exact), and the output with attention over the
+// dequantised rows (tight) and over the f32 rows (the int8 error, loose).
+// Usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...
+//   KV i8|f16|f32, SPLIT 1 = attn split (else simple), NSM multiprocessors
+//   (sizes the split grid: small = many splits), PF 0 = the prefill op runs
+//   rope + append only (long contexts: its attention is not checked).
+#include "cuda_runtime.h"
+#include "cuda_fp16.h"
+#include "cuda_internal.h"
+__global__ void rope_kernel(cu_attn a);
+__global__ void append_kernel(cu_attn a);
+static uint32_t rs = 12345;
+static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
+static uint32_t ri(uint32_t n) { rs = rs * 1664525u + 1013904223u; return (rs >> 8) % n; }
+
+struct cfg { int i8, f16, split, hd, nh, nkv, nrot, nsm, pf; };
+static cfg C;
+static int n_seq, n_ctx, max_pages, n_pages;
+static std::vector<int32_t> table;                   // [n_seq][max_pages], -1 = none
+static std::vector<int> seq_pages;
+static std::vector<int32_t> free_pages;
+static std::vector<int8_t> kpool, vpool;
+static std::vector<float> kscale, vscale, kdense, vdense;
+static std::vector<_Float16> kh, vh;
+// reference rows: [seq][pos][g][hd], f32 after norm/rope (k) and as given (v)
+static std::vector<float> kref, vref, kdq, vdq;
+static std::vector<float> qnw, knw;
+
+static size_t ridx(int s, int p, int g) { return (((size_t)s * n_ctx + p) * C.nkv + g) * C.hd; }
+
+static void ref_rope(int pos, double *cs)
+{
+    const int half = C.nrot / 2;
+    for (int i = 0; i < half; i++) {
+        double th = (double)pos * pow(1e7, -2.0 * i / C.nrot);
+        cs[2 * i] = (float)cos(th);
+        cs[2 * i + 1] = (float)sin(th);
+    }
+}
+static void ref_norm_rope(float *x, const float *w, int pos)
+{
+    const int hd = C.hd;
+    double ss = 0;
+    for (int i = 0; i < hd; i++) ss += (double)x[i] * x[i];
+    float sc = (float)(1.0 / sqrt(ss / hd + 1e-6));
+    for (int i = 0; i < hd; i++) { float t = x[i] * sc; x[i] = t * w[i]; }
+    std::vector<double> cs(C.nrot + 2);
+    ref_rope(pos, cs.data());
+    const int half = C.nrot / 2;
+    for (int i = 0; i < half; i++) {
+        float x0 = x[i], x1 = x[i + half], c = (float)cs[2 * i], s = (float)cs[2 * i + 1];
+        float a = x0 * c, b = x1 * s; x[i] = a - b;
+        float d = x1 * c, e = x0 * s; x[i + half] = d + e;
+    }
+}
+// independent quantiser: scale = max|x| / 127, q = rint(x / scale)
+static void ref_quant(const float *x, int8_t *q, float *scale)
+{
+    float m = 0;
+    for (int i = 0; i < C.hd; i++) m = std::max(m, std::fabs(x[i]));
+    *scale = m / 127.0f;
+    for (int i = 0; i < C.hd; i++) {
+        float r = m > 0 ? rintf(x[i] * (127.0f / m)) : 0.0f;
+        q[i] = (int8_t)std::max(-127.0f, std::min(127.0f, r));
+    }
+}
+static size_t page_row(int s, int p, int g)
+{
+    int32_t pg = table[(size_t)s * max_pages + p / 16];
+    if (pg < 0) { fprintf(stderr, "attn_emu: seq %d pos %d has no page\n", s, p); exit(2); }
+    return ((size_t)pg * C.nkv + g) * 16 + p % 16;
+}
+
+// one ATTN op: tokens (seq[t], pos[t]); returns 0 when it matched
+static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &pos, bool attend, const char *what)
+{
+    const int n = (int)seq.size(), hd = C.hd, nh = C.nh, nkv = C.nkv;
+    const size_t qs = (size_t)nh * 2 * hd + 5, ks = (size_t)nkv * hd + 3, ds = (size_t)nh * hd + 7;
+    std::vector<float> qg(n * qs), k(n * ks), v(n * ks), dst(n * ds, NAN), rope(n * C.nrot + 1, NAN);
+    for (auto &x : qg) x = 2 * fr();
+    for (auto &x : k) x = 2 * fr();
+    for (auto &x : v) x = fr();
+    // a few rows with one big element: the int8 scale is then set by it
+    for (int t = 0; t < n; t += 7) k[t * ks + (t % hd)] = 9.0f, v[t * ks + (t * 3 % hd)] = -5.0f;
+    // pages for the new positions (cu_kv_pages_reserve's job on the host)
+    if (C.i8)
+        for (int t = 0; t < n; t++) {
+            int need = pos[t] / 16 + 1;
+            while (seq_pages[seq[t]] < need) {
+                int j = (int)ri((uint32_t)free_pages.size());
+                table[(size_t)seq[t] * max_pages + seq_pages[seq[t]]++] = free_pages[j];
+                free_pages.erase(free_pages.begin() + j);
+            }
+        }
+    cu_attn a = {};
+    a.qg = qg.data(); a.k = k.data(); a.v = v.data();
+    a.qg_stride = qs; a.k_stride = ks; a.v_stride = ks; a.dst_stride = ds;
+    a.q_norm = qnw.data(); a.k_norm = knw.data(); a.dst = dst.data();
+    a.n_head = nh; a.n_head_kv = nkv; a.head_dim = hd; a.n_rot = C.nrot;
+    a.eps = 1e-6f; a.rope_base = 1e7f; a.yarn_factor = 0; a.yarn_orig_ctx = 0;
+    a.n = n; a.pos = pos.data(); a.seq = seq.data(); a.rope = rope.data();
+    a.n_ctx = (uint32_t)n_ctx; a.f16 = C.f16; a.i8 = C.i8;
+    if (C.i8) {
+        a.kc = kpool.data(); a.vc = vpool.data(); a.ks = kscale.data(); a.vs = vscale.data();
+        a.pages = table.data(); a.max_pages = (uint32_t)max_pages;
+    } else if (C.f16) {
+        a.kc = kh.data(); a.vc = vh.data();
+    } else {
+        a.kc = kdense.data(); a.vc = vdense.data();
+    }
+    // cu_attn_prepare
+    int32_t ml = 0;
+    for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
+    a.split = C.split; a.n_sm = C.nsm; a.max_len = ml;
+    size_t pb = si_cu_attn_part_bytes(&a);
+    std::vector<float> part(pb / 4 + 1, NAN);
+    a.part = pb ? part.data() : nullptr;
+    if (attend) {
+        int rc = si_cu_attn(&a, nullptr);
+        if (rc != 0) { printf("  %s: si_cu_attn returned %d\n", what, rc); return 1; }
+    } else {
+        if (C.nrot > 0) emu_launch(dim3(n), dim3(64), 0, [&] { rope_kernel(a); });
+        emu_launch(dim3(n, nkv), dim3(128), hd * 4, [&] { append_kernel(a); });
+    }
+    // reference rows of the new positions
+    for (int t = 0; t < n; t++)
+        for (int g = 0; g < nkv; g++) {
+            float *kr = &kref[ridx(seq[t], pos[t], g)], *vr = &vref[ridx(seq[t], pos[t], g)];
+            memcpy(kr, &k[t * ks + g * hd], hd * 4);
+            ref_norm_rope(kr, knw.data(), pos[t]);
+            memcpy(vr, &v[t * ks + g * hd], hd * 4);
+            float *kd = &kdq[ridx(seq[t], pos[t], g)], *vd = &vdq[ridx(seq[t], pos[t], g)];
+            if (C.i8) {
+                std::vector<int8_t> q(hd);
+                float sc;
+                ref_quant(kr, q.data(), &sc);
+                for (int i = 0; i < hd; i++) kd[i] = q[i] * sc;
+                ref_quant(vr, q.data(), &sc);
+                for (int i = 0; i < hd; i++) vd[i] = q[i] * sc;
+            } else if (C.f16) {
+                for (int i = 0; i < hd; i++) kd[i] = (float)(_Float16)kr[i], vd[i] = (float)(_Float16)vr[i];
+            } else {
+                memcpy(kd, kr, hd * 4); memcpy(vd, vr, hd * 4);
+            }
+        }
+    int bad = 0;
+    // the cache itself: every row of every token of this op where the layout says
+    long cmis = 0, smis = 0;
+    for (int t = 0; t < n; t++)
+        for (int g = 0; g < nkv; g++) {
+            const float *kr = &kref[ridx(seq[t], pos[t], g)], *vr = &vref[ridx(seq[t], pos[t], g)];
+            if (C.i8) {
+                size_t row = page_row(seq[t], pos[t], g);
+                std::vector<int8_t> q(hd);
+                float sc;
+                for (int kv = 0; kv < 2; kv++) {
+                    ref_quant(kv ? vr : kr, q.data(), &sc);
+                    const int8_t *got = (kv ? vpool : kpool).data() + row * hd;
+                    float gs = (kv ? vscale : kscale)[row];
+                    if (!(gs == sc)) { if (smis++ < 3) printf("  %s: seq %d pos %d g %d %c scale %g, want %g\n", what, seq[t], pos[t], g, kv ? 'v' : 'k', gs, sc); }
+                    for (int i = 0; i < hd; i++)
+                        if (got[i] != q[i] && cmis++ < 3)
+                            printf("  %s: seq %d pos %d g %d %c[%d] = %d, want %d\n", what, seq[t], pos[t], g, kv ? 'v' : 'k', i, got[i], q[i]);
+                }
+            } else {
+                size_t i0 = (((size_t)seq[t] * n_ctx + pos[t]) * nkv + g) * hd;
+                for (int i = 0; i < hd; i++) {
+                    float gk = C.f16 ? (float)kh[i0 + i] : kdense[i0 + i], gv = C.f16 ? (float)vh[i0 + i] : vdense[i0 + i];
+                    float wk = kdq[ridx(seq[t], pos[t], g) + i], wv = vdq[ridx(seq[t], pos[t], g) + i];
+                    if (!(gk == wk) || !(gv == wv)) { if (cmis++ < 3) printf("  %s: dense row seq %d pos %d g %d [%d]: k %g/%g v %g/%g\n", what, seq[t], pos[t], g, i, gk, wk, gv, wv); }
+                }
+            }
+        }
+    if (cmis || smis) { printf("  %s: cache rows: %ld element and %ld scale mismatches\n", what, cmis, smis); bad = 1; }
+    if (!attend) { printf("  %s: %d tokens appended, cache rows exact\n", what, n); return bad; }
+    // attention reference (double) over the stored (dequantised) rows and over the f32 rows
+    double md = 0, mq = 0, mx = 0;
+    int nan = 0, at_t = -1, at_h = -1;
+    std::vector<double> sc(n_ctx), acc(hd), sc2(n_ctx), acc2(hd);
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < nh; h++) {
+            const int g = h / (nh / nkv);
+            std::vector<float> q(&qg[t * qs + (size_t)h * 2 * hd], &qg[t * qs + (size_t)h * 2 * hd] + hd);
+            ref_norm_rope(q.data(), qnw.data(), pos[t]);
+            for (int pass = 0; pass < 2; pass++) {
+                const std::vector<float> &K = pass ? kref : kdq, &V = pass ? vref : vdq;
+                double m = -1e300, l = 0;
+                for (int p = 0; p <= pos[t]; p++) {
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += (double)q[i] * K[ridx(seq[t], p, g) + i];
+                    sc[p] = d / sqrt((double)hd);
+                    m = std::max(m, sc[p]);
+                }
+                for (int i = 0; i < hd; i++) acc[i] = 0;
+                for (int p = 0; p <= pos[t]; p++) {
+                    double e = exp(sc[p] - m);
+                    l += e;
+                    for (int i = 0; i < hd; i++) acc[i] += e * V[ridx(seq[t], p, g) + i];
+                }
+                for (int i = 0; i < hd; i++) {
+                    double gate = qg[t * qs + (size_t)h * 2 * hd + hd + i];
+                    double want = acc[i] / l / (1.0 + exp(-gate));
+                    float got = dst[t * ds + (size_t)h * hd + i];
+                    if (!std::isfinite(got)) { if (nan++ < 3) printf("  %s: token %d head %d [%d] = %g\n", what, t, h, i, got); continue; }
+                    double d = std::fabs(got - want);
+                    if (pass == 0) { if (d > md) { md = d; at_t = t; at_h = h; } mx = std::max(mx, std::fabs(want)); }
+                    else mq = std::max(mq, d);
+                }
+            }
+        }
+    const double tol = 2e-5;
+    bool ok = nan == 0 && md <= tol * mx && (!C.i8 || mq <= 0.05 * mx);
+    const int nsp = pb ? (int)(pb / ((size_t)n * nh * (hd + 2) * 4)) : 1;
+    printf("  %s: %d tokens, %d splits, max |out - ref(stored rows)| %.3g = %.3g of max %.3g (token %d head %d); vs f32 rows %.3g; %d non-finite: %s\n",
+           what, n, nsp, md, md / mx, mx, at_t, at_h, mq, nan, ok ? "ok" : "FAIL");
+    return bad || !ok;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 10) { fprintf(stderr, "usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...\n"); return 2; }
+    C.i8 = !strcmp(argv[1], "i8"); C.f16 = !strcmp(argv[1], "f16");
+    C.split = atoi(argv[2]); C.hd = atoi(argv[3]); C.nh = atoi(argv[4]); C.nkv = atoi(argv[5]);
+    C.nrot = atoi(argv[6]); C.nsm = atoi(argv[7]); C.pf = atoi(argv[8]);
+    std::vector<int> lens;
+    for (int i = 9; i < argc; i++) lens.push_back(atoi(argv[i]));
+    n_seq = (int)lens.size() + 1;   // one sequence never used
+    int ml = 0;
+    for (int l : lens) ml = std::max(ml, l);
+    n_ctx = ml + 1 + 37;
+    max_pages = (n_ctx + 15) / 16;
+    n_pages = n_seq * max_pages;
+    printf("attn_emu %s split %d hd %d heads %d/%d n_rot %d n_sm %d prefill%s", argv[1], C.split, C.hd, C.nh, C.nkv,
+           C.nrot, C.nsm, C.pf ? "" : " (append only)");
+    for (int l : lens) printf(" %d", l);
+    printf("\n");
+    const size_t rows = (size_t)n_seq * n_ctx * C.nkv * C.hd;
+    kref.assign(rows, NAN); vref = kref; kdq = kref; vdq = kref;
+    qnw.resize(C.hd); knw.resize(C.hd);
+    for (auto &x : qnw) x = 1 + 0.3f * fr();
+    for (auto &x : knw) x = 1 + 0.3f * fr();
+    if (C.i8) {
+        table.assign((size_t)n_seq * max_pages, -1);
+        seq_pages.assign(n_seq, 0);
+        for (int i = 0; i < n_pages; i++) free_pages.push_back(i);
+        kpool.assign((size_t)n_pages * C.nkv * 16 * C.hd, 0x55); vpool = kpool;
+        kscale.assign((size_t)n_pages * C.nkv * 16, NAN); vscale = kscale;
+    } else if (C.f16) {
+        kh.assign(rows, (_Float16)NAN); vh = kh;
+    } else {
+        kdense.assign(rows, NAN); vdense = kdense;
+    }
+    std::vector<int32_t> seq, pos;
+    for (size_t s = 0; s < lens.size(); s++)
+        for (int p = 0; p < lens[s]; p++) seq.push_back((int32_t)s), pos.push_back(p);
+    int rc = run_op(seq, pos, C.pf != 0, "prefill");
+    seq.clear(); pos.clear();
+    for (size_t s = lens.size(); s-- > 0;) seq.push_back((int32_t)s), pos.push_back(lens[s]);
+    rc |= run_op(seq, pos, true, "decode");
+    printf("  %s\n", rc ? "FAIL" : "OK");
+    return rc;
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# tests/cuda/emu/run-attn-emu.sh — runs SI_OP_ATTN of cuda_sm120 (si_cu_attn:
+# rope, append, split/simple attention over the dense f16/f32 cache or the
+# paged int8 cache, combine) under the host emulation, no GPU needed, against
+# a double-precision reference of the cpu backend's formulas; plus the page
+# table host logic of cuda_kv.c (kv_pages_emu.c, on a fake CUDA runtime).
+# Needs g++ >= 12 and gcc (x86-64).  Usage: run-attn-emu.sh [builddir]
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../../.." && pwd)
+src=$top/backends/cuda_sm120
+out=${1:-${TMPDIR:-/tmp}}/attn-emu.$$
+mkdir -p "$out"
+[ -n "$KEEP" ] || trap 'rm -rf "$out"' EXIT
+# The .cu files as host C++: dynamic shared memory from the emulator, every
+# k<<<g, b, sm, s>>>(args); launch through emu_launch_s, so si_cu_attn's own
+# dispatch (plan_split, the kernel choice, the combine) is what runs.
+for f in cuda_attn cuda_attn_i8; do
+    sed -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' \
+        -e 's/\([A-Za-z_][A-Za-z_0-9]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>(\(.*\));/emu_launch_s(\3, [\&] { \1(\4); });/' \
+        "$src/$f.cu" > "$out/$f.cc"
+    if grep -q '<<<' "$out/$f.cc" || grep -q 'extern __shared__' "$out/$f.cc"; then
+        echo "run-attn-emu: $f.cu: a launch or shared declaration the sed lines miss" >&2; exit 1
+    fi
+done
+F="-std=c++17 -O2 -fno-strict-aliasing -I$here -I$src -I$top/core/include -Wno-unused-function"
+for f in cuda_attn cuda_attn_i8; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
+g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" -o "$out/attn_emu"
+rc=0
+cuda=${CUDA_HOME:-/usr/local/cuda}
+gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/include -I$top/backends \
+    "$here/kv_pages_emu.c" "$src/cuda_kv.c" -o "$out/kv_pages_emu"
+"$out/kv_pages_emu" || rc=1
+# KV SPLIT HD NH NKV NROT NSM PF | prefill lengths per sequence (one op), then one decoding token each
+while read -r c; do
+    [ -n "$c" ] && { "$out/attn_emu" $c || rc=1; }
+done <<'CASES'
+i8 1 128 4 1 64 64 1 1 15 16 17
+i8 1 256 8 1 64 200 1 100 17
+i8 1 128 8 8 32 8 1 1 16
+i8 1 128 2 2 128 100 1 33 1 70
+i8 0 256 4 4 64 1 1 17 100
+i8 1 64 16 2 64 300 1 15 40 129
+i8 1 128 1 1 64 64 1 1000
+i8 1 256 8 1 64 64 0 1000 15
+i8 1 128 12 3 64 64 0 1000 100 16
+f16 1 128 4 1 64 64 1 1 15 16 17
+i8 1 16 6 2 16 64 1 17 5
+i8 1 32 12 2 32 300 1 40 3 70
+i8 0 128 3 1 64 1 1 65 2
+f16 1 16 3 1 16 64 1 20 66
+f32 1 256 2 2 64 200 1 100 17
+f16 0 128 4 2 64 1 1 17 33
+f32 1 128 1 1 64 64 0 1000 17
+CASES
+exit $rc
