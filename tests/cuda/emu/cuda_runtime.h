@@ -63,8 +63,3 @@ static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-// loads and bit helpers of cuda_quant.cuh
-struct alignas(16) uint4 { unsigned x, y, z, w; };
-template <class T> static inline T __ldg(const T *p) { return *p; }
-static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh)
-{ sh &= 31; return sh ? (lo >> sh) | (hi << (32 - sh)) : lo; }
