@@ -133,6 +133,7 @@ static int ws_reserve(mi8_state *st, size_t bytes, si_err *err)
     size_t want = bytes + bytes / 4;   /* headroom: fewer regrowths while batch sizes vary */
     cudaError_t e = cudaMalloc(&st->ws, want);
     if (e != cudaSuccess) {
+        cudaGetLastError();   /* or the next op's launch check reports this failure as its own */
         st->ws = NULL;
         return si_err_set(err, SI_ENOMEM, MI8_NAME ": cudaMalloc of %zu bytes: %s", want, cudaGetErrorString(e));
     }

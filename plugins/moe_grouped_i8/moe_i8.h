@@ -18,7 +18,11 @@ extern "C" {
 
 #define MI8_BT      32    /* tokens (rows) per tile: the GEMMs' N tile          */
 #define MI8_MAX_E   1024  /* experts the one-block schedule kernel handles       */
-#define MI8_MAX_KIN 6144  /* GEMM inner size: per-tile scales live in 48 KiB smem */
+/* GEMM inner size: the tile's scales take 8*in bytes of dynamic shared
+ * memory and the kernels 256 B static; without an opt-in attribute the SUM
+ * must fit 48 KiB, so 6144 (exactly 48 KiB dynamic) fails to launch.
+ * 5888 = the largest multiple of 256 (K-quant rows) that fits. */
+#define MI8_MAX_KIN 5888
 
 /* One weight: row f of expert e starts at w + e*expert_bytes + f*row_bytes. */
 typedef struct mi8_w {

@@ -22,7 +22,7 @@
 //   spread over the 8 lanes with the same t: max/sum by shuffles).
 // down_kernel: warp = 64 features of H (4 m-tiles) x 32 rows; block = 256.
 // The tile's per-row scales (d, s for every k block) sit in shared memory:
-// 8 bytes * inner size (<= 48 KiB: MI8_MAX_KIN).
+// 8 bytes * inner size (<= 46 KiB: MI8_MAX_KIN; + 256 B static <= 48 KiB).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

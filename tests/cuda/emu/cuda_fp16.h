@@ -2,6 +2,7 @@
 // cuda_quant.cuh and the dense attention kernels name, on the host's
 // _Float16 (g++ >= 12, x86-64), round-to-nearest-even like the device.
 #pragma once
+#include <cmath>
 #include <cstring>
 #include "cuda_runtime.h"
 struct __half { unsigned short x; };

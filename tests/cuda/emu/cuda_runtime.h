@@ -27,10 +27,11 @@ struct alignas(16) uint4 { unsigned x, y, z, w; };
 static inline uint2 make_uint2(unsigned a, unsigned b) { uint2 r; r.x = a; r.y = b; return r; }
 static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh)
 { return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31)); }
-template <class T> static inline T __ldg(const T *p) { return *p; }
 typedef void *cudaStream_t;
+#ifndef EMU_OWN_RUNTIME_API   /* moe/cuda_runtime_api.h declares its own */
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+#endif
 #define __global__
 #define __device__
 #define __host__
@@ -47,6 +48,16 @@ float *dyn_smem();
 void xchg(const void *in, void *out, int size, int src_lane);   // out = lane src_lane's in
 }
 using emu::threadIdx; using emu::blockIdx; using emu::blockDim; using emu::gridDim;
+// a misaligned global load faults on the GPU: it aborts here
+template <class T> static inline T __ldg(const T *p)
+{
+    if ((uintptr_t)p % sizeof(T) != 0) {
+        fprintf(stderr, "emu: misaligned %zu-byte global load at %p (block %u,%u thread %u)\n", sizeof(T),
+                (const void *)p, blockIdx.x, blockIdx.y, threadIdx.x);
+        abort();
+    }
+    return *p;
+}
 static inline void __syncthreads() { emu::sync_block(); }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
 template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o)

@@ -1,0 +1,23 @@
+/* tests/cuda/emu/moe/cuda_runtime_api.h — C stand-in for the CUDA runtime
+ * calls of plugins/moe_grouped_i8/moe_grouped_i8.c under the host
+ * emulation (moe_emu.cc implements them: guarded host memory, a stream
+ * that is always idle). */
+#ifndef EMU_CUDA_RUNTIME_API_H
+#define EMU_CUDA_RUNTIME_API_H
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorLaunchFailure = 719 };
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+#ifdef __cplusplus
+}
+#endif
+#endif

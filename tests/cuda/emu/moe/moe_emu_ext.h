@@ -1,0 +1,29 @@
+// tests/cuda/emu/moe/moe_emu_ext.h — what the moe_grouped_i8 kernels use on
+// top of ../cuda_runtime.h: __ldg (alignment-checked: a misaligned global
+// load faults on the GPU, so it aborts here), byte-wise __vsub4, the _rn
+// conversions, shared atomicAdd (fibers are cooperative: a plain add is
+// atomic), launches with their configuration checked against the limits
+// of the hardware, and mma.sync.m16n8k32.row.col.s32.s8.s8.s32 emulated as
+// a warp collective from the PTX ISA's fragment tables (not from the
+// kernel's comments):
+//   groupID g = lane >> 2, threadID_in_group t = lane % 4;
+//   A elements a_i, i = 0..15, 4 per .b32 register, low byte = lowest i:
+//     row = g for i < 4 or 8 <= i < 12, else g + 8;
+//     col = 4t + (i & 3) for i < 8, else 4t + (i & 3) + 16;
+//   B elements b_i, i = 0..7: row (k) = 4t + (i & 3) (+16 for i >= 4), col = g;
+//   C/D c_i, i = 0..3: row = g (i < 2) or g + 8, col = 2t + (i & 1).
+#pragma once
+#include "../cuda_runtime.h"
+#include "cuda_runtime_api.h"
+static inline unsigned __vsub4(unsigned a, unsigned b)
+{
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= ((((a >> 8 * i) & 255u) - ((b >> 8 * i) & 255u)) & 255u) << 8 * i;
+    return r;
+}
+static inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }   // host rounding: to even
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline int atomicAdd(int *p, int v) { int o = *p; *p = v + o; return o; }
+void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, const std::function<void()> &body);
+void emu_mma_s8(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);
