@@ -57,13 +57,19 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
     if (block.y != 1 || block.z != 1 || n % 32 || n > 1024) { fprintf(stderr, "emu: block shape\n"); abort(); }
     body_fn = &body;
     gridDim = grid; blockDim = block;
-    smem_buf.assign(smem + 256, (char)0x7f);   // garbage-ish fill: reading unwritten smem shows
+    // 1 KiB canary after the dynamic shared memory: a store past its end
+    // shows (checked after every block)
+    smem_buf.assign(smem + 256 + 1024, (char)0x7f);
+    const size_t smem_size = smem;
     fs.resize(n);
     for (auto &f : fs) if (f.stack.empty()) f.stack.resize(256 * 1024);
     for (unsigned bz = 0; bz < grid.z; bz++)
     for (unsigned by = 0; by < grid.y; by++)
     for (unsigned bx = 0; bx < grid.x; bx++) {
         blockIdx = dim3(bx, by, bz);
+        // garbage-ish fill, per block: reading smem no thread of this block wrote shows
+        memset(dyn_smem(), 0x7f, smem_size);
+        memset((char *)dyn_smem() + smem_size, 0x5a, 1024);
         for (int i = 0; i < n; i++) {
             fiber &f = fs[i];
             uintptr_t top = ((uintptr_t)f.stack.data() + f.stack.size()) & ~(uintptr_t)15;
@@ -103,5 +109,10 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
             fprintf(stderr, "emu: deadlock in block (%u,%u,%u): %d at block barrier, %d done, rest at warp barriers\n", bx, by, bz, atb, done);
             abort();
         }
+        for (size_t i = 0; i < 1024; i++)
+            if (((unsigned char *)dyn_smem())[smem_size + i] != 0x5a) {
+                fprintf(stderr, "emu: block (%u,%u,%u) wrote shared memory past its %zu bytes (at +%zu)\n", bx, by, bz, smem_size, i);
+                abort();
+            }
     }
 }
