@@ -50,6 +50,9 @@ void xchg(const void *in, void *out, int size, int src)
 }
 static void tramp() { (*body_fn)(); fs[cur].st = DONE; emu_switch(&fs[cur].sp, sched_sp); abort(); }
 }
+static unsigned drift_state;
+static bool drift = [] { const char *e = getenv("EMU_DRIFT"); drift_state = e ? (unsigned)atoi(e) * 2654435761u + 1 : 0; return e != nullptr; }();
+static unsigned drift_next() { drift_state = drift_state * 1664525u + 1013904223u; return drift_state >> 8; }
 void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body)
 {
     using namespace emu;
@@ -94,7 +97,12 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
             for (auto &f : fs) { done += f.st == DONE; atb += f.st == AT_BLOCK; }
             if (done == n) break;
             bool rel = false;
-            for (int w = 0; w < n / 32; w++) {
+            // EMU_DRIFT=seed: release ONE warp (a random one of those at a
+            // warp barrier) per round instead of all, so warps drift apart
+            // between block barriers and a missing __syncthreads shows.
+            const int nw = n / 32, w0 = drift ? (int)(drift_next() % (unsigned)nw) : 0;
+            for (int wi = 0; wi < nw && !(drift && rel); wi++) {
+                const int w = (w0 + wi) % nw;
                 int d = 0, a = 0;
                 for (int l = 0; l < 32; l++) { d += fs[w*32+l].st == DONE; a += fs[w*32+l].st == AT_WARP; }
                 if (a > 0 && a + d == 32) { rel = true; for (int l = 0; l < 32; l++) if (fs[w*32+l].st == AT_WARP) fs[w*32+l].st = READY; }

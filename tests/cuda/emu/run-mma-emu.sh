@@ -3,7 +3,10 @@
 # (cuda_mma.cu) and the activation quantiser (cuda_mmq.cu quant_x_kernel)
 # under the host emulation with the PTX of ptx_emu.h, against the cpu
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
-# Needs gcc/g++ (x86-64).  Usage: run-mma-emu.sh [builddir] [quick]
+# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~20 s).
+# The EMU_DRIFT runs let warps drift apart between block barriers: with
+# either __syncthreads of mma_kernel's loop removed they FAIL (checked).
+# Usage: run-mma-emu.sh [builddir] [quick]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -71,6 +74,7 @@ rc=0
 run() { "$out/mma_emu" "$@" || rc=1; }
 if [ "$2" = quick ]; then
     run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
+    EMU_DRIFT=1 run q5_k 77 2048 70 1 1
     exit $rc
 fi
 for t in q4_k q5_k q6_k q8_0; do
@@ -84,4 +88,6 @@ for r in 1 77 272; do for n in 9 64 129; do run q8_0 $r 352 $n; done; done
 # several columns per quantised column; the kernel's loop over column tiles
 for t in q4_k q5_k q6_k q8_0; do run $t 130 512 129 3; run $t 77 256 200 1 1; done
 run q8_0 77 352 129 2 2
+# warps drifting apart between block barriers (emu.cc EMU_DRIFT)
+for t in q4_k q5_k q6_k q8_0; do EMU_DRIFT=7 run $t 130 2048 70 1 1; done
 exit $rc
