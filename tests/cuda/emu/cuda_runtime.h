@@ -23,10 +23,7 @@ struct dim3 { unsigned x = 1, y = 1, z = 1; dim3() {} dim3(unsigned a, unsigned 
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 struct alignas(8) uint2 { unsigned x, y; };
-struct alignas(16) uint4 { unsigned x, y, z, w; };
 static inline uint2 make_uint2(unsigned a, unsigned b) { uint2 r; r.x = a; r.y = b; return r; }
-static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh)
-{ return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31)); }
 typedef void *cudaStream_t;
 #ifndef EMU_OWN_RUNTIME_API   /* moe/cuda_runtime_api.h declares its own */
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
@@ -48,16 +45,6 @@ float *dyn_smem();
 void xchg(const void *in, void *out, int size, int src_lane);   // out = lane src_lane's in
 }
 using emu::threadIdx; using emu::blockIdx; using emu::blockDim; using emu::gridDim;
-// a misaligned global load faults on the GPU: it aborts here
-template <class T> static inline T __ldg(const T *p)
-{
-    if ((uintptr_t)p % sizeof(T) != 0) {
-        fprintf(stderr, "emu: misaligned %zu-byte global load at %p (block %u,%u thread %u)\n", sizeof(T),
-                (const void *)p, blockIdx.x, blockIdx.y, threadIdx.x);
-        abort();
-    }
-    return *p;
-}
 static inline void __syncthreads() { emu::sync_block(); }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
 template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o)
@@ -74,3 +61,49 @@ static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+// ---- more intrinsics (the int8 GEMM kernels: cuda_mma.cu, cuda_mmq.cu) ----
+// Semantics from the CUDA Math API / PTX ISA, not from the kernels.
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { uint4 r = { a, b, c, d }; return r; }
+static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
+static inline int __float_as_int(float f) { int v; memcpy(&v, &f, 4); return v; }
+static inline float __int2float_rn(int v) { return (float)v; }   // SSE cvtsi2ss: round to nearest even
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __frcp_rn(float a) { return 1.0f / a; }
+// cvt.rni.s32.f32: nearest even; NaN -> 0, out of range saturates
+static inline int __float2int_rn(float f)
+{
+    if (f != f) return 0;
+    if (f >= 2147483648.0f) return 2147483647;
+    if (f <= -2147483648.0f) return (int)0x80000000u;
+    return (int)nearbyintf(f);
+}
+// per-byte a - b modulo 256 (not saturating: that is __vsubss4)
+static inline unsigned __vsub4(unsigned a, unsigned b)
+{
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= ((((a >> (8 * i)) & 0xffu) - ((b >> (8 * i)) & 0xffu)) & 0xffu) << (8 * i);
+    return r;
+}
+// (hi:lo) >> (s & 31), low 32 bits
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s)
+{ return (unsigned)(((((unsigned long long)hi) << 32) | lo) >> (s & 31)); }
+namespace emu {
+// Global-memory ranges a kernel may read (empty: unchecked).  __ldg and the
+// cp.async emulation check every access against them and its natural
+// alignment: a misaligned or stray load faults on the GPU.
+struct grange { const void *lo, *hi; const char *name; };
+inline std::vector<grange> granges;
+inline void gread(const void *p, size_t n, size_t align, const char *what)
+{
+    if ((uintptr_t)p % align) { fprintf(stderr, "emu: %s: misaligned global read %p (%zu B, align %zu), thread %u block (%u,%u)\n", what, p, n, align, threadIdx.x, blockIdx.x, blockIdx.y); abort(); }
+    if (granges.empty()) return;
+    for (auto &r : granges)
+        if ((const char *)p >= (const char *)r.lo && (const char *)p + n <= (const char *)r.hi) return;
+    fprintf(stderr, "emu: %s: global read %p (%zu B) outside every buffer, thread %u block (%u,%u)\n", what, p, n, threadIdx.x, blockIdx.x, blockIdx.y);
+    abort();
+}
+}
+template <class T> static inline T __ldg(const T *p) { emu::gread(p, sizeof(T), sizeof(T), "__ldg"); return *p; }
+template <class T> static inline T __shfl_sync(unsigned, T v, int src)
+{ T r; emu::xchg(&v, &r, sizeof(T), src & 31); return r; }

@@ -50,6 +50,9 @@ void xchg(const void *in, void *out, int size, int src)
 }
 static void tramp() { (*body_fn)(); fs[cur].st = DONE; emu_switch(&fs[cur].sp, sched_sp); abort(); }
 }
+static unsigned drift_state;
+static bool drift = [] { const char *e = getenv("EMU_DRIFT"); drift_state = e ? (unsigned)atoi(e) * 2654435761u + 1 : 0; return e != nullptr; }();
+static unsigned drift_next() { drift_state = drift_state * 1664525u + 1013904223u; return drift_state >> 8; }
 void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body)
 {
     using namespace emu;
@@ -57,13 +60,19 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
     if (block.y != 1 || block.z != 1 || n % 32 || n > 1024) { fprintf(stderr, "emu: block shape\n"); abort(); }
     body_fn = &body;
     gridDim = grid; blockDim = block;
-    smem_buf.assign(smem + 256, (char)0x7f);   // garbage-ish fill: reading unwritten smem shows
+    // 1 KiB canary after the dynamic shared memory: a store past its end
+    // shows (checked after every block)
+    smem_buf.assign(smem + 256 + 1024, (char)0x7f);
+    const size_t smem_size = smem;
     fs.resize(n);
     for (auto &f : fs) if (f.stack.empty()) f.stack.resize(256 * 1024);
     for (unsigned bz = 0; bz < grid.z; bz++)
     for (unsigned by = 0; by < grid.y; by++)
     for (unsigned bx = 0; bx < grid.x; bx++) {
         blockIdx = dim3(bx, by, bz);
+        // garbage-ish fill, per block: reading smem no thread of this block wrote shows
+        memset(dyn_smem(), 0x7f, smem_size);
+        memset((char *)dyn_smem() + smem_size, 0x5a, 1024);
         for (int i = 0; i < n; i++) {
             fiber &f = fs[i];
             uintptr_t top = ((uintptr_t)f.stack.data() + f.stack.size()) & ~(uintptr_t)15;
@@ -88,7 +97,12 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
             for (auto &f : fs) { done += f.st == DONE; atb += f.st == AT_BLOCK; }
             if (done == n) break;
             bool rel = false;
-            for (int w = 0; w < n / 32; w++) {
+            // EMU_DRIFT=seed: release ONE warp (a random one of those at a
+            // warp barrier) per round instead of all, so warps drift apart
+            // between block barriers and a missing __syncthreads shows.
+            const int nw = n / 32, w0 = drift ? (int)(drift_next() % (unsigned)nw) : 0;
+            for (int wi = 0; wi < nw && !(drift && rel); wi++) {
+                const int w = (w0 + wi) % nw;
                 int d = 0, a = 0;
                 for (int l = 0; l < 32; l++) { d += fs[w*32+l].st == DONE; a += fs[w*32+l].st == AT_WARP; }
                 if (a > 0 && a + d == 32) { rel = true; for (int l = 0; l < 32; l++) if (fs[w*32+l].st == AT_WARP) fs[w*32+l].st = READY; }
@@ -103,5 +117,10 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
             fprintf(stderr, "emu: deadlock in block (%u,%u,%u): %d at block barrier, %d done, rest at warp barriers\n", bx, by, bz, atb, done);
             abort();
         }
+        for (size_t i = 0; i < 1024; i++)
+            if (((unsigned char *)dyn_smem())[smem_size + i] != 0x5a) {
+                fprintf(stderr, "emu: block (%u,%u,%u) wrote shared memory past its %zu bytes (at +%zu)\n", bx, by, bz, smem_size, i);
+                abort();
+            }
     }
 }

@@ -15,15 +15,6 @@
 #pragma once
 #include "../cuda_runtime.h"
 #include "cuda_runtime_api.h"
-static inline unsigned __vsub4(unsigned a, unsigned b)
-{
-    unsigned r = 0;
-    for (int i = 0; i < 4; i++)
-        r |= ((((a >> 8 * i) & 255u) - ((b >> 8 * i) & 255u)) & 255u) << 8 * i;
-    return r;
-}
-static inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }   // host rounding: to even
-static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline int atomicAdd(int *p, int v) { int o = *p; *p = v + o; return o; }
 void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, const std::function<void()> &body);
 void emu_mma_s8(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);

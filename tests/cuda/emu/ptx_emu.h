@@ -1,0 +1,116 @@
+// tests/cuda/emu/ptx_emu.h — host emulation of the inline PTX the int8
+// GEMM (cuda_mma.cu) uses, written from the PTX ISA's own tables (9.7.14.5.9
+// "Matrix Fragments for mma.m16n8k16 with integer type", 9.7.14.5.10
+// "Matrix Fragments for mma.m16n8k32", 9.7.9.25 cp.async), NOT from the
+// kernel's comments, so a wrong layout assumption there shows as a mismatch.
+// The functions stand in for the kernel's PTX wrappers (same names and
+// operands as their asm: C = 0 in, D out); run-mma-emu.sh cuts the wrappers.
+//
+// mma.sync: every lane scatters its A and B registers into the warp's full
+// 16xK and Kx8 matrices at the (row, col) the ISA gives for each element,
+// the warp meets (all 32 lanes: checked, every element written exactly
+// once), each lane computes its four D elements, int32 wrapping.
+// cp.async: the copy is queued per thread and the destination poisoned
+// (0x7f) at issue; the data lands at the thread's cp.async.wait_all, the
+// latest the ISA allows, so reading it before the wait + barrier shows.
+#pragma once
+#include "cuda_runtime.h"
+
+namespace emu_ptx {
+struct warp_mat { int8_t A[16][32], B[32][8]; unsigned char na[16][32], nb[32][8]; };
+inline warp_mat wm[32];
+inline const char *mma_name(int k) { return k == 32 ? "mma.m16n8k32.s8" : "mma.m16n8k16.s8"; }
+
+// a: K/8 registers, b: K/16 registers (4 s8 each, element i in byte i % 4)
+inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int gid = lane >> 2, tig = lane % 4;
+    warp_mat &M = wm[w];
+    for (int i = 0; i < K / 2; i++) {   // A: 16*K/32 = K/2 elements per lane
+        int row, col;
+        if (K == 32) {
+            row = ((i < 4) || (i >= 8 && i < 12)) ? gid : gid + 8;
+            col = i < 8 ? tig * 4 + (i & 3) : tig * 4 + (i & 3) + 16;
+        } else {
+            row = i < 4 ? gid : gid + 8;
+            col = tig * 4 + (i & 3);
+        }
+        M.A[row][col] = (int8_t)(a[i / 4] >> (8 * (i % 4)));
+        M.na[row][col]++;
+    }
+    for (int i = 0; i < K / 4; i++) {   // B: K*8/32 = K/4 elements per lane
+        int row;
+        if (K == 32)
+            row = i < 4 ? tig * 4 + (i & 3) : tig * 4 + (i & 3) + 16;
+        else
+            row = tig * 4 + i;
+        M.B[row][gid] = (int8_t)(b[i / 4] >> (8 * (i % 4)));
+        M.nb[row][gid]++;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        for (int r = 0; r < 16; r++)
+            for (int k = 0; k < 32; k++)
+                if (M.na[r][k] != (k < K)) { fprintf(stderr, "emu: %s: warp %d: A[%d][%d] given %d times (a lane missing or diverged?)\n", mma_name(K), w, r, k, M.na[r][k]); abort(); }
+        for (int k = 0; k < 32; k++)
+            for (int c = 0; c < 8; c++)
+                if (M.nb[k][c] != (k < K)) { fprintf(stderr, "emu: %s: warp %d: B[%d][%d] given %d times\n", mma_name(K), w, k, c, M.nb[k][c]); abort(); }
+    }
+    for (int i = 0; i < 4; i++) {       // D (C = 0): row gid / gid+8, col 2*tig + (i & 1)
+        const int row = i < 2 ? gid : gid + 8, col = tig * 2 + (i & 1);
+        uint32_t s = 0;
+        for (int k = 0; k < K; k++)
+            s += (uint32_t)((int)M.A[row][k] * (int)M.B[k][col]);
+        d[i] = (int)s;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        memset(M.na, 0, sizeof M.na);
+        memset(M.nb, 0, sizeof M.nb);
+        memset(M.A, 0x55, sizeof M.A);
+        memset(M.B, 0x55, sizeof M.B);
+    }
+    __syncwarp();
+}
+
+struct pend { void *dst; unsigned char data[16]; int n; };
+inline std::vector<pend> q[1024];
+inline size_t smem_bytes;   // set by the test before a launch
+
+inline void cp_async(int n, const char *what, void *smem, const void *g)
+{
+    if ((uintptr_t)smem % n) { fprintf(stderr, "emu: %s: shared address %p not %d-aligned\n", what, smem, n); abort(); }
+    const char *s0 = (const char *)emu::dyn_smem();
+    if ((const char *)smem < s0 || (const char *)smem + n > s0 + smem_bytes) {
+        fprintf(stderr, "emu: %s: shared address outside the dynamic shared memory (+%td of %zu)\n", what, (const char *)smem - s0, smem_bytes);
+        abort();
+    }
+    emu::gread(g, (size_t)n, (size_t)n, what);
+    pend p;
+    p.dst = smem; p.n = n;
+    memcpy(p.data, g, (size_t)n);
+    memset(smem, 0x7f, (size_t)n);
+    q[threadIdx.x].push_back(p);
+}
+inline void wait_all()
+{
+    for (auto &p : q[threadIdx.x]) memcpy(p.dst, p.data, (size_t)p.n);
+    q[threadIdx.x].clear();
+}
+inline void check_drained()
+{
+    for (int t = 0; t < 1024; t++)
+        if (!q[t].empty()) { fprintf(stderr, "emu: thread %d exited with %zu cp.async copies not waited for\n", t, q[t].size()); abort(); }
+}
+}
+
+// The kernel's wrapper names (their asm operands: D = {c}, A = {a...}, B = {b...}, C = 0).
+static inline void mma_k32(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{ const uint32_t b[2] = { b0, b1 }; emu_ptx::mma_s8(32, c, a, b); }
+static inline void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
+{ const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, c, a, b); }
+static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); }
+static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
+static inline void cp_async_commit() {}
+static inline void cp_async_wait_all() { emu_ptx::wait_all(); }
