@@ -27,7 +27,7 @@ for t in check_cuda_backend check_cuda_ops check_cuda_model check_cuda_moe_plugi
     fi
     start=$(date +%s)
     # a kernel that hangs must not take the whole call with it
-    timeout "${SI_TEST_TIMEOUT:-80}" "$bin" > "$logs/$t.log" 2>&1
+    timeout "${SI_TEST_TIMEOUT:-240}" "$bin" > "$logs/$t.log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     case $rc in

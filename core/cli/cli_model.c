@@ -148,8 +148,12 @@ si_engine *si_cli_engine_open(const si_cli_model_opts *o, const char *cmd, si_co
         si_config_free(cfg);
         return NULL;
     }
-    if (o->verbose)
-        si_host_set_log_level(SI_LOG_INFO);
+    /* Through the config: the engine's host reads [core] log_level when it
+     * starts, which would otherwise undo -v. */
+    if (o->verbose && !apply_set(cmd, cfg, "core.log_level=info%.0ld", 0)) {
+        si_config_free(cfg);
+        return NULL;
+    }
     si_engine_opts eo = { .cfg = cfg, .model_path = o->model, .backend = o->backend };
     si_engine *e = NULL;
     si_err err = { { 0 } };

@@ -101,6 +101,11 @@ for m in dense moe; do
     json "$TMP/$m.bw" '(lambda f: f[(64, 1)] > f[(16, 1)] and f[(16, 2)] > f[(16, 1)] and f[(16, 2)] < 2 * f[(16, 1)])({(r["ctx"], r["bs"]): r["floor_bytes"] for r in j["results"]})'
 done
 
+# -v shows the plugins' INFO lines although the config says log_level = warn
+"$BIN" bench -m "$TMP/dense.gguf" -v --no-pp --ctx 8 --bs 1 --tg 2 --reps 1 >/dev/null 2>"$TMP/verbose" ||
+    fail "bench -v exited non-zero"
+has "$TMP/verbose" '^sparkinfer\[[a-z0-9_]+\]: info: '
+
 # A/B through --set, --refill, --json-only: the override is echoed
 run "$TMP/ab.out" -m "$TMP/moe.gguf" --ctx 8 --pp 16 --tg 2 --bs 2 --reps 2 --warmup 0 --refill \
     --json-only --set backend.cpu.moe=per_token
