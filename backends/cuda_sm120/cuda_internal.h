@@ -84,7 +84,7 @@ int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, 
  * experts are given.  mm->x is ignored; column j reads quantised column
  * j / x_div. */
 bool si_cu_mmq_ok(const cu_mm *mm);
-int  si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, void *stream);
+int  si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 
 /* ---- int8 tensor-core MATMUL (cuda_mma.cu) ------------------------------
  * The same product as a GEMM (any ncols; meant for prefill, > 8 columns):

@@ -10,9 +10,13 @@
 //   takes units l, l+32, ..., so a warp reads consecutive 16-byte chunks of
 //   the row.  Each unit is unpacked to int8 lanes and multiplied against the
 //   int8 activations with __dp4a (int32 sums per 16 weights, exact); the
-//   block scales/mins and the activation scales are applied in f32:
-//     sum_i w_i x_i = dx * (dw * sum_i q_i xq_i - mw * sum_i xq_i)
-//   (mw: Q4_K/Q5_K's min; Q6_K's -32 offset is the same term with 32*dw).
+//   block scales/mins and the activation scales are applied in f32, the
+//   way the cpu backend's int8 path does it (bit-identical inputs, the same
+//   terms, only the f32 summation order differs):
+//     sum_i w_i x_i = dx * dw * sum_i q_i xq_i - mw * sum_i x_i
+//   with Q4_K/Q5_K's min mw against the block's exact f32 sum (added once
+//   per 32-block, by the unit holding its first half); Q6_K's -32 offset is
+//   exact in integers (sum (q-32) xq = sum q xq - 32 sum xq).
 //   Then a warp-shuffle reduce.  Up to NT activation columns share each
 //   decoded unit (decode with bs <= 8); expert products run NT = 1 with the
 //   expert picked per column, as in cuda_matmul.cu.
@@ -84,7 +88,8 @@ template <> struct mmq_traits<SI_TYPE_Q6_K> { static const int units_per_elem_di
 // xq[t]: int8 [in] of column t; xd[t]: its scales [in/32].
 template <int T, int NT>
 __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const int8_t *const xq[NT],
-                                         const float *const xd[NT], int nt, float acc[NT])
+                                         const float *const xd[NT], const float *const xs[NT], int nt,
+                                         float acc[NT])
 {
     if (T == SI_TYPE_Q8_0) {
         const int64_t blk = u >> 1;
@@ -141,8 +146,9 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
                 int s0 = 0, sx0 = 0, s1 = 0, sx1 = 0;
                 dot16(lo, xl, s0, sx0);
                 dot16(hi, xh, s1, sx1);
-                acc[t] += __ldg(xd[t] + xb) * (d0 * (float)s0 - mm0 * (float)sx0) +
-                          __ldg(xd[t] + xb + 1) * (d1 * (float)s1 - mm1 * (float)sx1);
+                acc[t] += __ldg(xd[t] + xb) * d0 * (float)s0 + __ldg(xd[t] + xb + 1) * d1 * (float)s1;
+                if (h == 0)
+                    acc[t] -= mm0 * __ldg(xs[t] + xb) + mm1 * __ldg(xs[t] + xb + 1);
             }
         }
     } else {   // Q6_K
@@ -180,7 +186,7 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
 
 // Column j of the product reads quantised column j / x_div.
 template <int T, int NT>
-__global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd)
+__global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * MMQ_WARPS + warp;
@@ -193,18 +199,19 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
         if (mm.expert != NULL)
             w += (uint64_t)mm.expert[j0] * mm.expert_bytes;
         const int8_t *xqs[NT];
-        const float *xds[NT];
+        const float *xds[NT], *xss[NT];
         float acc[NT];
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const int64_t c = (j0 + (t < nt ? t : 0)) / mm.x_div;
             xqs[t] = xq + c * mm.in;
             xds[t] = xd + c * nb;
+            xss[t] = xs + c * nb;
             acc[t] = 0.0f;
         }
 #pragma unroll 2
         for (int64_t u = lane; u < units; u += 32)
-            mmq_unit<T, NT>(w, u, xqs, xds, nt, acc);
+            mmq_unit<T, NT>(w, u, xqs, xds, xss, nt, acc);
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float s = cu_warp_sum(acc[t]);
@@ -214,7 +221,8 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
     }
 }
 
-template <int T, int NT> static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+template <int T, int NT>
+static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
     int64_t gy = (mm->ncols + NT - 1) / NT;
@@ -222,19 +230,20 @@ template <int T, int NT> static cudaError_t mmq_go(const cu_mm *mm, const int8_t
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    mmq_kernel<T, NT><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd);
+    mmq_kernel<T, NT><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd, xs);
     return cudaGetLastError();
 }
 
-template <int T> static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+template <int T>
+static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     if (mm->expert != NULL || mm->ncols == 1)
-        return mmq_go<T, 1>(mm, xq, xd, s);
+        return mmq_go<T, 1>(mm, xq, xd, xs, s);
     if (mm->ncols == 2)
-        return mmq_go<T, 2>(mm, xq, xd, s);
+        return mmq_go<T, 2>(mm, xq, xd, xs, s);
     if (mm->ncols <= 4)
-        return mmq_go<T, 4>(mm, xq, xd, s);
-    return mmq_go<T, 8>(mm, xq, xd, s);
+        return mmq_go<T, 4>(mm, xq, xd, xs, s);
+    return mmq_go<T, 8>(mm, xq, xd, xs, s);
 }
 
 extern "C" bool si_cu_mmq_ok(const cu_mm *mm)
@@ -267,7 +276,7 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
     return (int)cudaGetLastError();
 }
 
-extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, void *stream)
+extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
     if (mm->rows <= 0 || mm->ncols <= 0)
         return 0;
@@ -275,10 +284,10 @@ extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *x
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
-    case SI_TYPE_Q8_0: return (int)mmq_launch<SI_TYPE_Q8_0>(mm, xq, xd, s);
-    case SI_TYPE_Q4_K: return (int)mmq_launch<SI_TYPE_Q4_K>(mm, xq, xd, s);
-    case SI_TYPE_Q5_K: return (int)mmq_launch<SI_TYPE_Q5_K>(mm, xq, xd, s);
-    case SI_TYPE_Q6_K: return (int)mmq_launch<SI_TYPE_Q6_K>(mm, xq, xd, s);
+    case SI_TYPE_Q8_0: return (int)mmq_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q4_K: return (int)mmq_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q5_K: return (int)mmq_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q6_K: return (int)mmq_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
     default: return (int)cudaErrorInvalidValue;
     }
 }

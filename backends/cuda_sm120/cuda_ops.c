@@ -137,7 +137,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
         return rc;
     if (mma)
         return launched(si_cu_matmul_mma(&m, q, d, s, b->stream), "MATMUL (int8 mma)", err);
-    return launched(si_cu_matmul_q8(&m, q, d, b->stream), "MATMUL (dp4a)", err);
+    return launched(si_cu_matmul_q8(&m, q, d, s, b->stream), "MATMUL (dp4a)", err);
 }
 
 static int matmul_exec(si_backend *b, const si_op *op, si_err *err)

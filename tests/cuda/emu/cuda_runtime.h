@@ -78,6 +78,12 @@ static inline int __float2int_rn(float f)
     if (f <= -2147483648.0f) return (int)0x80000000u;
     return (int)nearbyintf(f);
 }
+// sum of the four signed byte products, plus c
+static inline int __dp4a(int a, int b, int c)
+{
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
 // per-byte a - b modulo 256 (not saturating: that is __vsubss4)
 static inline unsigned __vsub4(unsigned a, unsigned b)
 {

@@ -32,6 +32,7 @@ uint16_t si_f32_to_fp16(float f);
 }
 size_t emu_mma_smem();
 void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy);
+void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs);
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks);
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
@@ -159,14 +160,20 @@ int main(int argc, char **argv)
     cu_mm mm = {};
     mm.w = w; mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)row_bytes;
     mm.x_stride = in; mm.x_div = x_div; mm.y = y; mm.y_stride = y_stride; mm.ncols = ncols;
-    if (!si_cu_mma_ok(&mm)) { printf("  si_cu_mma_ok refuses it\n"); return 2; }
+    const bool dp4a = getenv("EMU_KERNEL") != NULL && !strcmp(getenv("EMU_KERNEL"), "dp4a");
+    if (dp4a ? !si_cu_mmq_ok(&mm) : !si_cu_mma_ok(&mm)) { printf("  %s refuses it\n", dp4a ? "si_cu_mmq_ok" : "si_cu_mma_ok"); return 2; }
     unsigned gy = (unsigned)((ncols + 63) / 64);
     if (argc > 6) gy = (unsigned)atoi(argv[6]);
     printf(" gy %u\n", gy);
     emu::granges = { { w, w + rows * row_bytes, "w" }, { xq.data(), xq.data() + xq.size(), "xq" },
                      { xd.data(), xd.data() + xd.size(), "xd" }, { xs.data(), xs.data() + xs.size(), "xs" } };
     emu_ptx::smem_bytes = emu_mma_smem();
-    emu_mma(&mm, xq.data(), xd.data(), xs.data(), gy);
+    if (dp4a) {
+        printf("  (dp4a GEMV)\n");
+        emu_mmq(&mm, xq.data(), xd.data(), xs.data());
+    } else {
+        emu_mma(&mm, xq.data(), xd.data(), xs.data(), gy);
+    }
     emu_ptx::check_drained();
 
     double eA = 0, eC = 0, eB = 0; int64_t at = -1, bad = 0, nan = 0;

@@ -40,12 +40,39 @@ void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     }
 }
 EOT
-# the quantiser: cuda_mmq.cu up to the end of quant_x_kernel
-sed -n '1,/^}/p' "$src/cuda_mmq.cu" > "$out/k_quant.cc"
+# the quantiser and the dp4a GEMV: cuda_mmq.cu without its launchers
+# (from mmq_go on), si_cu_mmq_ok kept
+awk '/^template </ { if (held != "" && !skip) print held; held = $0; next }
+     /^static cudaError_t mmq_go/ { skip = 1 } /^extern "C" bool si_cu_mmq_ok/ { skip = 0 }
+     /^extern "C" int si_cu_quantize_x/ { skip = 1 }
+     { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu" > "$out/k_quant.cc"
 cat >> "$out/k_quant.cc" <<'EOT'
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
 {
     emu_launch(dim3(blocks), dim3(256), 0, [&] { quant_x_kernel(x, x_stride, in, ncx, q, d, s); });
+}
+// the grid of mmq_go: MMQ_WARPS rows per block, ceil(ncols / NT) columns
+template <int T, int NT> static void emu_mmq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    const unsigned gx = (unsigned)((mm->rows + MMQ_WARPS - 1) / MMQ_WARPS), gy = (unsigned)((mm->ncols + NT - 1) / NT);
+    emu_launch(dim3(gx, gy), dim3(32 * MMQ_WARPS), 0, [&] { mmq_kernel<T, NT>(*mm, xq, xd, xs); });
+}
+template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    if (mm->expert != NULL || mm->ncols == 1) emu_mmq_t<T, 1>(mm, xq, xd, xs);
+    else if (mm->ncols == 2) emu_mmq_t<T, 2>(mm, xq, xd, xs);
+    else if (mm->ncols <= 4) emu_mmq_t<T, 4>(mm, xq, xd, xs);
+    else emu_mmq_t<T, 8>(mm, xq, xd, xs);
+}
+void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    switch (mm->type) {
+    case SI_TYPE_Q8_0: emu_mmq_n<SI_TYPE_Q8_0>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q4_K: emu_mmq_n<SI_TYPE_Q4_K>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q5_K: emu_mmq_n<SI_TYPE_Q5_K>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q6_K: emu_mmq_n<SI_TYPE_Q6_K>(mm, xq, xd, xs); break;
+    default: abort();
+    }
 }
 EOT
 grep -q 'emu::dyn_smem' "$out/k_mma.cc" && ! grep -q 'asm' "$out/k_mma.cc" && grep -q 'quant_x_kernel' "$out/k_quant.cc" || {
@@ -72,6 +99,11 @@ done
 g++ $F "$here/mma_emu.cc" "$here/emu.cc" "$out/k_mma.o" "$out/k_quant.o" $objs -o "$out/mma_emu"
 rc=0
 run() { "$out/mma_emu" "$@" || rc=1; }
+# the dp4a decode GEMV (EMU_KERNEL=dp4a: <= 8 columns) against the same
+# references
+dp4a() { EMU_KERNEL=dp4a "$out/mma_emu" "$@" || rc=1; }
+for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
+dp4a q4_k 20 256 6 3
 if [ "$2" = quick ]; then
     run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
     EMU_DRIFT=1 run q5_k 77 2048 70 1 1
