@@ -17,22 +17,16 @@
  *                         holds).  Fewer pages let more sequences share
  *                         memory; an append that finds no free page fails
  *                         with SI_ENOMEM naming sequence and position.
- *   matmul  = f32 | dp4a  MATMUL/MOE products with Q8_0/Q4_K/Q5_K/Q6_K
+ *   matmul  = dp4a | f32  MATMUL/MOE products with Q8_0/Q4_K/Q5_K/Q6_K
  *                         weights and <= 8 columns (any number for the
- *                         per-token experts): dp4a (opt-in) quantises the
- *                         activations to int8 blocks of 32 (f32 scale) once
- *                         per input and multiplies with __dp4a, int32 sums
- *                         per 16 weights (cuda_mmq.cu; ~0.3% error per dot
- *                         from the int8 rounding of x); f32 decodes the
- *                         weights to f32 and accumulates in f32 (exact
- *                         parity with the cpu backend's matmul = ref).
- *                         f32 is the default: on the H200 dp4a is 2.3x
- *                         faster at 9b decode, but on tiny random models
- *                         its int8 activation noise moves top-1 (0.97 /
- *                         0.76 vs cpu over 360 positions, like the cpu
- *                         backend's own int8 path) and the whole-model gate
- *                         is 0.99; it becomes the default once validated on
- *                         real weights.
+ *                         per-token experts): dp4a (default) quantises the
+ *                         activations to int8 blocks of 32 (f32 scale and
+ *                         exact f32 block sum) once per input and multiplies
+ *                         with __dp4a — the same arithmetic as the cpu
+ *                         backend's default int8 path (cuda_mmq.cu); f32
+ *                         decodes the weights to f32 and accumulates in f32
+ *                         (parity with the cpu backend's matmul = ref, for
+ *                         fidelity comparisons; 2.5x slower at 9b decode).
  *   prefill_mm = mma | gemv  dense MATMUL/MOE products of more than 8
  *                         columns (prefill) with Q8_0/Q4_K/Q5_K/Q6_K
  *                         weights: mma (default) quantises the activations
@@ -172,7 +166,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = false, prefill_mma = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
+    bool dp4a = true, prefill_mma = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
     const struct {
         const char *key, *yes, *no;
         bool       *out;

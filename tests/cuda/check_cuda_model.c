@@ -209,9 +209,11 @@ int main(void)
      * cache), to check this test's own logic where there is no GPU. */
     const char *as = getenv("SI_CUDA_TEST_AS_CPU");
     bool as_cpu = as != NULL && strcmp(as, "1") == 0;
-    /* SI_CUDA_TEST_MATMUL=f32|dp4a picks cuda_sm120's matmul knob (default:
-     * the backend's default, dp4a); the gates are the same for both. */
+    /* SI_CUDA_TEST_MATMUL=f32|dp4a picks cuda_sm120's matmul knob (default
+     * f32; dp4a against SI_CUDA_TEST_CPU_MATMUL=fast). */
     const char *mk = getenv("SI_CUDA_TEST_MATMUL");
+    if (mk == NULL)
+        mk = "f32";   /* the gates hold for f32 activations (see below) */
     /* SI_CUDA_TEST_CPU_MATMUL=ref|fast picks the reference side (default
      * ref): fast quantises activations to int8 exactly as cuda_sm120's
      * dp4a and mma paths do, so cuda (matmul = dp4a, prefill_mm = mma)
