@@ -240,7 +240,7 @@ int main(void)
         kv_name = "f16 (cpu stand-in)";
     char cu_text[512];
     snprintf(cu_text, sizeof cu_text,
-             "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 2\n"
+             "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 0\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s%s%s%sprefill_mm = %s\n",
              ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "",
              kt != NULL ? "kv_type = " : "", kt != NULL ? kt : "", kt != NULL ? "\n" : "", pk);
@@ -249,7 +249,7 @@ int main(void)
      * SI_CUDA_TEST_PREFILL_MM above). */
     char cpu_text[256];
     snprintf(cpu_text, sizeof cpu_text,
-             "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 2\n"
+             "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 0\n"
              "[backend.cuda_sm120]\npath = cpu.so\nmatmul = %s\nkv_type = f16\nthreads = 2\n",
              ck != NULL ? ck : "ref", ck != NULL ? ck : "ref");
     if (si_config_load_string(as_cpu ? cpu_text : cu_text,

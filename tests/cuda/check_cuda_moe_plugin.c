@@ -314,7 +314,7 @@ int main(void)
     as_cpu = getenv("SI_CUDA_TEST_AS_CPU") != NULL && strcmp(getenv("SI_CUDA_TEST_AS_CPU"), "1") == 0;
     top = top ? top : ".";
     /* cpu: DEFAULT matmul (int8 activations): the plugin's rounding */
-    const char *text = "[backend.cpu]\npath = cpu.so\nthreads = 2\n"
+    const char *text = "[backend.cpu]\npath = cpu.so\nthreads = 0\n"
                        "[backend.cuda_sm120]\npath = cuda_sm120.so\n"
                        "[kernel.moe_grouped_i8]\npath = moe_grouped_i8.so\nmin_tokens = 32\n"
                        "[kernel.moe_bad]\npath = moe_grouped_i8.so\nmin_tokens = lots\n";
