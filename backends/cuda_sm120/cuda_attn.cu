@@ -378,45 +378,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t
         __syncthreads();   // ps and f_s are rewritten by the next tile
     }
 
-    // fold the sub-rows of each warp, then the warps in order into qs
-    for (int o = lpr; o < 32; o <<= 1)
-#pragma unroll
-        for (int r = 0; r < RB; r++)
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], o);
-    float *fold = qs;   // q is in registers since before the first tile
-    for (int w = 0; w < SPLIT_WARPS; w++) {
-        if (warp == w && sub == 0)
-#pragma unroll
-            for (int r = 0; r < RB; r++)
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    float *d = fold + r * hd + cl * 8 + j;
-                    *d = w == 0 ? acc[r][j] : *d + acc[r][j];
-                }
-        __syncthreads();
-    }
-    if (n_split == 1) {
-        float *out = a.dst + t * a.dst_stride + (uint64_t)h0 * hd;
-        for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
-            const int r = i / hd, e = i % hd;
-            const float inv = 1.0f / l_s[r];
-            out[i] = fold[i] * inv / (1.0f + expf(-qg[(uint64_t)r * 2 * hd + hd + e]));
-        }
-        return;
-    }
-    // partials: acc [n][n_head][n_split][hd], then (m, l) [n][n_head][n_split][2]
-    const uint64_t pb = ((uint64_t)t * a.n_head + h0) * n_split + s;
-    float *pacc = a.part, *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd;
-    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
-        const int r = i / hd, e = i % hd;
-        pacc[(pb + (uint64_t)r * n_split) * hd + e] = fold[i];
-    }
-    if (threadIdx.x < RB) {
-        pml[2 * (pb + (uint64_t)threadIdx.x * n_split)] = m_s[threadIdx.x];
-        pml[2 * (pb + (uint64_t)threadIdx.x * n_split) + 1] = l_s[threadIdx.x];
-    }
+    split_finish<RB>(a, acc, lpr, warp, sub, cl, qs, hd, m_s, l_s, qg, t, h0, n_split, s);
 }
 
 // Block (token t, head h): merges the splits 0..pos/chunk of the head.

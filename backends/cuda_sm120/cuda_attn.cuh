@@ -59,4 +59,54 @@ static __device__ __forceinline__ uint64_t kv_page_row(const cu_attn &a, int32_t
 // grid (n, n_head / rb, n_split), partials in a->part as the dense split's.
 void cu_launch_split_i8(const cu_attn *a, int rb, int32_t chunk, int n_split, size_t smem, cudaStream_t s);
 
+
+// The end of both split kernels (dense and paged int8): fold the lanes'
+// accumulators of each row (the sub-rows of each warp, then the warps in
+// order, into `fold`), then either the gated output (n_split = 1) or this
+// split's partial sums and (m, l) for combine_kernel.
+template <int RB>
+static __device__ __forceinline__ void split_finish(const cu_attn &a, float (&acc)[RB][8], int lpr, int warp, int sub,
+                                                    int cl, float *fold, int hd, const float *m_s, const float *l_s,
+                                                    const float *qg, int64_t t, int h0, int n_split, int s)
+{
+    // the sub-rows of each warp, then the warps in order, into fold
+    for (int o = lpr; o < 32; o <<= 1)
+#pragma unroll
+        for (int r = 0; r < RB; r++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], o);
+    for (int w = 0; w < SPLIT_WARPS; w++) {
+        if (warp == w && sub == 0)
+#pragma unroll
+            for (int r = 0; r < RB; r++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    float *d = fold + r * hd + cl * 8 + j;
+                    *d = w == 0 ? acc[r][j] : *d + acc[r][j];
+                }
+        __syncthreads();
+    }
+    if (n_split == 1) {
+        float *out = a.dst + t * a.dst_stride + (uint64_t)h0 * hd;
+        for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+            const int r = i / hd, e = i % hd;
+            const float inv = 1.0f / l_s[r];
+            out[i] = fold[i] * inv / (1.0f + expf(-qg[(uint64_t)r * 2 * hd + hd + e]));
+        }
+        return;
+    }
+    // partials: acc [n][n_head][n_split][hd], then (m, l) [n][n_head][n_split][2]
+    const uint64_t pb = ((uint64_t)t * a.n_head + h0) * n_split + s;
+    float *pacc = a.part, *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+        const int r = i / hd, e = i % hd;
+        pacc[(pb + (uint64_t)r * n_split) * hd + e] = fold[i];
+    }
+    if (threadIdx.x < RB) {
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split)] = m_s[threadIdx.x];
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split) + 1] = l_s[threadIdx.x];
+    }
+}
+
 #endif
