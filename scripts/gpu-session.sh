@@ -3,14 +3,17 @@
 # .gpu/, made here by scripts/gpu-prepare.sh): the whole GPU session in one
 # call — GPU tests, whole-model checks, then benchmarks — in order of
 # importance, each step under a timeout and all of them under a deadline
-# (SI_DEADLINE seconds, default 170) so a slow step cannot eat the lease.
-# Logs go to $OUT/<step>.log; the key lines are echoed as each step ends.
+# (SI_DEADLINE seconds, default 540) so a slow step cannot eat the lease.
+# Every log is appended to $OUT/session.log (the device tool brings back
+# only a few files, so one file holds everything); the key lines are
+# echoed as each step ends.
 . scripts/gpu-env.sh
 O=${OUT:-/tmp/si-gpu-out}
-mkdir -p "$O"
+L=/tmp/si-gpu-steps
+mkdir -p "$O" "$L"
 SI="$SI_TOP_BUILDDIR/sparkinfer"
 T="$SI_TOP_BUILDDIR/tests/cuda"
-deadline=$(( $(date +%s) + ${SI_DEADLINE:-170} ))
+deadline=$(( $(date +%s) + ${SI_DEADLINE:-540} ))
 # (a step that is cut short by its timeout still leaves its log)
 nvidia-smi --query-gpu=name,compute_cap,memory.total,clocks.max.sm --format=csv,noheader
 
@@ -22,11 +25,12 @@ step() {
     left=$(( deadline - $(date +%s) ))
     if [ "$left" -lt "$t" ]; then echo "== $name: SKIPPED (${left}s left, needs $t)"; last_rc=0; return; fi
     s=$(date +%s)
-    timeout "$t" "$@" > "$O/$name.log" 2>&1
+    timeout "$t" "$@" > "$L/$name.log" 2>&1
     rc=$?
     last_rc=$rc
     echo "== $name: rc=$rc $(( $(date +%s) - s ))s"
-    grep -E "$pat" "$O/$name.log" | cut -c1-220 | tail -n 40
+    grep -E "$pat" "$L/$name.log" | cut -c1-220 | tail -n 40
+    { echo "==== $name (rc $rc): $*"; cat "$L/$name.log"; } >> "$O/session.log"
 }
 
 CHK='^[0-9]+%: Checks|:[EF]:|top-1|max err|SKIP'
@@ -34,7 +38,8 @@ ROWS='^(pp|tg) |rror|profile:'
 D="--set backend.cuda_sm120.matmul=dp4a"
 P="--set backend.cuda_sm120.profile=true"
 # 1. correctness: every GPU test program (op tests, whole models, the plugin)
-step tests 120 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' sh scripts/gpu-cuda-tests.sh
+step tests 300 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" sh scripts/gpu-cuda-tests.sh
+for f in "$L"/tests/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; } >> "$O/session.log"; done
 # 2. the presets of the issue, generated here
 step mk9b 20 'wrote|rror' "$SI" mkmodel --preset 9b -o /tmp/9b.gguf
 step mk35b 30 'wrote|rror' "$SI" mkmodel --preset 35b-a3b -o /tmp/35b.gguf
