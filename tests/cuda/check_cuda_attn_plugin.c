@@ -8,8 +8,9 @@
  * tokens (the plugin: n >= min_tokens = 64), some with sequences
  * interleaved token by token (tiles of mixed sequences), each followed by
  * a decode step of every sequence (n = 3 < 64: the backend's own path,
- * which reads the cache the plugin's attn_prepare appended), one batch of
- * 63 (builtin) and one of exactly 64 (plugin).  The plugin logs one DEBUG
+ * which reads the cache the plugin's attn_prepare appended: it must equal
+ * the plugin-less backend's bit for bit), one batch of 63 (builtin) and
+ * one of exactly 64 (plugin).  The plugin logs one DEBUG
  * line per exec; the host counts them, so each step proves WHICH code ran.
  * Outputs are NaN-poisoned on every side; NaN never passes.  Gates:
  *   vs cpu:      max |diff| <= 3e-2 max |cpu|, RMS(diff) <= 1.5e-2 RMS(cpu)
@@ -241,6 +242,13 @@ static int check_step(env *e, const char *what, uint32_t n, const int32_t *pos, 
            what, n, ran ? "plugin" : "builtin", r[0][0], r[0][1], r[1][0], r[1][1], r[2][0], r[2][1]);
     if (!as_cpu && ran != want) {
         printf("  ^ FAILS: the plugin %s\n", want ? "did not run" : "ran below min_tokens");
+        fails++;
+    }
+    /* both cuda backends ran their own code over caches appended by the
+     * same kernels from the same inputs: bit-identical, or the cache the
+     * plugin's attn_prepare wrote differs */
+    if (!as_cpu && !ran && (r[2][0] != 0.0 || r[2][1] != 0.0)) {
+        printf("  ^ FAILS: builtin on both sides, yet the outputs differ: the caches differ\n");
         fails++;
     }
     if (r[0][0] > PLUGIN_TOL || r[0][1] > PLUGIN_RMS || r[2][0] > PLUGIN_TOL || r[2][1] > PLUGIN_RMS) {
