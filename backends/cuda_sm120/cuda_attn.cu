@@ -475,6 +475,41 @@ static void launch_split(const cu_attn *a, const split_plan *pl, cudaStream_t s)
     }
 }
 
+// q of (token, head) normed and roped into q [n][n_head][hd], the cores'
+// own norm_rope, for a kernel plugin's attention (si_cu_attn_front).
+__global__ void __launch_bounds__(ATTN_THREADS) qprep_kernel(cu_attn a, float *q)
+{
+    extern __shared__ float sm[];
+    __shared__ double red[33];
+    const int64_t t = blockIdx.x;
+    const int h = blockIdx.y, hd = a.head_dim;
+    const float *src = a.qg + t * a.qg_stride + (uint64_t)h * 2 * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        sm[i] = src[i];
+    __syncthreads();
+    norm_rope(sm, a.q_norm, a, a.rope + t * a.n_rot, red);
+    float *out = q + ((uint64_t)t * a.n_head + h) * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x)
+        out[i] = sm[i];
+}
+
+extern "C" int si_cu_attn_front(const cu_attn *a, float *q, void *stream)
+{
+    if (a->n <= 0)
+        return 0;
+    if (a->n > 0x7fffffffLL || a->n_head > 65535 || a->n_head_kv > 65535 || q == NULL ||
+        (a->i8 && (a->pages == NULL || a->ks == NULL || a->vs == NULL)))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    const unsigned n = (unsigned)a->n;
+    const size_t sm_row = (size_t)a->head_dim * sizeof(float);
+    if (a->n_rot > 0)
+        rope_kernel<<<n, 64, 0, s>>>(*a);
+    append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_row, s>>>(*a);
+    qprep_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_row, s>>>(*a, q);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int si_cu_attn(const cu_attn *a, void *stream)
 {
     if (a->n <= 0)

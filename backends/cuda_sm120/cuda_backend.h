@@ -134,6 +134,8 @@ const cu_kernel *cu_kernel_for(const si_backend *b, const si_op *op);
 /* One op: checks, then the attached kernel when `use_kernel` and it takes
  * the op, else the built-in code; then the bookkeeping every op needs. */
 int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
+/* cuda_ext's attn_prepare (cuda_ops.c). */
+int  cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);
 
 /* KV cache (cuda_kv.c): the ops of the table, and, for the paged cache,
  * the pages an ATTN op needs: every sequence s must own the pages of

@@ -150,6 +150,9 @@ typedef struct cu_attn {
  * n_sm and max_len first). */
 size_t si_cu_attn_part_bytes(const cu_attn *a);
 int si_cu_attn(const cu_attn *a, void *stream);
+/* The front half alone (for a kernel plugin): rope, K/V append, and q =
+ * rope(rms(q) * q_norm) per (token, head) into q [n][n_head][head_dim]. */
+int si_cu_attn_front(const cu_attn *a, float *q, void *stream);
 
 /* ---- GDN ---------------------------------------------------------------- */
 typedef struct cu_gdn_run {

@@ -55,7 +55,7 @@ void cu_kernels_init(si_backend *b, int cc_major, int cc_minor)
         .size = sizeof(si_cuda_ext), .major = SI_CUDA_EXT_MAJOR, .b = b, .device = b->device,
         .cc_major = cc_major, .cc_minor = cc_minor, .n_sm = b->n_sm,
         .stream = ext_stream, .dev_ptr = ext_dev_ptr, .exec_builtin = ext_exec_builtin,
-        .buf_wrap = ext_buf_wrap, .buf_unwrap = ext_buf_unwrap,
+        .buf_wrap = ext_buf_wrap, .buf_unwrap = ext_buf_unwrap, .attn_prepare = cu_attn_view,
     };
 }
 

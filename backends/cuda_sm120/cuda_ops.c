@@ -255,44 +255,42 @@ static int attn_pages_early(si_backend *b, const si_op *ops, size_t n_ops, si_er
     return SI_OK;
 }
 
-static int attn_exec(si_backend *b, const si_op *op, si_err *err)
+/* The front half of an ATTN op shared by attn_exec and attn_prepare (a
+ * kernel plugin's entry): checks the positions, takes the pages of the new
+ * ones (paged cache), uploads pos/seq into the workspace (and, q_out != NULL,
+ * carves the f32 [n][n_head][head_dim] buffer for the normed+roped queries
+ * after them) and fills `a`.  added[n_seq] (zeroed) gets the new positions
+ * of each sequence; the caller adds them to len once its kernels are
+ * enqueued.  n > 0. */
+static int attn_front(si_backend *b, const si_op *op, uint32_t *added, cu_attn *a, float **q_out, si_err *err)
 {
     const si_attn_params *p = &op->p.attn;
     si_kv *kv = p->kv;
     const int64_t n = si_oc_ne(op->src[0], 1);
-    if (n == 0)
-        return SI_OK;
-    const uint32_t n_seq = kv->d.n_seq, n_ctx = kv->d.n_ctx;
-    uint32_t *len = kv->len + (size_t)p->kv_layer * n_seq;
-    uint32_t *added = calloc(n_seq, sizeof *added);
-    if (added == NULL)
-        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    uint32_t *len = kv->len + (size_t)p->kv_layer * kv->d.n_seq;
     int rc = attn_positions(p, kv, n, added, err);
     /* Paged cache: the pages of the new positions (may refuse the op;
      * normally attn_pages_early took them already). */
     if (rc == SI_OK && kv->i8)
         rc = cu_kv_pages_reserve(b, kv, len, added, p->kv_layer, err);
-    if (rc != SI_OK) {
-        free(added);
+    if (rc != SI_OK)
         return rc;
-    }
-    size_t bytes = 2 * rnd((size_t)n * sizeof(int32_t)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float));
+    size_t q_bytes = q_out != NULL ? rnd((size_t)n * p->n_head * p->head_dim * sizeof(float)) : 0;
+    size_t bytes = 2 * rnd((size_t)n * sizeof(int32_t)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float)) + q_bytes;
     void *ws = cu_ws_reserve(b, bytes, err);
-    if (ws == NULL) {
-        free(added);
+    if (ws == NULL)
         return SI_ENOMEM;
-    }
     carve cv = { ws, 0 };
     int32_t *d_pos = take(&cv, (size_t)n * sizeof(int32_t));
     int32_t *d_seq = take(&cv, (size_t)n * sizeof(int32_t));
     float *rope = take(&cv, (size_t)n * (p->n_rot + 1) * sizeof(float));
+    if (q_out != NULL)
+        *q_out = take(&cv, q_bytes);
     if ((rc = h2d(b, d_pos, p->pos, (size_t)n * sizeof(int32_t), err)) != SI_OK ||
-        (rc = h2d(b, d_seq, p->seq, (size_t)n * sizeof(int32_t), err)) != SI_OK) {
-        free(added);
+        (rc = h2d(b, d_seq, p->seq, (size_t)n * sizeof(int32_t), err)) != SI_OK)
         return rc;
-    }
     const si_tensor *qg = op->src[0], *k = op->src[1], *v = op->src[2];
-    cu_attn a = {
+    *a = (cu_attn){
         .qg = (const float *)dptr(qg), .k = (const float *)dptr(k), .v = (const float *)dptr(v),
         .qg_stride = row_stride(qg) / 4, .k_stride = row_stride(k) / 4, .v_stride = row_stride(v) / 4,
         .dst_stride = row_stride(&op->dst) / 4,
@@ -303,21 +301,99 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
         .n_rot = (int)p->n_rot, .eps = p->eps, .rope_base = p->rope_base, .yarn_factor = p->yarn_factor,
         .yarn_orig_ctx = p->yarn_orig_ctx, .n = n, .pos = d_pos, .seq = d_seq, .rope = rope,
         .kc = kv->k + (uint64_t)p->kv_layer * kv->layer_bytes, .vc = kv->v + (uint64_t)p->kv_layer * kv->layer_bytes,
-        .f16 = kv->f16, .n_ctx = n_ctx,
+        .f16 = kv->f16, .n_ctx = kv->d.n_ctx,
         .i8 = kv->i8, .pages = kv->table, .max_pages = kv->max_pages,
         .ks = kv->i8 ? kv->ks + (uint64_t)p->kv_layer * kv->layer_scales : NULL,
         .vs = kv->i8 ? kv->vs + (uint64_t)p->kv_layer * kv->layer_scales : NULL,
     };
-    if ((rc = cu_attn_prepare(b, &a, p->pos, err)) != SI_OK) {
-        free(added);
-        return rc;
-    }
-    rc = launched(si_cu_attn(&a, b->stream), "ATTN", err);
+    return SI_OK;
+}
+
+static void attn_commit(const si_op *op, const uint32_t *added)
+{
+    const si_attn_params *p = &op->p.attn;
+    uint32_t *len = p->kv->len + (size_t)p->kv_layer * p->kv->d.n_seq;
+    for (uint32_t s = 0; s < p->kv->d.n_seq; s++)
+        len[s] += added[s];
+}
+
+static int attn_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_attn_params *p = &op->p.attn;
+    if (si_oc_ne(op->src[0], 1) == 0)
+        return SI_OK;
+    uint32_t *added = calloc(p->kv->d.n_seq, sizeof *added);
+    if (added == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    cu_attn a;
+    int rc = attn_front(b, op, added, &a, NULL, err);
     if (rc == SI_OK)
-        for (uint32_t s = 0; s < n_seq; s++)
-            len[s] += added[s];
+        rc = cu_attn_prepare(b, &a, p->pos, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_attn(&a, b->stream), "ATTN", err);
+    if (rc == SI_OK)
+        attn_commit(op, added);
     free(added);
     return rc;
+}
+
+/* cuda_ext's attn_prepare (since ext 1.1): the front half of attn_exec for a
+ * kernel plugin — q/k norm, RoPE, K/V appended (same kernels, same page
+ * reservation), q normed+roped into the workspace — and the view of it.  A
+ * cache that is not paged int8 gets view->paged_i8 = 0 and NOTHING is done,
+ * so the plugin's fallback (exec_builtin) appends exactly once. */
+int cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err)
+{
+    if (b == NULL || op == NULL || view == NULL || view->size < sizeof *view)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": attn_prepare: NULL argument or view of an older size");
+    if (op->kind != SI_OP_ATTN)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": attn_prepare: op kind %u is not ATTN", op->kind);
+    int rc = si_oc_check(&b->oc, op, err);
+    if (rc != SI_OK)
+        return rc;
+    const si_attn_params *p = &op->p.attn;
+    const int64_t n = si_oc_ne(op->src[0], 1);
+    const uint32_t size = view->size;
+    memset(view, 0, sizeof *view);
+    view->size = size;
+    view->n = n;
+    if (!p->kv->i8 || n == 0)
+        return SI_OK;
+    uint32_t *added = calloc(p->kv->d.n_seq, sizeof *added);
+    if (added == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    cu_attn a;
+    float *q = NULL;
+    rc = attn_front(b, op, added, &a, &q, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_attn_front(&a, q, b->stream), "ATTN front", err);
+    if (rc == SI_OK)
+        attn_commit(op, added);
+    free(added);
+    if (rc != SI_OK)
+        return rc;
+    int32_t max_len = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (p->pos[t] >= max_len)
+            max_len = p->pos[t] + 1;
+    view->paged_i8 = 1;
+    view->q = q;
+    view->qg = a.qg;
+    view->qg_stride = a.qg_stride;
+    view->k = (const int8_t *)a.kc;
+    view->v = (const int8_t *)a.vc;
+    view->ks = a.ks;
+    view->vs = a.vs;
+    view->pages = a.pages;
+    view->max_pages = a.max_pages;
+    view->page_size = SI_KV_PAGE;
+    view->n_head = p->n_head;
+    view->n_head_kv = p->n_head_kv;
+    view->head_dim = p->head_dim;
+    view->pos = a.pos;
+    view->seq = a.seq;
+    view->max_len = max_len;
+    return SI_OK;
 }
 
 /* ---- GDN ------------------------------------------------------------------ */

@@ -6,6 +6,8 @@
 //   op 1: every sequence's prefill (lengths from the command line) in one
 //         op, tokens of the sequences one after the other;
 //   op 2: one decoding token per sequence, in reverse sequence order.
+// Each op also runs si_cu_attn_front (cuda_ext's attn_prepare for a kernel
+// plugin) and checks its normed+roped q against the reference's.
 // i8: pages are handed out in a random order (not 0, 1, 2...), unowned
 // table entries are -1 (a read through one faults), unwritten scales are
 // NaN and the output and partials are NaN-poisoned; after each op every
@@ -21,6 +23,7 @@
 #include "cuda_internal.h"
 __global__ void rope_kernel(cu_attn a);
 __global__ void append_kernel(cu_attn a);
+extern "C" int si_cu_attn_front(const cu_attn *a, float *q, void *stream);
 static uint32_t rs = 12345;
 static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
 static uint32_t ri(uint32_t n) { rs = rs * 1664525u + 1013904223u; return (rs >> 8) % n; }
@@ -133,6 +136,30 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     } else {
         if (C.nrot > 0) emu_launch(dim3(n), dim3(64), 0, [&] { rope_kernel(a); });
         emu_launch(dim3(n, nkv), dim3(128), hd * 4, [&] { append_kernel(a); });
+    }
+    // the front half alone, as cuda_ext's attn_prepare runs it for a kernel
+    // plugin: rope and append again (they rewrite the same rows with the
+    // same values: the cache check below still holds) and q normed+roped
+    // into [n][nh][hd]
+    {
+        std::vector<float> qo((size_t)n * nh * hd, NAN);
+        int rc = si_cu_attn_front(&a, qo.data(), nullptr);
+        if (rc != 0) { printf("  %s: si_cu_attn_front returned %d\n", what, rc); return 1; }
+        double qd = 0, qm = 0;
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < nh; h++) {
+                std::vector<float> q(&qg[t * qs + (size_t)h * 2 * hd], &qg[t * qs + (size_t)h * 2 * hd] + hd);
+                ref_norm_rope(q.data(), qnw.data(), pos[t]);
+                for (int i = 0; i < hd; i++) {
+                    const float got = qo[((size_t)t * nh + h) * hd + i];
+                    qd = std::isfinite(got) ? std::max(qd, (double)std::fabs(got - q[i])) : INFINITY;
+                    qm = std::max(qm, (double)std::fabs(q[i]));
+                }
+            }
+        const bool qok = qd <= 1e-5 * qm;
+        printf("  %s: front half (q normed+roped for a kernel plugin): max |q - ref| %.3g of max %.3g: %s\n", what, qd,
+               qm, qok ? "ok" : "FAIL");
+        if (!qok) return 1;
     }
     // reference rows of the new positions
     for (int t = 0; t < n; t++)

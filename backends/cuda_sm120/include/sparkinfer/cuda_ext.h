@@ -34,6 +34,42 @@ extern "C" {
 
 #define SI_CUDA_EXT_MAJOR 1
 
+/* What attn_prepare (since ext 1.1) hands a kernel plugin replacing
+ * SI_OP_ATTN: the op's front half is done on the stream (q/k RMSNorm, NEOX
+ * RoPE, K/V appended to the cache with its pages reserved and the layer's
+ * lengths advanced) and this says where everything is.  The caller owns
+ * the struct and sets `size` = sizeof(si_cuda_attn_view) before the call;
+ * every pointer is device memory the backend owns.  Tokens t in [0, n):
+ *   q       f32 [n][n_head][head_dim], normed and roped: the backend's
+ *           workspace, valid until the next op of the backend runs (the
+ *           plugin must not call exec_builtin before its kernel is queued);
+ *   qg      the op's src[0]: the gate of (t, h) is head_dim floats at
+ *           qg + t*qg_stride + (2h + 1)*head_dim; out = attn * sigmoid(gate);
+ *   k, v    this layer's int8 pools [page][n_head_kv][page_size][head_dim],
+ *   ks, vs  their f32 scales [page][n_head_kv][page_size] (x = int * scale);
+ *   pages   int32 [n_seq][max_pages]: position p of sequence s lives in page
+ *           pages[s*max_pages + p/page_size], slot p % page_size; only
+ *           entries p/page_size <= the sequence's last position are valid;
+ *   pos/seq int32 [n] (device copies of the op's arrays), max_len =
+ *           max(pos) + 1.
+ * paged_i8 = 0: the cache is not paged int8; then NOTHING was done (no
+ * append) and the plugin runs the whole op through exec_builtin. */
+typedef struct si_cuda_attn_view {
+    uint32_t       size;                /* set by the caller                  */
+    int            paged_i8;
+    int64_t        n;
+    const float   *q;
+    const float   *qg;
+    uint64_t       qg_stride;           /* floats between tokens (0 if n = 1) */
+    const int8_t  *k, *v;
+    const float   *ks, *vs;
+    const int32_t *pages;
+    uint32_t       max_pages, page_size;
+    uint32_t       n_head, n_head_kv, head_dim;
+    const int32_t *pos, *seq;
+    int32_t        max_len;
+} si_cuda_attn_view;
+
 typedef struct si_cuda_ext {
     uint32_t    size;                   /* sizeof(si_cuda_ext)                */
     uint32_t    major;                  /* SI_CUDA_EXT_MAJOR                  */
@@ -51,6 +87,10 @@ typedef struct si_cuda_ext {
      * passed to exec_builtin; unwrap() before freeing that memory. */
     int   (*buf_wrap)(si_backend *b, void *dev, uint64_t nbytes, si_buf **out, si_err *err);
     void  (*buf_unwrap)(si_backend *b, si_buf *buf);
+    /* since ext 1.1: the front half of an SI_OP_ATTN op and the view of
+     * it (si_cuda_attn_view above); SI_OK with view->paged_i8 = 0 and
+     * nothing done when the cache is not paged int8. */
+    int   (*attn_prepare)(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);
     /* new members are appended here, and only here */
 } si_cuda_ext;
 
