@@ -36,6 +36,7 @@
 #include <sparkinfer/plugin.h>
 
 #include "config.h"
+#include "cuda_test.h"
 #include "host.h"
 
 #define PLUGIN_TOL 3e-2
@@ -405,25 +406,6 @@ START_TEST(test_attn_plugin_f16_fallback)
 }
 END_TEST
 
-static void *open_plugin(const char *top, const char *rel, const si_plugin **out)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", top, rel);
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (dl == NULL) {
-        fprintf(stderr, "cannot dlopen %s: %s\n", path, dlerror());
-        return NULL;
-    }
-    si_entry_fn e = (si_entry_fn)(uintptr_t)dlsym(dl, SI_ENTRY_SYMBOL);
-    *out = e ? e(&host) : NULL;
-    if (*out == NULL) {
-        fprintf(stderr, "%s: no descriptor\n", path);
-        dlclose(dl);
-        return NULL;
-    }
-    return dl;
-}
-
 int main(void)
 {
     const char *top = getenv("SI_TOP_BUILDDIR");
@@ -450,9 +432,9 @@ int main(void)
     si_host_set_log_level(SI_LOG_DEBUG);   /* count_log forwards only INFO and above */
     log_orig = host.log;
     host.log = count_log;
-    dl_cu = open_plugin(top, as_cpu ? "backends/cpu/.libs/cpu.so" : "backends/cuda_sm120/.libs/cuda_sm120.so", &p_cu);
-    dl_cpu = open_plugin(top, "backends/cpu/.libs/cpu.so", &p_cpu);
-    dl_attn = open_plugin(top, "plugins/attn_mma_i8/.libs/attn_mma_i8.so", &p_attn);
+    dl_cu = si_ct_open(top, as_cpu ? "backends/cpu/.libs/cpu.so" : "backends/cuda_sm120/.libs/cuda_sm120.so", &host, &p_cu);
+    dl_cpu = si_ct_open(top, "backends/cpu/.libs/cpu.so", &host, &p_cpu);
+    dl_attn = si_ct_open(top, "plugins/attn_mma_i8/.libs/attn_mma_i8.so", &host, &p_attn);
     if (dl_cu == NULL || dl_cpu == NULL || dl_attn == NULL)
         return 1;
     if (!as_cpu && p_cu->probe && p_cu->probe(&host, &err) != SI_OK) {
@@ -470,11 +452,7 @@ int main(void)
     tcase_add_test(tc, test_attn_plugin);
     tcase_add_test(tc, test_attn_plugin_f16_fallback);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = si_ct_run(s);
     dlclose(dl_attn);
     dlclose(dl_cu);
     dlclose(dl_cpu);

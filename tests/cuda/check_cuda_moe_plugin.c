@@ -27,6 +27,7 @@
 #include <sparkinfer/plugin.h>
 
 #include "config.h"
+#include "cuda_test.h"
 #include "host.h"
 
 #define MOE_TOL 5e-3    /* same int8 rounding on both sides: only f32 sum order differs */
@@ -288,25 +289,6 @@ START_TEST(test_moe_plugin)
 }
 END_TEST
 
-static void *open_plugin(const char *top, const char *rel, const si_plugin **out)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", top, rel);
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (dl == NULL) {
-        fprintf(stderr, "cannot dlopen %s: %s\n", path, dlerror());
-        return NULL;
-    }
-    si_entry_fn e = (si_entry_fn)(uintptr_t)dlsym(dl, SI_ENTRY_SYMBOL);
-    *out = e ? e(&host) : NULL;
-    if (*out == NULL) {
-        fprintf(stderr, "%s: no descriptor\n", path);
-        dlclose(dl);
-        return NULL;
-    }
-    return dl;
-}
-
 int main(void)
 {
     const char *top = getenv("SI_TOP_BUILDDIR");
@@ -326,9 +308,9 @@ int main(void)
     si_host_set_log_level(SI_LOG_DEBUG);   /* count_log forwards only INFO and above */
     log_orig = host.log;
     host.log = count_log;
-    dl_cu = open_plugin(top, as_cpu ? "backends/cpu/.libs/cpu.so" : "backends/cuda_sm120/.libs/cuda_sm120.so", &p_cu);
-    dl_cpu = open_plugin(top, "backends/cpu/.libs/cpu.so", &p_cpu);
-    dl_moe = open_plugin(top, "plugins/moe_grouped_i8/.libs/moe_grouped_i8.so", &p_moe);
+    dl_cu = si_ct_open(top, as_cpu ? "backends/cpu/.libs/cpu.so" : "backends/cuda_sm120/.libs/cuda_sm120.so", &host, &p_cu);
+    dl_cpu = si_ct_open(top, "backends/cpu/.libs/cpu.so", &host, &p_cpu);
+    dl_moe = si_ct_open(top, "plugins/moe_grouped_i8/.libs/moe_grouped_i8.so", &host, &p_moe);
     if (dl_cu == NULL || dl_cpu == NULL || dl_moe == NULL)
         return 1;
     if (!as_cpu && p_cu->probe && p_cu->probe(&host, &err) != SI_OK) {
@@ -345,11 +327,7 @@ int main(void)
     tcase_add_test(tc, test_plugin_host_side);
     tcase_add_test(tc, test_moe_plugin);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = si_ct_run(s);
     dlclose(dl_moe);
     dlclose(dl_cu);
     dlclose(dl_cpu);
