@@ -71,7 +71,14 @@ CK="--prefix 512 --batched-prefix --cont 128"
 step check_9b 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $D
 step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $D
 step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $D --set kernel.moe_grouped_i8.enabled=false
-# 7. A/B and the rest of the sweep
+# 7. the paged int8 KV cache: prefill with attn_mma_i8 on and off, and its
+#    batched-vs-stepwise check
+I8="--set backend.cuda_sm120.kv_type=i8"
+step pp_i8_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8
+step pp_i8_9b_attn_off 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8 \
+    --set kernel.attn_mma_i8.enabled=false
+step check_9b_i8 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $I8
+# 8. A/B and the rest of the sweep
 step ab_kv_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 $D \
     --set backend.cuda_sm120.kv_type=i8
 step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
