@@ -15,7 +15,6 @@
  *
  * Knob, [kernel.attn_mma_i8]: min_tokens (integer >= 1, default 64).
  * Includes only public headers: plugin.h and cuda_sm120's cuda_ext.h. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +22,8 @@
 
 #include <sparkinfer/cuda_ext.h>
 #include <sparkinfer/plugin.h>
+
+#include "../common/kernel_knob.h"
 
 #include "ami8.h"
 
@@ -35,21 +36,6 @@ typedef struct ami8_state {
     int64_t            min_tokens;
 } ami8_state;
 
-static int read_min_tokens(const si_host *h, const char *section, int64_t *out, si_err *err)
-{
-    const char *v = h->cfg_get != NULL ? h->cfg_get(h, section, "min_tokens") : NULL;
-    *out = AMI8_MIN_TOKENS_DEFAULT;
-    if (v == NULL)
-        return SI_OK;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || errno != 0 || n < 1 || n > 0x7fffffffLL)
-        return si_err_set(err, SI_EINVAL, AMI8_NAME ": [%s] min_tokens = '%s': expected an integer from 1 to 2147483647",
-                          section, v);
-    *out = n;
-    return SI_OK;
-}
 
 static int ami8_init(const si_host *h, const char *section, const void *backend_api, void **state, si_err *err)
 {
@@ -58,7 +44,7 @@ static int ami8_init(const si_host *h, const char *section, const void *backend_
     if (h == NULL || section == NULL)
         return si_err_set(err, SI_EINVAL, AMI8_NAME ": init without host or section");
     int64_t min_tokens;
-    int rc = read_min_tokens(h, section, &min_tokens, err);
+    int rc = si_kernel_min_tokens(h, AMI8_NAME, section, AMI8_MIN_TOKENS_DEFAULT, &min_tokens, err);
     if (rc != SI_OK)
         return rc;
     if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, attn_prepare))

@@ -23,7 +23,6 @@
  *
  * Knob, [kernel.moe_grouped_i8]: min_tokens (integer >= 1, default 32).
  * Includes only public headers: plugin.h and cuda_sm120's cuda_ext.h. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +30,8 @@
 
 #include <sparkinfer/cuda_ext.h>
 #include <sparkinfer/plugin.h>
+
+#include "../common/kernel_knob.h"
 
 #include "moe_i8.h"
 
@@ -47,24 +48,6 @@ typedef struct mi8_state {
     si_buf            *ws_buf;      /* ws wrapped for exec_builtin's ops   */
 } mi8_state;
 
-/* ---- knobs -------------------------------------------------------------- */
-
-static int read_min_tokens(const si_host *h, const char *section, int64_t *out, si_err *err)
-{
-    const char *v = h->cfg_get != NULL ? h->cfg_get(h, section, "min_tokens") : NULL;
-    *out = MI8_MIN_TOKENS_DEFAULT;
-    if (v == NULL)
-        return SI_OK;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || errno != 0 || n < 1 || n > 0x7fffffffLL)
-        return si_err_set(err, SI_EINVAL, MI8_NAME ": [%s] min_tokens = '%s': expected an integer from 1 to 2147483647",
-                          section, v);
-    *out = n;
-    return SI_OK;
-}
-
 /* ---- init / fini ---------------------------------------------------------- */
 
 static int mi8_init(const si_host *h, const char *section, const void *backend_api, void **state, si_err *err)
@@ -75,7 +58,7 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
         return si_err_set(err, SI_EINVAL, MI8_NAME ": init without host or section");
     /* the knobs first: a bad value is reported whatever the backend */
     int64_t min_tokens;
-    int rc = read_min_tokens(h, section, &min_tokens, err);
+    int rc = si_kernel_min_tokens(h, MI8_NAME, section, MI8_MIN_TOKENS_DEFAULT, &min_tokens, err);
     if (rc != SI_OK)
         return rc;
     if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, buf_unwrap))
