@@ -37,9 +37,6 @@ CHK='^[0-9]+%: Checks|:[EF]:|top-1|max err|SKIP'
 ROWS='^(pp|tg) |rror|profile:'
 D="--set backend.cuda_sm120.matmul=dp4a"
 P="--set backend.cuda_sm120.profile=true"
-# 1. correctness: every GPU test program (op tests, whole models, the plugin)
-step tests 300 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" sh scripts/gpu-cuda-tests.sh
-for f in "$L"/tests/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; } >> "$O/session.log"; done
 # 2. the presets of the issue, generated here
 step mk9b 20 'wrote|rror' "$SI" mkmodel --preset 9b -o /tmp/9b.gguf
 step mk35b 30 'wrote|rror' "$SI" mkmodel --preset 35b-a3b -o /tmp/35b.gguf
@@ -60,6 +57,9 @@ for m in 9b 35b; do
     step "prof_dec_$m" 20 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $D $P
     step "prof_pre_$m" 20 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
 done
+# 4b. correctness: every GPU test program (op tests, whole models, the plugin)
+step tests 300 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" SI_TEST_TIMEOUT=${SI_TEST_TIMEOUT:-150} sh scripts/gpu-cuda-tests.sh
+for f in "$L"/tests/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; } >> "$O/session.log"; done
 # 5. whole models through the int8 paths against the cpu's int8 path, and
 #    with the paged int8 KV cache
 step model_int8_vs_cpu_fast 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=fast \
