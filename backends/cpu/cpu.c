@@ -13,12 +13,15 @@
  *   moe     = grouped | per_token
  *                               group a batch's tokens by expert (weights
  *                               stream once per batch) or loop per token
- *   kv_type = f32 | f16         KV cache element type
+ *   kv_type = f32 | f16         KV cache element type; falls back to [runtime]
+ *                               kv_type (int8 there means f16 here, with a
+ *                               warning), else f32 (backends/common/si_kvknob.h)
  *   simd    = auto | off        off forces the portable C kernels (tests)
  */
 #include <stdlib.h>
 
 #include "cpu_internal.h"
+#include "../common/si_kvknob.h"
 
 static int cpu_probe(const si_host *h, si_err *err)
 {
@@ -93,11 +96,13 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
         return si_err_set(err, SI_EABI, "cpu: open: host table of %u bytes lacks services of ABI 1.0", h->size);
     if (section == NULL)
         section = "backend." CPU_NAME;
-    int threads, mm, moe, kvt, simd, rc;
+    static const si_kvknob kvk = { CPU_NAME, SI_TYPE_F32, SI_TYPE_F16, true, false };
+    int threads, mm, moe, simd, rc;
+    uint32_t kvt;
     if ((rc = knob_threads(h, section, &threads, err)) != SI_OK ||
         (rc = knob_choice(h, section, "matmul", "fast|ref", &mm, err)) != SI_OK ||
         (rc = knob_choice(h, section, "moe", "grouped|per_token", &moe, err)) != SI_OK ||
-        (rc = knob_choice(h, section, "kv_type", "f32|f16", &kvt, err)) != SI_OK ||
+        (rc = si_kvknob_resolve(h, section, &kvk, &kvt, err)) != SI_OK ||
         (rc = knob_choice(h, section, "simd", "auto|off", &simd, err)) != SI_OK)
         return rc;
     si_backend *b = calloc(1, sizeof *b);
@@ -108,7 +113,7 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
     b->n_threads = threads > 0 ? threads : cpu_online_cores();
     b->mm_ref = mm == 1;
     b->moe_per_token = moe == 1;
-    b->kv_type = kvt == 1 ? SI_TYPE_F16 : SI_TYPE_F32;
+    b->kv_type = kvt;
     b->simd = simd != 1 && cpu_have_simd();
     b->tls = calloc((size_t)b->n_threads, sizeof *b->tls);
     if (b->tls == NULL) {

@@ -4,8 +4,10 @@
  *
  * Knobs ([backend.cuda_sm120], read with host->cfg_get):
  *   device  = N           CUDA device index (default 0)
- *   kv_type = f16 | f32 | i8  (or int8) KV cache of the full-attention layers
- *                         (default f16): dense f16 or f32, or i8: paged
+ *   kv_type = f16 | f32 | int8 (or i8)
+ *                         KV cache of the full-attention layers (unset:
+ *                         [runtime] kv_type, whose auto means f16; see
+ *                         backends/common/si_kvknob.h): dense f16 or f32, or int8: paged
  *                         (16 positions a page), int8 K and V with an f32
  *                         scale per (position, kv head), page table per
  *                         sequence, pages taken on append and returned by
@@ -72,6 +74,7 @@
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "../common/si_kvknob.h"
 #include "cuda_internal.h"
 
 /* Compute capabilities this fatbin is built for: 9.x (H100/H200, the test
@@ -139,18 +142,11 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             return si_err_set(err, SI_EINVAL, "[%s] device = '%s': not a device index", section, dv);
         device = (int)v;
     }
-    uint32_t kv_type = SI_TYPE_F16;
-    const char *kt = h->cfg_get(h, section, "kv_type");
-    if (kt != NULL) {
-        if (strcmp(kt, "f16") == 0)
-            kv_type = SI_TYPE_F16;
-        else if (strcmp(kt, "f32") == 0)
-            kv_type = SI_TYPE_F32;
-        else if (strcmp(kt, "i8") == 0 || strcmp(kt, "int8") == 0)   /* int8: [runtime] kv_type's spelling */
-            kv_type = SI_TYPE_I8;
-        else
-            return si_err_set(err, SI_EINVAL, "[%s] kv_type = '%s': expected one of f16|f32|i8", section, kt);
-    }
+    static const si_kvknob kvk = { CU_NAME, SI_TYPE_F16, SI_TYPE_F16, true, true };
+    uint32_t kv_type;
+    int krc = si_kvknob_resolve(h, section, &kvk, &kv_type, err);
+    if (krc != SI_OK)
+        return krc;
     uint32_t kv_pages = 0;   /* 0: n_seq x ceil(n_ctx / 16), see cuda_kv.c */
     const char *kp = h->cfg_get(h, section, "kv_pages");
     if (kp != NULL) {

@@ -521,12 +521,25 @@ int si_cmd_bench(int argc, char **argv)
     si_engine_info(e, &info);
     bench_run br = { .a = &a, .e = e, .nv = info.n_vocab, .n_ctx = info.n_ctx,
                      .n_seq = info.n_seq_max, .nb = si_cli_n_batch(&mo, cfg) };
-    /* The KV element size of the backend's cache, from its kv_type knob
-     * (both backends default to f16). */
+    /* The KV element size of the backend's cache, resolved as the backends
+     * do (backends/common/si_kvknob.h): the backend's own kv_type, else
+     * [runtime] kv_type unless auto, else the backend's default (cpu: f32,
+     * cuda_sm120: f16).  A runtime int8 the cpu lacks becomes f16 there. */
     char bsec[96];
-    snprintf(bsec, sizeof bsec, "backend.%s", si_engine_backend_name(e));
+    const char *bname = si_engine_backend_name(e);
+    snprintf(bsec, sizeof bsec, "backend.%s", bname);
     const char *kvt = si_config_get(cfg, bsec, "kv_type");
-    double kv_elem = kvt == NULL ? 2.0 : strcmp(kvt, "f32") == 0 ? 4.0 : strcmp(kvt, "i8") == 0 ? 1.0 : 2.0;
+    if (kvt == NULL) {
+        kvt = si_config_get(cfg, "runtime", "kv_type");
+        if (kvt != NULL && strcmp(kvt, "auto") == 0)
+            kvt = NULL;
+    }
+    const bool kv_cpu = strcmp(bname, "cpu") == 0;
+    if (kvt == NULL)
+        kvt = kv_cpu ? "f32" : "f16";
+    double kv_elem = strcmp(kvt, "f32") == 0                                     ? 4.0
+                     : !kv_cpu && (strcmp(kvt, "i8") == 0 || strcmp(kvt, "int8") == 0) ? 1.0
+                                                                                : 2.0;
     si_floor_model_of(si_engine_gguf(e), kv_elem, &br.fm);
 
     char host[256] = "?";

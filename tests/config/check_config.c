@@ -89,7 +89,7 @@ static const bad_ini bad[] = {
     { "[runtime]\nn_batch = 99999999999999999999999\n",
       "t.ini:2: bad value '99999999999999999999999' for 'n_batch'*" },
     { "[runtime]\nkv_type = q8\n",
-      "t.ini:2: bad value 'q8' for 'kv_type' in [runtime] (expected one of f16|int8|f32)" },
+      "t.ini:2: bad value 'q8' for 'kv_type' in [runtime] (expected one of auto|f16|int8|f32)" },
     { "[runtime]\nkv_type = F16\n", "t.ini:2: bad value 'F16' for 'kv_type'*" },
     { "[core]\nlog_level = loud\n",
       "t.ini:2: bad value 'loud' for 'log_level' in [core] (expected one of error|warn|info|debug)" },
@@ -267,7 +267,7 @@ START_TEST(test_defaults_from_table)
     ck_assert_int_eq(si_config_get_long(c, "runtime", "seed", 7), -1);
     ck_assert_double_eq_tol(si_config_get_double(c, "runtime", "temp", -1), 1.0, 1e-12);
     ck_assert_int_eq(si_config_get_long(c, "runtime", "top_k", -1), 20);
-    ck_assert_str_eq(si_config_get(c, "runtime", "kv_type"), "f16");
+    ck_assert_str_eq(si_config_get(c, "runtime", "kv_type"), "auto");
     ck_assert_str_eq(si_config_get(c, "runtime", "backend"), "auto");
     ck_assert_str_eq(si_config_get(c, "core", "log_level"), "warn");
     ck_assert_ptr_null(si_config_get(c, "core", "plugin_dir"));

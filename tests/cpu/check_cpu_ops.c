@@ -44,6 +44,7 @@ START_TEST(test_knobs)
     static const char *bad[][2] = {
         { "matmul", "fastest" }, { "moe", "grouped " }, { "kv_type", "q8_0" },
         { "threads", "-1" },     { "threads", "many" }, { "simd", "avx9" },
+        { "kv_type", "int8" },   /* no int8 cache here: strict in the own section */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ct_backend c;
@@ -69,6 +70,30 @@ START_TEST(test_knobs)
     ck_assert_int_eq(ct_try_open(&c, &err), SI_OK);
     ck_assert_msg(strstr(c.last_log, "2 threads, matmul ref") != NULL, "log '%s'", c.last_log);
     ct_close(&c);
+}
+END_TEST
+
+/* kv_type: the own section, else [runtime] kv_type (auto = f32 here; int8,
+ * which the cpu lacks, becomes f16 with a warning), else f32. */
+START_TEST(test_kv_type_knob)
+{
+    static const char *cases[][3] = {   /* runtime, backend.cpu, expected kv */
+        { NULL, NULL, "kv f32" },      { "auto", NULL, "kv f32" },  { "f16", NULL, "kv f16" },
+        { "f32", NULL, "kv f32" },     { "int8", NULL, "kv f16" },  { "f16", "f32", "kv f32" },
+        { "int8", "f32", "kv f32" },   { "auto", "f16", "kv f16" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ct_backend c;
+        ct_load(&c);
+        if (cases[i][0] != NULL)
+            ct_knob(&c, "runtime", "kv_type", cases[i][0]);
+        if (cases[i][1] != NULL)
+            ct_knob(&c, "backend.cpu", "kv_type", cases[i][1]);
+        si_err err = { "" };
+        ck_assert_int_eq(ct_try_open(&c, &err), SI_OK);
+        ck_assert_msg(strstr(c.last_log, cases[i][2]) != NULL, "case %zu: log '%s'", i, c.last_log);
+        ct_close(&c);
+    }
 }
 END_TEST
 
@@ -548,6 +573,7 @@ static Suite *cpu_ops_suite(void)
     TCase *tc = tcase_create("plugin");
     tcase_add_test(tc, test_descriptor);
     tcase_add_test(tc, test_knobs);
+    tcase_add_test(tc, test_kv_type_knob);
     tcase_add_test(tc, test_buffers);
     tcase_add_test(tc, test_weight_zero_copy);
     tcase_add_test(tc, test_supports);

@@ -52,7 +52,7 @@ START_TEST(test_cfg_get)
     si_host_init(&h, c);
     ck_assert_ptr_eq(h.core, c);
     ck_assert_str_eq(h.cfg_get(&h, "runtime", "threads"), "3");
-    ck_assert_str_eq(h.cfg_get(&h, "runtime", "kv_type"), "f16");     /* documented default */
+    ck_assert_str_eq(h.cfg_get(&h, "runtime", "kv_type"), "auto");     /* documented default */
     ck_assert_str_eq(h.cfg_get(&h, "backend.x", "device"), "2");      /* knob after --set */
     ck_assert_str_eq(h.cfg_get(&h, "backend.x", "enabled"), "true");
     ck_assert_ptr_null(h.cfg_get(&h, "backend.x", "nothing"));
