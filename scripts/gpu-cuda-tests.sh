@@ -16,7 +16,15 @@ if [ -z "$SI_TOP_BUILDDIR" ]; then
 fi
 nvidia-smi --query-gpu=name,compute_cap,memory.used,memory.total --format=csv > "$logs/nvidia-smi.txt" 2>&1
 fail=0
-for t in check_cuda_backend check_cuda_ops check_cuda_model check_cuda_moe_plugin check_cuda_attn_plugin; do
+# Every GPU test program the build made (check_cuda_*), the backend's own
+# first: a new test needs no edit here.
+progs=check_cuda_backend
+for f in "$b"/tests/cuda/check_cuda_*; do
+    n=$(basename "$f")
+    case $n in *.*|*-*|check_cuda_backend) continue ;; esac
+    [ -x "$f" ] && progs="$progs $n"
+done
+for t in $progs; do
     bin="$b/tests/cuda/$t"
     # libtool may have left a wrapper script; the real binary is in .libs
     [ -x "$b/tests/cuda/.libs/$t" ] && bin="$b/tests/cuda/.libs/$t"

@@ -37,54 +37,68 @@ CHK='^[0-9]+%: Checks|:[EF]:|top-1|max err|SKIP'
 ROWS='^(pp|tg) |rror|profile:'
 D="--set backend.cuda_sm120.matmul=dp4a"
 P="--set backend.cuda_sm120.profile=true"
-# 2. the presets of the issue, generated here
+G0="--set backend.cuda_sm120.graph=false"
+B="$SI_TOP_BUILDDIR/tests/cuda"
+# 1. the presets of the issue, generated here
 step mk9b 20 'wrote|rror' "$SI" mkmodel --preset 9b -o /tmp/9b.gguf
 step mk35b 30 'wrote|rror' "$SI" mkmodel --preset 35b-a3b -o /tmp/35b.gguf
-# 3. decode and prefill at the defaults (decode products through dp4a)
-# A bench that fails (a new kernel faulting) is run again with the paths
-# of the previous session (SAFE), so the run still yields figures.
-SAFE="--set backend.cuda_sm120.prefill_mm=gemv --set backend.cuda_sm120.gdn_prefill=seq
+# 2. decode and prefill at the defaults; a bench that fails (a new kernel
+#    faulting) is run again with the previous session's paths (SAFE)
+SAFE="--set backend.cuda_sm120.prefill_mm=gemv --set backend.cuda_sm120.gdn_prefill=seq $G0
  --set backend.cuda_sm120.gdn_rows=false --set kernel.moe_grouped_i8.enabled=false"
 for m in 9b 35b; do
-    step "tg_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 32 --reps 5 $D
+    step "tg_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 64 --reps 5
     [ "$last_rc" -ne 0 ] && step "tg_${m}_safe" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128 \
-        --bs 1 --tg 32 --reps 5 $D $SAFE
-    step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 3
+        --bs 1 --tg 32 --reps 5 $SAFE
+    step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
+    step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
 done
-# 4. where the time goes
-for m in 9b 35b; do
-    step "prof_dec_$m" 20 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $D $P
-    step "prof_pre_$m" 20 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
+# 3. kernel microbenchmarks (each prints its own table)
+for k in bench_gemv bench_gemm bench_attn; do
+    [ -x "$B/$k" ] && step "$k" 60 '.' "$B/$k"
 done
-# 4b. correctness: every GPU test program (op tests, whole models, the plugin)
+# 4. where the time goes (profile = true runs without the graph)
+for m in 9b 35b; do
+    step "prof_dec_$m" 25 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $P
+    step "prof_pre_$m" 25 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
+done
+# 5. correctness: every GPU test program
 step tests 300 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" SI_TEST_TIMEOUT=${SI_TEST_TIMEOUT:-150} sh scripts/gpu-cuda-tests.sh
 for f in "$L"/tests/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; } >> "$O/session.log"; done
-# 5. whole models through the int8 paths against the cpu's int8 path, and
-#    with the paged int8 KV cache
 step model_int8_vs_cpu_fast 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=fast \
     SI_CUDA_TEST_PREFILL_MM=mma SI_CUDA_TEST_KV=f32 "$T/check_cuda_model"
+step model_int8_vs_cpu_ref 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=ref \
+    SI_CUDA_TEST_PREFILL_MM=mma SI_CUDA_TEST_KV=f32 "$T/check_cuda_model"
 step model_kv_i8 40 "$CHK" env SI_CUDA_TEST_KV=i8 "$T/check_cuda_model"
-# 6. batched prefill (mma GEMM, chunked GDN, the MoE plugin) against token
-#    by token (dp4a GEMV, state-rows GDN, built-in MoE) on the presets
+# 6. batched prefill against token by token on the presets (prefix fed
+#    batched on both sides, 128 compared positions), and where the
+#    difference comes from: int8 products on one side only
 CK="--prefix 512 --batched-prefix --cont 128"
-step check_9b 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $D
-step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $D
-step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $D --set kernel.moe_grouped_i8.enabled=false
-# 7. the paged int8 KV cache: prefill with attn_mma_i8 on and off, and its
-#    batched-vs-stepwise check
+F32="--set backend.cuda_sm120.matmul=f32"
+step check_9b 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK
+step check_9b_f32 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $F32 --set backend.cuda_sm120.prefill_mm=gemv
+step check_9b_mma_vs_f32 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $F32
+step check_9b_f32_vs_dp4a 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK --set backend.cuda_sm120.prefill_mm=gemv
+step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK
+step check_35b_f32 60 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $F32 --set backend.cuda_sm120.prefill_mm=gemv \
+    --set kernel.moe_grouped_i8.enabled=false
+step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK --set kernel.moe_grouped_i8.enabled=false
+# 7. long prompts and long contexts
+step pp_32k_9b 60 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 32768 --reps 2 --warmup 0
+step pp_32k_35b 60 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 32768 --reps 2 --warmup 0
+step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5
+step tg_32k_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5
+step tg_bs_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5
+step tg_bs_35b 50 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5
+# 8. A/B: the kernel plugins, the int8 KV cache
 I8="--set backend.cuda_sm120.kv_type=i8"
+step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
+    --set kernel.moe_grouped_i8.enabled=false
 step pp_i8_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8
 step pp_i8_9b_attn_off 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8 \
     --set kernel.attn_mma_i8.enabled=false
+step tg_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 $I8
 step check_9b_i8 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $I8
-# 8. A/B and the rest of the sweep
-step ab_kv_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 $D \
-    --set backend.cuda_sm120.kv_type=i8
-step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
-    --set kernel.moe_grouped_i8.enabled=false
-step ab_gemv_pp512 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512 --reps 2 --set backend.cuda_sm120.prefill_mm=gemv
-step tg_bs_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
-step tg_bs_35b 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
-step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 16 --reps 3 $D
+step pp_128k_9b 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 131072 --reps 1 --warmup 0
 echo "== gpu-session done ($(( deadline - $(date +%s) ))s before the deadline)"
