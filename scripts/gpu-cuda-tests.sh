@@ -16,7 +16,8 @@ if [ -z "$SI_TOP_BUILDDIR" ]; then
 fi
 nvidia-smi --query-gpu=name,compute_cap,memory.used,memory.total --format=csv > "$logs/nvidia-smi.txt" 2>&1
 fail=0
-for t in check_cuda_backend check_cuda_ops check_cuda_model check_cuda_moe_plugin check_cuda_attn_plugin; do
+for t in check_cuda_backend check_cuda_ops check_cuda_model check_cuda_moe_plugin check_cuda_attn_plugin \
+         check_cuda_graph check_cuda_gsig; do
     bin="$b/tests/cuda/$t"
     # libtool may have left a wrapper script; the real binary is in .libs
     [ -x "$b/tests/cuda/.libs/$t" ] && bin="$b/tests/cuda/.libs/$t"
@@ -36,7 +37,7 @@ for t in check_cuda_backend check_cuda_ops check_cuda_model check_cuda_moe_plugi
         *)  echo "FAIL    $t (exit $rc, ${secs}s)"; fail=1 ;;
     esac
     # Check's summary line and any failure messages
-    grep -E '^[0-9]+%: Checks|:[EF]:|positions, top-1|^MOE |FAILS|worst relative|attach' "$logs/$t.log" | sed 's/^/        /'
+    grep -E '^[0-9]+%: Checks|:[EF]:|positions, top-1|^MOE |FAILS|worst relative|attach|bit-identical' "$logs/$t.log" | sed 's/^/        /'
 done
 if [ $fail -eq 0 ]; then
     echo "gpu-cuda-tests: all passed (logs in $logs)"

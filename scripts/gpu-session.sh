@@ -52,6 +52,13 @@ for m in 9b 35b; do
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 3
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
 done
+# 3b. CUDA graph replay of decode (knob graph, default true) against op by
+#     op: the host enqueue cost per step is the difference
+step tg_9b_nograph 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 32 --reps 5 $D \
+    --set backend.cuda_sm120.graph=false
+step tg_9b_bs4 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 4 --tg 32 --reps 3 $D
+step tg_9b_bs4_nograph 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 4 --tg 32 --reps 3 $D \
+    --set backend.cuda_sm120.graph=false
 # 4. where the time goes
 for m in 9b 35b; do
     step "prof_dec_$m" 20 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $D $P
