@@ -10,6 +10,8 @@
  *                   free list, pages taken per ATTN op)
  *   cuda_ops.c      supports()/exec(): shape checks (same rules as the cpu
  *                   backend), host-side validation, workspace, launches
+ *   cuda_graph.c    knob graph: capture and replay of seen op lists as
+ *                   CUDA graphs; cuda_gsig.c their signatures and cache
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
  *   cuda_matmul.cu  GEMV-style MATMUL (also the expert products of MOE)
  *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a),
