@@ -283,15 +283,14 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     b->cap_stage_used = 0;
     b->cap_grow = false;
     b->capturing = true;
-    size_t i = 0;
+    size_t i = 0, ran = 0;   /* ops [0, ran) ran their host side (KV lengths) */
     int rc = SI_OK;
     cudaGraph_t graph = NULL;
     ce = cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal);
     if (ce == cudaSuccess) {
         for (; i < n_ops && rc == SI_OK; i++)
             rc = cu_exec_one(b, &ops[i], true, &scratch);
-        if (rc != SI_OK)
-            i--;   /* ops [0, i) ran (and committed) */
+        ran = rc != SI_OK ? i - 1 : i;   /* the failed op committed nothing */
         cudaError_t ce2 = cudaStreamEndCapture(b->stream, &graph);
         if (ce == cudaSuccess)
             ce = ce2;
@@ -309,7 +308,7 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
         /* Nothing of the list ran: undo what the captured ops did on the
          * host, so the op-by-op run finds the state it expects. */
         cudaGetLastError();
-        cu_attn_uncommit(ops, n_ops, rc == SI_OK ? n_ops : i);
+        cu_attn_uncommit(ops, n_ops, ran);
         b->xq_key = NULL;
         graph_free(NULL, g);
         e->fails++;
