@@ -63,6 +63,18 @@ struct si_backend {
     uintptr_t      xq_lo, xq_hi;
     si_opcheck     oc;              /* the shared op checks, set up by open() */
     struct cu_prof *prof;           /* knob profile = true (cuda_prof.c)     */
+    /* Knob graph = true (cuda_graph.c): the cache of captured op lists
+     * (NULL when off).  ws_gen counts reallocations of ws, xq and
+     * attn_part: a graph captured under another generation is stale.
+     * While `capturing`, the ops' h2d staging comes from the graph's own
+     * pinned buffer (cap_stage) and nothing may sync the stream: a
+     * workspace that would have to grow fails the op (cap_grow set). */
+    struct cu_graphs *graphs;
+    uint64_t       ws_gen;
+    bool           capturing;
+    bool           cap_grow;
+    uint8_t       *cap_stage;
+    size_t         cap_stage_cap, cap_stage_used;
     si_cuda_ext    ext;             /* lent to kernel plugins                */
     cu_kernel      kern[SI_OP_KIND_COUNT];
 };
@@ -122,6 +134,28 @@ int  cu_prof_open(si_backend *b, si_err *err);
 void cu_prof_before(si_backend *b, size_t i, size_t n_ops, const si_op *op);
 void cu_prof_after(si_backend *b);
 void cu_prof_close(si_backend *b);
+
+/* CUDA graphs (cuda_graph.c).  cu_graph_exec runs a whole exec (after its
+ * pages were reserved) as a graph: SI_OK or an error when it did,
+ * CU_GRAPH_DECLINED when the caller must run it op by op.
+ * cu_graph_stage: h2d staging while capturing. */
+typedef struct cu_graphs cu_graphs;
+#define CU_GRAPH_DECLINED 1
+int   cu_graph_open(si_backend *b, si_err *err);
+void  cu_graph_close(si_backend *b);
+int   cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
+void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err);
+/* Host side of the ATTN ops of a list (cuda_ops.c): checks every op's
+ * positions and advances the KV lengths as attn_exec does (all or
+ * nothing: on an error nothing stays advanced); `checked`: the ops passed
+ * si_oc_check already.  cu_attn_uncommit takes back the advance of the
+ * ATTN ops among ops[0, upto). */
+int   cu_attn_commit_all(si_backend *b, const si_op *ops, size_t n_ops, bool checked, si_err *err);
+void  cu_attn_uncommit(const si_op *ops, size_t n_ops, size_t upto);
+/* The sequence runs of a GDN op (n > 0 tokens; runs has room for n),
+ * with the checks gdn_exec makes. */
+struct cu_gdn_run;
+int   cu_gdn_runs(const si_op *op, struct cu_gdn_run *runs, int64_t *n_runs, int64_t *max_len, si_err *err);
 
 /* Kernel plugins (cuda_kernels.c).  init() fills b->ext (after device,
  * stream and n_sm are set); fini() calls every kernel's fini (the stream

@@ -10,6 +10,8 @@
  *                   free list, pages taken per ATTN op)
  *   cuda_ops.c      supports()/exec(): shape checks (same rules as the cpu
  *                   backend), host-side validation, workspace, launches
+ *   cuda_graph.c    knob graph: capture and replay of seen op lists as
+ *                   CUDA graphs; cuda_gsig.c their signatures and cache
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
  *   cuda_matmul.cu  GEMV-style MATMUL (also the expert products of MOE)
  *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a),
@@ -145,6 +147,22 @@ typedef struct cu_attn {
     int32_t      max_len;        /* max over the tokens of pos + 1         */
     float       *part;           /* device, si_cu_attn_part_bytes() bytes  */
 } cu_attn;
+
+/* The max_len the attention core is planned for: the true one rounded up
+ * to a multiple of 256 up to 4096, then to 8 buckets per doubling (at most
+ * 1/8 over), so the split grid, and a captured graph (knob graph), change
+ * only when the bucket does.  Exact at any bucket: the kernels read every token's own
+ * position from the device and skip splits beyond it. */
+static inline int32_t si_cu_attn_bucket(int32_t len)
+{
+    if (len <= 0)
+        return len;
+    int64_t step = 256;
+    while (step * 16 < len)
+        step *= 2;
+    const int64_t r = ((int64_t)len + step - 1) / step * step;
+    return r > 0x7fffffff ? 0x7fffffff : (int32_t)r;
+}
 
 /* Bytes of split partials si_cu_attn needs in a->part (0: none; set split,
  * n_sm and max_len first). */

@@ -64,8 +64,9 @@ static int h2d(si_backend *b, void *dst, const void *src, size_t n, si_err *err)
 {
     /* Staged through pinned memory: a copy from pageable memory may wait
      * for the stream to drain; this one is only enqueued.  The copy is
-     * ordered on the stream after earlier kernels. */
-    void *stage = cu_pin_reserve(b, n, err);
+     * ordered on the stream after earlier kernels.  While a graph is
+     * captured, from the graph's own staging, which a replay refills. */
+    void *stage = b->capturing ? cu_graph_stage(b, n, err) : cu_pin_reserve(b, n, err);
     if (stage == NULL)
         return SI_ENOMEM;
     memcpy(stage, src, n);
@@ -317,6 +318,63 @@ static void attn_commit(const si_op *op, const uint32_t *added)
         len[s] += added[s];
 }
 
+/* The tokens of each sequence taken back from the op's layer. */
+static void attn_uncommit_op(const si_op *op)
+{
+    const si_attn_params *p = &op->p.attn;
+    uint32_t *len = p->kv->len + (size_t)p->kv_layer * p->kv->d.n_seq;
+    const int64_t n = si_oc_ne(op->src[0], 1);
+    for (int64_t t = 0; t < n; t++)
+        len[p->seq[t]]--;
+}
+
+static bool attn_has_tokens(const si_op *op)
+{
+    return op->kind == SI_OP_ATTN && op->src[0] != NULL && si_oc_ne(op->src[0], 1) > 0;
+}
+
+void cu_attn_uncommit(const si_op *ops, size_t n_ops, size_t upto)
+{
+    for (size_t i = 0; i < upto && i < n_ops; i++)
+        if (attn_has_tokens(&ops[i]))
+            attn_uncommit_op(&ops[i]);
+}
+
+int cu_attn_commit_all(si_backend *b, const si_op *ops, size_t n_ops, bool checked, si_err *err)
+{
+    uint32_t small[64];
+    uint32_t *added = small;
+    size_t cap = sizeof small / sizeof small[0];
+    int rc = SI_OK;
+    size_t i = 0;
+    for (; i < n_ops && rc == SI_OK; i++) {
+        const si_op *op = &ops[i];
+        if (!attn_has_tokens(op))
+            continue;
+        if (!checked && (rc = si_oc_check(&b->oc, op, err)) != SI_OK)
+            break;
+        const uint32_t n_seq = op->p.attn.kv->d.n_seq;
+        if (n_seq > cap) {
+            uint32_t *a = realloc(added == small ? NULL : added, n_seq * sizeof *a);
+            if (a == NULL) {
+                rc = si_err_set(err, SI_ENOMEM, "out of host memory");
+                break;
+            }
+            added = a;
+            cap = n_seq;
+        }
+        memset(added, 0, n_seq * sizeof *added);
+        if ((rc = attn_positions(&op->p.attn, op->p.attn.kv, si_oc_ne(op->src[0], 1), added, err)) != SI_OK)
+            break;
+        attn_commit(op, added);
+    }
+    if (added != small)
+        free(added);
+    if (rc != SI_OK)
+        cu_attn_uncommit(ops, n_ops, i);   /* ops[i] itself did not commit */
+    return rc;
+}
+
 static int attn_exec(si_backend *b, const si_op *op, si_err *err)
 {
     const si_attn_params *p = &op->p.attn;
@@ -398,20 +456,14 @@ int cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err
 
 /* ---- GDN ------------------------------------------------------------------ */
 
-static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
+int cu_gdn_runs(const si_op *op, cu_gdn_run *runs, int64_t *n_runs_out, int64_t *max_len_out, si_err *err)
 {
     const si_gdn_params *p = &op->p.gdn;
     const int64_t n = si_oc_ne(op->src[0], 1);
-    if (n == 0)
-        return SI_OK;
     const int64_t conv_dim = op->src[0]->ne[0];
     const uint64_t need = si_oc_gdn_state_bytes(p, conv_dim);
-    cu_gdn_run *runs = malloc((size_t)n * sizeof *runs);
-    if (runs == NULL)
-        return si_err_set(err, SI_ENOMEM, "out of host memory");
     int64_t n_runs = 0;
-    int rc = SI_OK;
-    for (int64_t t = 0; t < n && rc == SI_OK; t++) {
+    for (int64_t t = 0; t < n; t++) {
         int32_t s = p->seq[t];
         if (n_runs > 0 && p->seq[runs[n_runs - 1].t0] == s) {
             runs[n_runs - 1].len++;
@@ -419,30 +471,41 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
         }
         uint64_t off = p->state_offset + (uint64_t)(s < 0 ? 0 : s) * p->state_stride;
         if (s < 0 || (p->state_stride > 0 && (uint64_t)s > (UINT64_MAX - p->state_offset) / p->state_stride) ||
-            off > p->state->nbytes || need > p->state->nbytes - off) {
-            rc = si_err_set(err, SI_ERANGE, CU_NAME ": GDN: token %lld: slot %d's state lies outside the %llu-byte state buffer",
-                            (long long)t, s, (unsigned long long)p->state->nbytes);
-            break;
-        }
+            off > p->state->nbytes || need > p->state->nbytes - off)
+            return si_err_set(err, SI_ERANGE, CU_NAME ": GDN: token %lld: slot %d's state lies outside the %llu-byte state buffer",
+                              (long long)t, s, (unsigned long long)p->state->nbytes);
         for (int64_t r = 0; r < n_runs; r++)
-            if (p->seq[runs[r].t0] == s) {
-                rc = si_err_set(err, SI_EINVAL, CU_NAME ": GDN: tokens of slot %d are not consecutive (token %lld)", s,
-                                (long long)t);
-                break;
-            }
-        if (rc != SI_OK)
-            break;
+            if (p->seq[runs[r].t0] == s)
+                return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: tokens of slot %d are not consecutive (token %lld)", s,
+                                  (long long)t);
         runs[n_runs].t0 = t;
         runs[n_runs].len = 1;
         runs[n_runs].state_off = off;
         n_runs++;
     }
     int64_t max_len = 0;
-    for (int64_t r = 0; rc == SI_OK && r < n_runs; r++)
+    for (int64_t r = 0; r < n_runs; r++)
         max_len = runs[r].len > max_len ? runs[r].len : max_len;
-    if (rc == SI_OK && n_runs > 65535)
-        rc = si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: %lld sequences in one op (at most 65535)",
-                        (long long)n_runs);
+    if (n_runs > 65535)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": GDN: %lld sequences in one op (at most 65535)",
+                          (long long)n_runs);
+    *n_runs_out = n_runs;
+    *max_len_out = max_len;
+    return SI_OK;
+}
+
+static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_gdn_params *p = &op->p.gdn;
+    const int64_t n = si_oc_ne(op->src[0], 1);
+    if (n == 0)
+        return SI_OK;
+    const int64_t conv_dim = op->src[0]->ne[0];
+    cu_gdn_run *runs = malloc((size_t)n * sizeof *runs);
+    if (runs == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    int64_t n_runs = 0, max_len = 0;
+    int rc = cu_gdn_runs(op, runs, &n_runs, &max_len, err);
     void *ws = NULL;
     if (rc == SI_OK) {
         ws = cu_ws_reserve(b, rnd((size_t)n_runs * sizeof *runs) + rnd((size_t)n * (size_t)conv_dim * sizeof(float)),
@@ -659,6 +722,8 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
     return rc;
 }
 
+static int cu_exec_end(si_backend *b, int rc, si_err *err);
+
 int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
 {
     if (n_ops > 0 && (b == NULL || ops == NULL))
@@ -676,11 +741,23 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     /* Uploads between execs may have changed any input. */
     b->xq_key = NULL;
     int rc = attn_pages_early(b, ops, n_ops, err);
+    /* Knob graph: a list seen before runs as one graph launch. */
+    if (rc == SI_OK && b->graphs != NULL) {
+        const int g = cu_graph_exec(b, ops, n_ops, err);
+        if (g != CU_GRAPH_DECLINED)
+            return cu_exec_end(b, g, err);
+    }
     for (size_t i = 0; i < n_ops && rc == SI_OK; i++) {
         cu_prof_before(b, i, n_ops, &ops[i]);
         rc = cu_exec_one(b, &ops[i], true, err);
     }
     cu_prof_after(b);
+    return cu_exec_end(b, rc, err);
+}
+
+/* Marks the end of the exec's copies out of the staging arena. */
+static int cu_exec_end(si_backend *b, int rc, si_err *err)
+{
     if (b->pin_used > 0) {
         cudaError_t e = cudaEventRecord(b->pin_ev, b->stream);
         if (e != cudaSuccess && rc == SI_OK)

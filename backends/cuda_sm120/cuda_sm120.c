@@ -54,6 +54,20 @@
  *                         every token in order (cuda_gdn.cu), as decode and
  *                         shorter runs always do.  Same math, rounding
  *                         differs (~1e-6 relative).
+ *   graph   = true | false  true (default): an exec whose op list (kinds,
+ *                         tensors, parameters, batch shape) was seen before
+ *                         runs as one CUDA graph launch, captured the
+ *                         second time the list is seen; each replay only
+ *                         re-stages positions/sequence runs and advances
+ *                         the KV lengths (cuda_graph.c).  The attention
+ *                         grid is sized for max_len rounded up to 256
+ *                         (both settings), so decoding recaptures every
+ *                         256 positions.  Lists with an op taken by a
+ *                         kernel plugin, and any list whose capture
+ *                         fails, run op by op.  false: always op by op.
+ *                         profile = true turns graphs off.
+ *   profile = false | true  device time per kind of op, logged at close
+ *                         (cuda_prof.c); forces graph = false.
  *
  * Exec enqueues without host round trips: per-op host data goes through a
  * pinned staging arena, GET_ROWS checks its ids on the device and the
@@ -112,6 +126,7 @@ static void cuda_close(si_backend *b)
         cudaStreamSynchronize(b->stream);
     cu_kernels_fini(b);
     cu_prof_close(b);
+    cu_graph_close(b);
     if (b->stream != NULL)
         cudaStreamDestroy(b->stream);
     cudaFree(b->ws);
@@ -163,6 +178,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
     bool dp4a = true, prefill_mma = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
+    bool graph = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -173,6 +189,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
         { "profile", "true", "false", &profile },
+        { "graph", "true", "false", &graph },
     };
     for (size_t i = 0; i < sizeof two / sizeof two[0]; i++) {
         const char *v = h->cfg_get(h, section, two[i].key);
@@ -234,6 +251,11 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cuda_close(b);
         return rc;
     }
+    /* profile times op by op: a graph would hide the ops from it. */
+    if (graph && !profile && (rc = cu_graph_open(b, err)) != SI_OK) {
+        cuda_close(b);
+        return rc;
+    }
     if ((e = cudaEventCreateWithFlags(&b->pin_ev, cudaEventDisableTiming)) != cudaSuccess) {
         b->pin_ev = NULL;
         cuda_close(b);
@@ -248,11 +270,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME,
-           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, gdn_rows %s, gdn_prefill %s",
+           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, gdn_rows %s, gdn_prefill %s, "
+           "graph %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
            prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple", gdn_rows ? "true" : "false",
-           gdn_chunked ? "chunked" : "seq");
+           gdn_chunked ? "chunked" : "seq", b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
     *out = b;
     return SI_OK;
 }
@@ -261,6 +284,12 @@ void *cu_ws_reserve(si_backend *b, size_t bytes, si_err *err)
 {
     if (bytes <= b->ws_size)
         return b->ws;
+    if (b->capturing) {   /* no sync while a graph is captured: run op by op */
+        b->cap_grow = true;
+        si_err_set(err, SI_ENOMEM, CU_NAME ": workspace growth during graph capture");
+        return NULL;
+    }
+    b->ws_gen++;
     /* Kernels of earlier ops may still read the old workspace. */
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (e != cudaSuccess) {
@@ -291,6 +320,10 @@ void *cu_ws_reserve(si_backend *b, size_t bytes, si_err *err)
 void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err)
 {
     size_t need = (bytes + 15) & ~(size_t)15;
+    if (b->capturing) {   /* the ops' own uploads use the graph's staging */
+        si_err_set(err, SI_EINVAL, CU_NAME ": shared pinned staging used during graph capture");
+        return NULL;
+    }
     if (need > b->pin_cap - b->pin_used || b->pin == NULL) {
         /* Earlier copies of this exec may still read the arena. */
         cudaError_t e = cudaStreamSynchronize(b->stream);
@@ -322,6 +355,11 @@ int cu_xq_reserve(si_backend *b, size_t bytes, si_err *err)
 {
     if (bytes <= b->xq_cap && b->xq != NULL)
         return SI_OK;
+    if (b->capturing) {
+        b->cap_grow = true;
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": scratch growth during graph capture");
+    }
+    b->ws_gen++;
     /* Kernels of earlier ops may still read the old scratch. */
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (e != cudaSuccess)
@@ -349,12 +387,17 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
             max_len = pos[t] + 1;   /* pos < n_ctx: checked by the caller */
     a->split = b->attn_split;
     a->n_sm = b->n_sm;
-    a->max_len = max_len;
+    a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;
     size_t bytes = si_cu_attn_part_bytes(a);
     if (bytes == 0)
         return SI_OK;
     if (bytes > b->attn_part_cap || b->attn_part == NULL) {
+        if (b->capturing) {
+            b->cap_grow = true;
+            return si_err_set(err, SI_ENOMEM, CU_NAME ": attention partials growth during graph capture");
+        }
+        b->ws_gen++;
         /* Kernels of earlier ATTN ops may still use the old partials. */
         cudaError_t e = cudaStreamSynchronize(b->stream);
         if (e != cudaSuccess)

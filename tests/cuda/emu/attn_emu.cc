@@ -126,7 +126,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     // cu_attn_prepare
     int32_t ml = 0;
     for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
-    a.split = C.split; a.n_sm = C.nsm; a.max_len = ml;
+    a.split = C.split; a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
     size_t pb = si_cu_attn_part_bytes(&a);
     std::vector<float> part(pb / 4 + 1, NAN);
     a.part = pb ? part.data() : nullptr;

@@ -1,0 +1,361 @@
+/* backends/cuda_sm120/cuda_graph.c — knob graph = true: an exec whose op
+ * list was seen before runs as one cudaGraphLaunch of a graph captured
+ * from its own enqueue, instead of ~5 us of host work per op.
+ *
+ * Life of one op list (its signature, cuda_gsig.h, is the key):
+ *   1st time  SEEN: run op by op.  That run grows the workspaces (ws, xq,
+ *             attention partials) to what this list needs.
+ *   2nd time  captured: the same op-by-op enqueue between
+ *             cudaStreamBeginCapture/EndCapture, instantiated, launched.
+ *   then      replayed: the host only validates and stages the per-step
+ *             data, then launches.
+ * What changes from step to step and how the graph sees it:
+ *   - ATTN pos/seq and the GDN sequence runs: uploaded by memcpy nodes
+ *     from a pinned buffer owned by the graph; a replay rewrites that
+ *     buffer (after the previous launch of the graph has read it: event)
+ *     in the same order the ops staged it at capture.  The kernels read
+ *     positions from the device, so RoPE, appends and causal lengths follow.
+ *   - the attention split grid, sized for max_len: max_len is bucketed
+ *     (si_cu_attn_bucket, the same in the op-by-op path, so both give
+ *     the same bits) and the bucket is part of the signature: a new
+ *     capture every 256 positions.  Empty splits return at once and the
+ *     combine reads only the splits a token's position reaches.
+ *   - the GDN run count and longest run: part of the signature.
+ *   - int8 KV pages: reserved, and their table entries uploaded, by
+ *     cu_exec before the graph (attn_pages_early); the graph reads the
+ *     device table.
+ *   - host KV lengths: validated and advanced by the replay
+ *     (cu_attn_commit_all), exactly as attn_exec does op by op.
+ * What is never graphed: execs with an op taken by a kernel plugin (its
+ * host-side choices are unknown here), knob profile = true.  Any failure
+ * of capture, instantiate or launch runs the exec op by op instead, and
+ * the list is not captured again (NEVER), except when the capture needed
+ * a workspace to grow (retried a few times).  ws/xq/attention-partials
+ * reallocation bumps b->ws_gen: graphs of an older generation hold freed
+ * pointers and are recaptured on their next use. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "cuda_gsig.h"
+#include "cuda_internal.h"
+
+#define STAGE_ALIGN 16   /* as cu_pin_reserve: the h2d copies of one op list */
+#define GROW_RETRIES 3
+
+typedef struct cu_graph {
+    cudaGraphExec_t exec;
+    uint8_t        *stage;       /* pinned: the per-step uploads             */
+    size_t          stage_bytes;
+    cudaEvent_t     done;        /* recorded after each launch              */
+    uint64_t        gen;         /* b->ws_gen at capture                     */
+    bool            get_rows;    /* sets b->flag_pending when run            */
+} cu_graph;
+
+struct cu_graphs {
+    cu_gcache cache;
+    cu_gsig   sig;
+    uint8_t  *host;              /* this exec's per-step uploads, h2d order  */
+    size_t    host_cap, host_used;
+    bool      get_rows;
+    bool      told;              /* a capture failure was logged            */
+    uint64_t  n_seen, n_capture, n_replay, n_fail;
+};
+
+static size_t stage_rnd(size_t n) { return (n + STAGE_ALIGN - 1) & ~(size_t)(STAGE_ALIGN - 1); }
+
+static void graph_free(void *ctx, void *payload)
+{
+    (void)ctx;
+    cu_graph *g = payload;
+    if (g == NULL)
+        return;
+    if (g->done != NULL) {
+        cudaEventSynchronize(g->done);   /* its last launch may still read stage */
+        cudaEventDestroy(g->done);
+    }
+    if (g->exec != NULL)
+        cudaGraphExecDestroy(g->exec);
+    cudaFreeHost(g->stage);
+    free(g);
+}
+
+int cu_graph_open(si_backend *b, si_err *err)
+{
+    b->graphs = calloc(1, sizeof *b->graphs);
+    if (b->graphs == NULL)
+        return si_err_set(err, SI_ENOMEM, "out of host memory");
+    b->graphs->cache.drop = graph_free;
+    return SI_OK;
+}
+
+void cu_graph_close(si_backend *b)
+{
+    cu_graphs *G = b->graphs;
+    if (G == NULL)
+        return;
+    if (G->n_seen + G->n_capture + G->n_replay > 0)
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
+                     "graphs: %llu op lists seen, %llu captured, %llu replays, %llu not capturable",
+                     (unsigned long long)G->n_seen, (unsigned long long)G->n_capture,
+                     (unsigned long long)G->n_replay, (unsigned long long)G->n_fail);
+    cu_gcache_clear(&G->cache);
+    cu_gsig_free(&G->sig);
+    free(G->host);
+    free(G);
+    b->graphs = NULL;
+}
+
+void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err)
+{
+    const size_t need = stage_rnd(bytes);
+    if (need > b->cap_stage_cap - b->cap_stage_used) {
+        si_err_set(err, SI_EINVAL, CU_NAME ": graph capture staged more than the op list announced");
+        return NULL;
+    }
+    void *p = b->cap_stage + b->cap_stage_used;
+    b->cap_stage_used += need;
+    return p;
+}
+
+static void buf_id(const si_buf *buf, uint64_t *dev, uint64_t *nbytes)
+{
+    *dev = (uint64_t)(uintptr_t)buf->dev;
+    *nbytes = buf->nbytes;
+}
+
+/* Room for `bytes` more of per-step uploads; NULL when out of memory. */
+static uint8_t *host_take(cu_graphs *G, size_t bytes)
+{
+    const size_t need = stage_rnd(bytes);
+    if (need > G->host_cap - G->host_used) {
+        size_t cap = G->host_cap ? G->host_cap : 4096;
+        while (cap - G->host_used < need)
+            cap *= 2;
+        uint8_t *h = realloc(G->host, cap);
+        if (h == NULL)
+            return NULL;
+        G->host = h;
+        G->host_cap = cap;
+    }
+    return G->host + G->host_used;
+}
+
+/* The signature of the op list and its per-step uploads (in the order the
+ * ops' h2d calls make them).  SI_OK, or CU_GRAPH_DECLINED for a list
+ * that must run op by op (a kernel plugin's op, per-step data that the
+ * op-by-op path will refuse with its own error, out of host memory). */
+static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
+{
+    cu_gsig *s = &G->sig;
+    cu_gsig_reset(s);
+    G->host_used = 0;
+    G->get_rows = false;
+    cu_gsig_put(s, n_ops);
+    for (size_t i = 0; i < n_ops; i++) {
+        const si_op *op = &ops[i];
+        if (op->kind >= SI_OP_KIND_COUNT)
+            return CU_GRAPH_DECLINED;
+        /* A kernel plugin's supports() may rely on a checked op. */
+        if (b->kern[op->kind].ops != NULL &&
+            (si_oc_check(&b->oc, op, NULL) != SI_OK || cu_kernel_for(b, op) != NULL))
+            return CU_GRAPH_DECLINED;
+        cu_gsig_op(s, op, buf_id);
+        if (op->kind == SI_OP_GET_ROWS) {
+            G->get_rows |= op->src[1] != NULL && op->src[1]->ne[0] > 0;
+        } else if (op->kind == SI_OP_ATTN) {
+            const si_attn_params *p = &op->p.attn;
+            if (op->src[0] == NULL)
+                return CU_GRAPH_DECLINED;
+            const int64_t n = si_oc_ne(op->src[0], 1);
+            if (n <= 0)
+                continue;
+            if (p->kv == NULL || p->pos == NULL || p->seq == NULL || n > 0x7fffffffLL)
+                return CU_GRAPH_DECLINED;
+            int32_t max_len = 0;
+            for (int64_t t = 0; t < n; t++)
+                if (p->pos[t] >= max_len)
+                    max_len = p->pos[t] == INT32_MAX ? INT32_MAX : p->pos[t] + 1;
+            const si_kv *kv = p->kv;
+            cu_gsig_put(s, (uint64_t)si_cu_attn_bucket(max_len));
+            cu_gsig_put(s, (uint64_t)(uintptr_t)kv->k);
+            cu_gsig_put(s, (uint64_t)(uintptr_t)kv->v);
+            cu_gsig_put(s, (uint64_t)(uintptr_t)kv->ks);
+            cu_gsig_put(s, (uint64_t)(uintptr_t)kv->vs);
+            cu_gsig_put(s, (uint64_t)(uintptr_t)kv->table);
+            cu_gsig_put(s, (uint64_t)kv->d.n_ctx << 32 | kv->d.n_seq);
+            cu_gsig_put(s, (uint64_t)kv->max_pages << 2 | (uint64_t)kv->i8 << 1 | kv->f16);
+            const size_t bytes = (size_t)n * sizeof(int32_t);
+            uint8_t *h = host_take(G, bytes);
+            if (h == NULL)
+                return CU_GRAPH_DECLINED;
+            memcpy(h, p->pos, bytes);
+            G->host_used += stage_rnd(bytes);
+            if ((h = host_take(G, bytes)) == NULL)
+                return CU_GRAPH_DECLINED;
+            memcpy(h, p->seq, bytes);
+            G->host_used += stage_rnd(bytes);
+        } else if (op->kind == SI_OP_GDN) {
+            const si_gdn_params *p = &op->p.gdn;
+            if (op->src[0] == NULL)
+                return CU_GRAPH_DECLINED;
+            const int64_t n = si_oc_ne(op->src[0], 1);
+            if (n <= 0)
+                continue;
+            if (p->seq == NULL || p->state == NULL)
+                return CU_GRAPH_DECLINED;
+            cu_gdn_run *runs = (cu_gdn_run *)host_take(G, (size_t)n * sizeof *runs);
+            int64_t n_runs = 0, max_len = 0;
+            if (runs == NULL || cu_gdn_runs(op, runs, &n_runs, &max_len, NULL) != SI_OK)
+                return CU_GRAPH_DECLINED;
+            G->host_used += stage_rnd((size_t)n_runs * sizeof *runs);
+            cu_gsig_put(s, (uint64_t)n_runs);
+            cu_gsig_put(s, (uint64_t)max_len);
+        }
+    }
+    return s->oom ? CU_GRAPH_DECLINED : SI_OK;
+}
+
+static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, size_t n_ops, si_err *err)
+{
+    cu_graph *g = e->payload;
+    if (G->host_used != g->stage_bytes)
+        return CU_GRAPH_DECLINED;   /* cannot happen: the sizes are in the signature */
+    si_err scratch = { 0 };
+    if (cu_attn_commit_all(b, ops, n_ops, true, &scratch) != SI_OK)
+        return CU_GRAPH_DECLINED;   /* op by op reports the bad position itself */
+    /* The previous launch of this graph has copied its staging out. */
+    cudaError_t ce = cudaEventSynchronize(g->done);
+    if (ce == cudaSuccess) {
+        if (G->host_used > 0)
+            memcpy(g->stage, G->host, G->host_used);
+        ce = cudaGraphLaunch(g->exec, b->stream);
+    }
+    if (ce != cudaSuccess) {
+        cu_attn_uncommit(ops, n_ops, n_ops);
+        cudaGetLastError();
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "graph replay failed (%s): exec runs op by op from now on",
+                     cudaGetErrorString(ce));
+        graph_free(NULL, g);
+        e->payload = NULL;
+        e->state = CU_G_NEVER;
+        G->n_fail++;
+        return CU_GRAPH_DECLINED;
+    }
+    if ((ce = cudaEventRecord(g->done, b->stream)) != cudaSuccess) {
+        /* The graph is enqueued and runs: only the reuse guard is lost. */
+        cudaStreamSynchronize(b->stream);
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": graph event: %s", cudaGetErrorString(ce));
+    }
+    if (g->get_rows)
+        b->flag_pending = true;
+    b->xq_key = NULL;
+    G->n_replay++;
+    return SI_OK;
+}
+
+static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, size_t n_ops, si_err *err)
+{
+    (void)err;
+    si_err scratch = { 0 };
+    /* Validate every position first (nothing must be half-captured when
+     * the op-by-op path is going to refuse the list), then undo: the
+     * captured attn_exec advances the lengths itself. */
+    if (cu_attn_commit_all(b, ops, n_ops, false, &scratch) != SI_OK)
+        return CU_GRAPH_DECLINED;
+    cu_attn_uncommit(ops, n_ops, n_ops);
+    cu_graph *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return CU_GRAPH_DECLINED;
+    g->stage_bytes = G->host_used;
+    cudaError_t ce = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
+    if (ce != cudaSuccess)
+        g->done = NULL;
+    else if (g->stage_bytes > 0 && (ce = cudaMallocHost((void **)&g->stage, g->stage_bytes)) != cudaSuccess)
+        g->stage = NULL;
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        graph_free(NULL, g);
+        return CU_GRAPH_DECLINED;
+    }
+    b->cap_stage = g->stage;
+    b->cap_stage_cap = g->stage_bytes;
+    b->cap_stage_used = 0;
+    b->cap_grow = false;
+    b->capturing = true;
+    size_t i = 0, ran = 0;   /* ops [0, ran) ran their host side (KV lengths) */
+    int rc = SI_OK;
+    cudaGraph_t graph = NULL;
+    ce = cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal);
+    if (ce == cudaSuccess) {
+        for (; i < n_ops && rc == SI_OK; i++)
+            rc = cu_exec_one(b, &ops[i], true, &scratch);
+        ran = rc != SI_OK ? i - 1 : i;   /* the failed op committed nothing */
+        cudaError_t ce2 = cudaStreamEndCapture(b->stream, &graph);
+        if (ce == cudaSuccess)
+            ce = ce2;
+    }
+    b->capturing = false;
+    b->cap_stage = NULL;
+    bool ok = ce == cudaSuccess && rc == SI_OK && graph != NULL && b->cap_stage_used == g->stage_bytes;
+    if (ok)
+        ok = (ce = cudaGraphInstantiate(&g->exec, graph, 0)) == cudaSuccess;
+    if (graph != NULL)
+        cudaGraphDestroy(graph);
+    if (ok)
+        ok = (ce = cudaGraphLaunch(g->exec, b->stream)) == cudaSuccess;
+    if (!ok) {
+        /* Nothing of the list ran: undo what the captured ops did on the
+         * host, so the op-by-op run finds the state it expects. */
+        cudaGetLastError();
+        cu_attn_uncommit(ops, n_ops, ran);
+        b->xq_key = NULL;
+        graph_free(NULL, g);
+        e->fails++;
+        e->state = b->cap_grow && e->fails < GROW_RETRIES ? CU_G_SEEN : CU_G_NEVER;
+        if (e->state == CU_G_NEVER) {
+            G->n_fail++;
+            if (!G->told) {
+                G->told = true;
+                b->host->log(b->host, SI_LOG_INFO, CU_NAME, "an exec of %zu ops is not captured as a graph (%s); it runs op by op",
+                             n_ops, rc != SI_OK ? scratch.msg : ce != cudaSuccess ? cudaGetErrorString(ce) : "staging mismatch");
+            }
+        }
+        return CU_GRAPH_DECLINED;
+    }
+    g->gen = b->ws_gen;
+    g->get_rows = G->get_rows;
+    e->payload = g;
+    e->state = CU_G_READY;
+    G->n_capture++;
+    b->xq_key = NULL;
+    if ((ce = cudaEventRecord(g->done, b->stream)) != cudaSuccess) {
+        cudaStreamSynchronize(b->stream);
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": graph event: %s", cudaGetErrorString(ce));
+    }
+    return SI_OK;
+}
+
+int cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
+{
+    cu_graphs *G = b->graphs;
+    if (G == NULL || n_ops == 0 || scan(b, G, ops, n_ops) != SI_OK)
+        return CU_GRAPH_DECLINED;
+    cu_gentry *e = cu_gcache_find(&G->cache, &G->sig);
+    if (e == NULL) {
+        cu_gcache_add(&G->cache, &G->sig);   /* NULL (no memory): simply not cached */
+        G->n_seen++;
+        return CU_GRAPH_DECLINED;
+    }
+    if (e->state == CU_G_NEVER)
+        return CU_GRAPH_DECLINED;
+    if (e->state == CU_G_READY) {
+        const cu_graph *g = e->payload;
+        if (g->gen == b->ws_gen)
+            return replay(b, G, e, ops, n_ops, err);
+        graph_free(NULL, e->payload);   /* holds a freed workspace: capture again */
+        e->payload = NULL;
+        e->state = CU_G_SEEN;
+    }
+    return capture(b, G, e, ops, n_ops, err);
+}

@@ -1,0 +1,282 @@
+/* tests/cuda/check_cuda_graph.c — cuda_sm120's CUDA graph replay (knob
+ * graph, backends/cuda_sm120/cuda_graph.c) against its own op-by-op path:
+ * the same tiny model (tests/models/tiny_gguf.c) is loaded twice on the
+ * GPU, graph = true and graph = false, and both run the same steps:
+ *   - a batched prefill (sequence 0: 200 tokens, sequence 1: 8),
+ *   - 70 decode steps of both sequences (sequence 0 crosses position 256:
+ *     the attention length bucket changes, a new capture),
+ *   - 20 decode steps of sequence 1 alone (batch of 1),
+ *   - sequence 1 reset and prefilled again with 280 tokens (the largest
+ *     batch yet: workspaces grow, captured graphs go stale),
+ *   - 10 more decode steps of both.
+ * Every logit of every step must agree to 1e-6 (relative to max(1, |x|));
+ * the kernels are the same, so they are expected bit-identical.  The
+ * graph run must have replayed (its "graphs:" log line at close).  For
+ * qwen35 (dense) and qwen36 (MoE), kv_type f16 and i8 (paged).
+ *
+ * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  CK_NOFORK:
+ * a CUDA context does not survive fork(). */
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sparkinfer/plugin.h>
+
+#include "config.h"
+#include "cuda_test.h"
+#include "gguf.h"
+#include "host.h"
+#include "tiny.h"
+
+#define N_SEQ    2
+#define N_CTX    320
+#define PRE0     200
+#define PRE1     8
+#define DEC2     70
+#define DEC1     20
+#define PRE1B    280
+#define DEC2B    10
+
+static si_config *cfg;
+static si_host host;
+static void *dl[3];
+static const si_plugin *p_cu, *p_q35, *p_q36;
+
+/* The "graphs:" line each cuda_sm120 logs at close. */
+static unsigned long long g_seen, g_captured, g_replays, g_never;
+static int g_lines;
+
+static void test_log(const si_host *h, int level, const char *who, const char *fmt, ...)
+{
+    (void)h;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (sscanf(msg, "graphs: %llu op lists seen, %llu captured, %llu replays, %llu not capturable", &g_seen,
+               &g_captured, &g_replays, &g_never) == 4)
+        g_lines++;
+    if (level <= SI_LOG_WARN)
+        fprintf(stderr, "[%s] %s\n", who, msg);
+}
+
+typedef struct run {
+    const struct si_backend_ops *bops;
+    si_backend *b;
+    si_model   *m;
+    const struct si_model_ops *mops;
+} run;
+
+static void run_open(run *r, const char *section, const si_plugin *model, si_gguf *g)
+{
+    si_err err = { { 0 } };
+    memset(r, 0, sizeof *r);
+    r->bops = p_cu->ops;
+    r->mops = model->ops;
+    ck_assert_msg(r->bops->open(&host, section, &r->b, &err) == SI_OK, "%s: %s", section, err.msg);
+    si_backend_ref ref = { .ops = r->bops, .b = r->b, .name = p_cu->name };
+    ck_assert(r->mops->accepts(&host, g));
+    ck_assert_msg(r->mops->load(&host, g, &ref, N_SEQ, N_CTX, &r->m, &err) == SI_OK, "load (%s): %s", section,
+                  err.msg);
+}
+
+static void run_close(run *r)
+{
+    r->mops->unload(r->m);
+    r->bops->close(r->b);
+}
+
+static int32_t tok_at(uint32_t i, uint32_t salt, uint32_t V)
+{
+    uint32_t x = (i + 1) * 2654435761u ^ (salt * 40503u);
+    x ^= x >> 13;
+    return (int32_t)(x % V);
+}
+
+typedef struct stats {
+    uint64_t logits, exact;
+    double   worst;
+} stats;
+
+/* The same batch on both (every token wants logits); compared value by
+ * value. */
+static void step_both(run *ra, run *rb, const si_batch *bt, uint32_t V, stats *st, const char *what)
+{
+    const size_t nv = (size_t)bt->n * V;
+    float *la = malloc(nv * sizeof *la), *lb = malloc(nv * sizeof *lb);
+    ck_assert(la != NULL && lb != NULL);
+    si_err err = { { 0 } };
+    ck_assert_msg(ra->mops->forward(ra->m, bt, la, &err) == SI_OK, "graph forward (%s): %s", what, err.msg);
+    ck_assert_msg(rb->mops->forward(rb->m, bt, lb, &err) == SI_OK, "op-by-op forward (%s): %s", what, err.msg);
+    for (size_t i = 0; i < nv; i++) {
+        ck_assert_msg(isfinite(la[i]) && isfinite(lb[i]), "%s: logit %zu: graph %g, op by op %g", what, i,
+                      (double)la[i], (double)lb[i]);
+        const double d = fabs((double)la[i] - lb[i]) / fmax(1.0, fabs((double)lb[i]));
+        ck_assert_msg(d <= 1e-6, "%s: logit %zu (token %zu): graph %.9g, op by op %.9g", what, i, i / V,
+                      (double)la[i], (double)lb[i]);
+        st->worst = fmax(st->worst, d);
+        st->exact += la[i] == lb[i];
+    }
+    st->logits += nv;
+    free(la);
+    free(lb);
+}
+
+static void prefill(run *ra, run *rb, uint32_t V, stats *st, const int32_t *seqs, const int32_t *pos0,
+                    const uint32_t *lens, int n_parts, uint32_t salt)
+{
+    uint32_t n = 0;
+    for (int p = 0; p < n_parts; p++)
+        n += lens[p];
+    int32_t *tok = malloc(n * sizeof *tok), *pos = malloc(n * sizeof *pos), *seq = malloc(n * sizeof *seq);
+    uint8_t *want = malloc(n);
+    ck_assert(tok && pos && seq && want);
+    uint32_t i = 0;
+    for (int p = 0; p < n_parts; p++)
+        for (uint32_t j = 0; j < lens[p]; j++, i++) {
+            seq[i] = seqs[p];
+            pos[i] = pos0[p] + (int32_t)j;
+            tok[i] = tok_at(j, salt + (uint32_t)seqs[p], V);
+            want[i] = 1;
+        }
+    si_batch bt = { .n = n, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
+    step_both(ra, rb, &bt, V, st, "prefill");
+    free(tok);
+    free(pos);
+    free(seq);
+    free(want);
+}
+
+/* `steps` decode steps of the sequences seqs[0..ns), which stand at
+ * positions pos[] (advanced). */
+static void decode(run *ra, run *rb, uint32_t V, stats *st, const int32_t *seqs, int32_t *pos, int ns, int steps)
+{
+    for (int s = 0; s < steps; s++) {
+        int32_t t[N_SEQ], p[N_SEQ], q[N_SEQ];
+        uint8_t w[N_SEQ];
+        for (int k = 0; k < ns; k++) {
+            t[k] = tok_at((uint32_t)pos[k], 31u + (uint32_t)seqs[k], V);
+            p[k] = pos[k]++;
+            q[k] = seqs[k];
+            w[k] = 1;
+        }
+        si_batch bt = { .n = (uint32_t)ns, .tokens = t, .pos = p, .seq = q, .want_logits = w };
+        char what[64];
+        snprintf(what, sizeof what, "decode bs %d, step %d", ns, s);
+        step_both(ra, rb, &bt, V, st, what);
+    }
+}
+
+static void graph_case(bool moe, const char *kv)
+{
+    tiny_cfg c = tiny_default(moe);
+    c.weight_type = SI_TYPE_Q8_0;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/si-cuda-graph-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    si_err err = { { 0 } };
+    ck_assert_msg(tiny_write(&c, path, &err) == SI_OK, "tiny_write: %s", err.msg);
+    si_gguf *g = NULL;
+    ck_assert_msg(si_gguf_open(path, &g, &err) == SI_OK, "%s", err.msg);
+    const si_plugin *model = moe ? p_q36 : p_q35;
+    char sec_g[64], sec_n[64];
+    snprintf(sec_g, sizeof sec_g, "backend.graph_%s", kv);
+    snprintf(sec_n, sizeof sec_n, "backend.nograph_%s", kv);
+    run ra, rb;
+    run_open(&ra, sec_g, model, g);
+    run_open(&rb, sec_n, model, g);
+    const uint32_t V = c.V;
+    stats st = { 0 };
+
+    const int32_t both[2] = { 0, 1 }, one[1] = { 1 };
+    const int32_t pos0[2] = { 0, 0 };
+    const uint32_t lens[2] = { PRE0, PRE1 };
+    prefill(&ra, &rb, V, &st, both, pos0, lens, 2, 7u);
+    int32_t pos[2] = { PRE0, PRE1 };
+    decode(&ra, &rb, V, &st, both, pos, 2, DEC2);     /* sequence 0: 200 -> 270, bucket 256 -> 512 */
+    decode(&ra, &rb, V, &st, one, pos + 1, 1, DEC1);  /* batch of one */
+    ck_assert_int_eq(ra.mops->seq_reset(ra.m, 1, &err), SI_OK);
+    ck_assert_int_eq(rb.mops->seq_reset(rb.m, 1, &err), SI_OK);
+    const uint32_t len1[1] = { PRE1B };
+    prefill(&ra, &rb, V, &st, one, pos0, len1, 1, 9u);
+    pos[1] = PRE1B;
+    decode(&ra, &rb, V, &st, both, pos, 2, DEC2B);    /* after the workspaces grew */
+
+    g_lines = 0;
+    run_close(&ra);
+    ck_assert_msg(g_lines == 1, "the graph backend logged no graphs: line at close");
+    const unsigned long long replays = g_replays, captured = g_captured, never = g_never;
+    run_close(&rb);
+    ck_assert_msg(g_lines == 1, "the graph = false backend must not run graphs");
+    printf("  %s kv %s: %llu logits, %llu bit-identical, worst rel diff %.3g; graphs: %llu captured, %llu replays, "
+           "%llu not capturable\n",
+           moe ? "qwen36" : "qwen35", kv, (unsigned long long)st.logits, (unsigned long long)st.exact, st.worst,
+           captured, replays, never);
+    /* 100 decode steps of >= 2 execs each; a few are first sightings and
+     * captures (bucket change, batch shape, stale after growth). */
+    ck_assert_msg(replays >= 150, "only %llu replays", replays);
+    ck_assert_msg(never == 0, "%llu op lists were not capturable", never);
+    si_gguf_close(g);
+    unlink(path);
+}
+
+START_TEST(test_qwen35_f16) { graph_case(false, "f16"); }
+END_TEST
+START_TEST(test_qwen35_i8) { graph_case(false, "i8"); }
+END_TEST
+START_TEST(test_qwen36_f16) { graph_case(true, "f16"); }
+END_TEST
+START_TEST(test_qwen36_i8) { graph_case(true, "i8"); }
+END_TEST
+
+int main(void)
+{
+    si_err err = { { 0 } };
+    const char *text =
+        "[backend.graph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\n"
+        "[backend.nograph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\n"
+        "[backend.graph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\n"
+        "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\n";
+    if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
+        fprintf(stderr, "config: %s\n", err.msg);
+        return 1;
+    }
+    si_host_init(&host, cfg);
+    host.log = test_log;
+    const char *top = getenv("SI_TOP_BUILDDIR");
+    if (top == NULL)
+        top = ".";
+    dl[0] = si_ct_open(top, "backends/cuda_sm120/.libs/cuda_sm120.so", &host, &p_cu);
+    dl[1] = si_ct_open(top, "models/qwen35/.libs/qwen35.so", &host, &p_q35);
+    dl[2] = si_ct_open(top, "models/qwen36/.libs/qwen36.so", &host, &p_q36);
+    int rc = 1;
+    if (dl[0] == NULL || dl[1] == NULL || dl[2] == NULL) {
+        fprintf(stderr, "a plugin did not load\n");
+    } else if (p_cu->probe && p_cu->probe(&host, &err) != SI_OK) {
+        printf("SKIP: cuda_sm120 probe refused: %s\n", err.msg);
+        rc = 77;
+    } else {
+        Suite *s = suite_create("cuda_graph");
+        TCase *tc = tcase_create("graph_vs_ops");
+        tcase_set_timeout(tc, 600);
+        tcase_add_test(tc, test_qwen35_f16);
+        tcase_add_test(tc, test_qwen35_i8);
+        tcase_add_test(tc, test_qwen36_f16);
+        tcase_add_test(tc, test_qwen36_i8);
+        suite_add_tcase(s, tc);
+        rc = si_ct_run(s) ? 1 : 0;
+    }
+    for (int i = 0; i < 3; i++)
+        if (dl[i] != NULL)
+            dlclose(dl[i]);
+    si_config_free(cfg);
+    return rc;
+}
