@@ -24,10 +24,15 @@
 //        (cuda_attn_i8.cu), always (attn = simple there means n_split = 1);
 //      simple (attn = simple, or head_dim not in 16..256 a power of two):
 //        attend_kernel per (token, head), one serial online softmax over
-//        the whole context in chunks of 128.
-//   Both are exact attention over every cached position; they differ
-//   from each other (and from the cpu) only in f32 summation order (and,
-//   for int8, in the rounding of the stored K/V).
+//        the whole context in chunks of 128;
+//      fa (knob attn_prefill = fa, the f16 dense cache, ops of many
+//        tokens per sequence: a->fa, si_cu_fa_plan): flash attention on
+//        the f16 tensor cores (cuda_attn_fa.cu), its splits (if any)
+//        merged by combine_kernel.
+//   All are exact attention over every cached position; split and simple
+//   differ from each other (and from the cpu) only in f32 summation order
+//   (and, for int8, in the rounding of the stored K/V); fa also rounds q
+//   and the softmax weights to f16 for the tensor cores.
 // The host has already checked that every position is the next free one of
 // its sequence and < n_ctx, and (int8) that its page is in the page table,
 // so (2) never writes outside the cache and (3) reads only filled rows
@@ -457,6 +462,9 @@ static bool plan_split(const cu_attn *a, split_plan *pl)
 extern "C" size_t si_cu_attn_part_bytes(const cu_attn *a)
 {
     split_plan pl;
+    cu_fa_plan fp;
+    if (a->n > 0 && si_cu_fa_plan(a, &fp))
+        return fp.n_split == 1 ? 0 : (size_t)a->n * a->n_head * fp.n_split * ((size_t)a->head_dim + 2) * sizeof(float);
     if (a->n <= 0 || !plan_split(a, &pl) || pl.n_split == 1)
         return 0;
     return (size_t)a->n * a->n_head * pl.n_split * ((size_t)a->head_dim + 2) * sizeof(float);
@@ -522,6 +530,20 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
     size_t sm_att = (2 * (size_t)a->head_dim + ATTN_CHUNK) * sizeof(float);
     if (sm_att > 48 * 1024)
         return (int)cudaErrorInvalidValue;   // head_dim > ~6000: refused by the checker first
+    cu_fa_plan fp;
+    if (si_cu_fa_plan(a, &fp)) {
+        if (fp.n_split > 1 && a->part == NULL)
+            return (int)cudaErrorInvalidValue;   // si_cu_attn_part_bytes() said it needs a workspace
+        if (a->n_rot > 0)
+            rope_kernel<<<n, 64, 0, s>>>(*a);
+        append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_app, s>>>(*a);
+        int rc = si_cu_fa(a, &fp, s);
+        if (rc != 0)
+            return rc;
+        if (fp.n_split > 1)
+            combine_kernel<<<dim3(n, (unsigned)a->n_head), COMB_THREADS, 0, s>>>(*a, fp.chunk, fp.n_split);
+        return (int)cudaGetLastError();
+    }
     split_plan pl;
     const bool split = plan_split(a, &pl);
     if (a->i8 && (!split || a->pages == NULL || a->ks == NULL || a->vs == NULL))

@@ -24,6 +24,8 @@
  *                   cache (split-K over the context, or one block per
  *                   head), the split combine
  *   cuda_attn_i8.cu split-K attention over the paged int8 cache
+ *   cuda_attn_fa.cu prefill attention over the dense f16 cache on the f16
+ *                   tensor cores (flash attention; attn_prefill = fa)
  *   cuda_attn.cuh   device helpers shared by the two attention files
  *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm (token
  *                   by token; the dispatch between the GDN paths)
@@ -146,6 +148,10 @@ typedef struct cu_attn {
     int          n_sm;           /* multiprocessors: sizes the split grid  */
     int32_t      max_len;        /* max over the tokens of pos + 1         */
     float       *part;           /* device, si_cu_attn_part_bytes() bytes  */
+    /* Knob attn_prefill = fa and an op of runs of >= SI_CU_FA_MIN_RUN
+     * tokens on average (cu_attn_prepare): the f16 dense cache's core is
+     * then cuda_attn_fa.cu's flash attention. */
+    bool         fa;
 } cu_attn;
 
 /* The max_len the attention core is planned for: the true one rounded up
@@ -163,9 +169,24 @@ static inline int32_t si_cu_attn_bucket(int32_t len)
     const int64_t r = ((int64_t)len + step - 1) / step * step;
     return r > 0x7fffffff ? 0x7fffffff : (int32_t)r;
 }
+/* Tokens per run of consecutive positions (on average over the op) from
+ * which the flash-attention core takes over; decode keeps split-K. */
+#define SI_CU_FA_MIN_RUN 16
+
+/* cuda_attn_fa.cu: whether the flash-attention core runs this op (a->fa,
+ * f16 dense cache, head_dim 64/128/256, the device's shared memory) and
+ * its split of the context (n_split > 1: partials in a->part for the
+ * split path's combine_kernel, whose layout they share). */
+typedef struct cu_fa_plan {
+    int     n_split;
+    int32_t chunk;               /* positions per split, a multiple of 64  */
+} cu_fa_plan;
+bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p);
+/* The core alone (after rope and append; without the combine). */
+int  si_cu_fa(const cu_attn *a, const cu_fa_plan *p, void *stream);
 
 /* Bytes of split partials si_cu_attn needs in a->part (0: none; set split,
- * n_sm and max_len first). */
+ * fa, n_sm and max_len first). */
 size_t si_cu_attn_part_bytes(const cu_attn *a);
 int si_cu_attn(const cu_attn *a, void *stream);
 /* The front half alone (for a kernel plugin): rope, K/V append, and q =

@@ -45,6 +45,15 @@
  *                         GPU stays full for one decoding token at long
  *                         context); simple is one block per (token, head)
  *                         over the whole context.  Both exact (cuda_attn.cu).
+ *   attn_prefill = fa | split  ATTN ops over the f16 dense cache whose
+ *                         tokens come in runs of >= 16 consecutive
+ *                         positions on average (prefill): fa (default) runs
+ *                         flash attention on the f16 tensor cores (64
+ *                         tokens x 64 positions per step, q and the softmax
+ *                         weights rounded to f16, f32 softmax and sums;
+ *                         cuda_attn_fa.cu); split keeps the `attn` core
+ *                         above for them.  Decode, f32 and i8 caches always
+ *                         take `attn`.  Exact attention either way.
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -177,7 +186,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, prefill_mma = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
+    bool dp4a = true, prefill_mma = true, attn_split = true, attn_fa = true, gdn_chunked = true, gdn_rows = true,
+         profile = false;
     bool graph = true;
     const struct {
         const char *key, *yes, *no;
@@ -186,6 +196,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "matmul", "dp4a", "f32", &dp4a },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "attn", "split", "simple", &attn_split },
+        { "attn_prefill", "fa", "split", &attn_fa },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
         { "profile", "true", "false", &profile },
@@ -237,6 +248,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_dp4a = dp4a;
     b->mm_prefill_mma = prefill_mma;
     b->attn_split = attn_split;
+    b->attn_fa = attn_fa;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
     b->n_sm = p.multiProcessorCount;
@@ -270,12 +282,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME,
-           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, gdn_rows %s, gdn_prefill %s, "
-           "graph %s",
+           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, attn_prefill %s, gdn_rows %s, "
+           "gdn_prefill %s, graph %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
-           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple", gdn_rows ? "true" : "false",
-           gdn_chunked ? "chunked" : "seq", b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
+           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple", attn_fa ? "fa" : "split",
+           gdn_rows ? "true" : "false", gdn_chunked ? "chunked" : "seq",
+           b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
     *out = b;
     return SI_OK;
 }
@@ -382,10 +395,15 @@ int cu_xq_reserve(si_backend *b, size_t bytes, si_err *err)
 int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
 {
     int32_t max_len = 0;
-    for (int64_t t = 0; t < a->n; t++)
+    int64_t runs = 0;   /* runs of consecutive positions (a new sequence, or one token of each when decoding) */
+    for (int64_t t = 0; t < a->n; t++) {
         if (pos[t] >= max_len)
             max_len = pos[t] + 1;   /* pos < n_ctx: checked by the caller */
+        if (t == 0 || pos[t] != pos[t - 1] + 1)
+            runs++;
+    }
     a->split = b->attn_split;
+    a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
     a->n_sm = b->n_sm;
     a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;

@@ -713,10 +713,27 @@ static void attn_long(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint
     attn_long_kv(cpu_sec, cu_sec, nh, nkv, hd, tol, false);
 }
 
-/* 35B-like: head_dim 256, f16 cache, 8 query heads per kv head. */
+/* 35B-like: head_dim 256, f16 cache, 8 query heads per kv head.  The
+ * prefill batches take the flash-attention core (attn_prefill = fa, the
+ * default: q and P in f16, ~3e-4 of max |out|; the 40-token batch at 1536
+ * with its context cut into splits), decode the split core. */
 START_TEST(test_attn_long_split)
 {
     attn_long("backend.cpu16", "backend.cuda16", 8, 1, 256, 1e-3);
+}
+END_TEST
+
+/* The same with attn_prefill = split: the split core for every batch. */
+START_TEST(test_attn_long_split_nofa)
+{
+    attn_long("backend.cpu16", "backend.cuda16_split", 8, 1, 256, 1e-3);
+}
+END_TEST
+
+/* 9B-like for the flash-attention core: 16 query heads on 4 kv heads. */
+START_TEST(test_attn_long_fa_9b)
+{
+    attn_long("backend.cpu16", "backend.cuda16", 16, 4, 256, 1e-3);
 }
 END_TEST
 
@@ -1376,6 +1393,8 @@ int main(void)
     const char *i8_pages = as_cpu ? "" : "kv_pages = 4\n";
     /* (as_cpu: the cpu stand-in has no gdn_prefill knob) */
     const char *seq_extra = as_cpu ? "" : "gdn_prefill = seq\n";
+    /* (as_cpu: nor an attn_prefill knob) */
+    const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
     char text[4096];
     snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
@@ -1388,7 +1407,8 @@ int main(void)
              "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 0\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
-             "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s"
+             "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
+             "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 0\n"
@@ -1396,7 +1416,8 @@ int main(void)
              "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n",
-             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, dp_extra,
+             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
+             cu_extra, nofa, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra, cu_extra, seq_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
@@ -1444,6 +1465,8 @@ int main(void)
     tcase_add_test(tc, test_attn_yarn);
     tcase_add_test(tc, test_attn_f16_cache);
     tcase_add_test(tc, test_attn_long_split);
+    tcase_add_test(tc, test_attn_long_split_nofa);
+    tcase_add_test(tc, test_attn_long_fa_9b);
     tcase_add_test(tc, test_attn_long_simple);
     tcase_add_test(tc, test_attn_long_f32);
     tcase_add_test(tc, test_kv_too_big);

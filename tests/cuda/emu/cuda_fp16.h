@@ -10,4 +10,5 @@ struct __half2 { __half x, y; };
 static inline __half __ushort_as_half(unsigned short h) { __half r; r.x = h; return r; }
 static inline float __half2float(__half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
 static inline __half __float2half_rn(float x) { _Float16 f = (_Float16)x; __half r; memcpy(&r.x, &f, 2); return r; }
+static inline unsigned short __half_as_ushort(__half h) { return h.x; }
 static inline float2 __half22float2(__half2 h) { float2 r; r.x = __half2float(h.x); r.y = __half2float(h.y); return r; }

@@ -1,8 +1,11 @@
 // tests/cuda/emu/ptx_emu.h — host emulation of the inline PTX the int8
-// GEMM (cuda_mma.cu) uses, written from the PTX ISA's own tables (9.7.14.5.9
-// "Matrix Fragments for mma.m16n8k16 with integer type", 9.7.14.5.10
-// "Matrix Fragments for mma.m16n8k32", 9.7.9.25 cp.async), NOT from the
-// kernel's comments, so a wrong layout assumption there shows as a mismatch.
+// GEMM (cuda_mma.cu) and the f16 flash attention (cuda_attn_fa.cu) use,
+// written from the PTX ISA's own tables (9.7.14.5.9 "Matrix Fragments for
+// mma.m16n8k16 with integer type", 9.7.14.5.10 "Matrix Fragments for
+// mma.m16n8k32", 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with
+// floating point type", 9.7.14.5.15 ldmatrix, 9.7.9.25 cp.async), NOT from
+// the kernels' comments, so a wrong layout assumption there shows as a
+// mismatch.
 // The functions stand in for the kernel's PTX wrappers (same names and
 // operands as their asm: C = 0 in, D out); run-mma-emu.sh cuts the wrappers.
 //
@@ -74,9 +77,88 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
     __syncwarp();
 }
 
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, C = D = c: A four
+// f16x2 registers, B two (the lower-indexed element in the low half).
+// Element i of A (0..7): row gid (+8 for i = 2,3,6,7), col 2*tig + (i & 1)
+// (+8 for i >= 4); of B (0..3): row 2*tig + (i & 1) (+8 for i >= 2), col
+// gid; of C/D (0..3): row gid (+8 for i >= 2), col 2*tig + (i & 1).  The
+// f16 products are exact in f32; the sum is taken in double and rounded
+// once (the hardware's order and rounding of the sum are unspecified).
+inline size_t smem_bytes;   // set by the test before a launch
+
+struct warp_mat16 { float A[16][16], B[16][8]; unsigned char na[16][16], nb[16][8]; };
+inline warp_mat16 wh[32];
+inline float half_of(uint32_t r, int hi) { _Float16 f; const uint16_t u = (uint16_t)(r >> (16 * hi)); memcpy(&f, &u, 2); return (float)f; }
+inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int gid = lane >> 2, tig = lane % 4;
+    warp_mat16 &M = wh[w];
+    for (int i = 0; i < 8; i++) {
+        const int row = gid + (((i >> 1) & 1) ? 8 : 0), col = tig * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+        M.A[row][col] = half_of(a[i / 2], i & 1);
+        M.na[row][col]++;
+    }
+    for (int i = 0; i < 4; i++) {
+        const int row = tig * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+        M.B[row][gid] = half_of(i < 2 ? b0 : b1, i & 1);
+        M.nb[row][gid]++;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        for (int r = 0; r < 16; r++)
+            for (int k = 0; k < 16; k++)
+                if (M.na[r][k] != 1) { fprintf(stderr, "emu: mma.m16n8k16.f16: warp %d: A[%d][%d] given %d times\n", w, r, k, M.na[r][k]); abort(); }
+        for (int k = 0; k < 16; k++)
+            for (int n = 0; n < 8; n++)
+                if (M.nb[k][n] != 1) { fprintf(stderr, "emu: mma.m16n8k16.f16: warp %d: B[%d][%d] given %d times\n", w, k, n, M.nb[k][n]); abort(); }
+    }
+    float d[4];
+    for (int i = 0; i < 4; i++) {
+        const int row = gid + (i >= 2 ? 8 : 0), col = tig * 2 + (i & 1);
+        double s = c[i];
+        for (int k = 0; k < 16; k++)
+            s += (double)M.A[row][k] * (double)M.B[k][col];
+        d[i] = (float)s;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        memset(M.na, 0, sizeof M.na);
+        memset(M.nb, 0, sizeof M.nb);
+    }
+    __syncwarp();
+    for (int i = 0; i < 4; i++) c[i] = d[i];
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8i..8i+7 give the
+// 16-byte row addresses of matrix i (row j from lane 8i+j); register i of a
+// lane gets matrix i's row lane/4, elements 2*(lane%4) and +1 (the first in
+// the low half), or with .trans the elements (row 2*(lane%4) and +1, col
+// lane/4).  Addresses are offsets into the dynamic shared memory here
+// (smem_u32 below), checked for alignment and bounds.
+inline uint32_t ldsm_addr[32][32];
+inline void ldsm(uint32_t r[4], uint32_t s, bool trans)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    if (s % 16 || s + 16 > smem_bytes) { fprintf(stderr, "emu: ldmatrix: lane %d row address %u (of %zu B shared) not 16-aligned or outside\n", lane, s, smem_bytes); abort(); }
+    ldsm_addr[w][lane] = s;
+    __syncwarp();
+    const unsigned char *b = (const unsigned char *)emu::dyn_smem();
+    for (int i = 0; i < 4; i++) {
+        if (!trans) {
+            memcpy(&r[i], b + ldsm_addr[w][8 * i + lane / 4] + 4 * (lane % 4), 4);
+        } else {
+            uint16_t lo, hi;
+            memcpy(&lo, b + ldsm_addr[w][8 * i + 2 * (lane % 4)] + 2 * (lane / 4), 2);
+            memcpy(&hi, b + ldsm_addr[w][8 * i + 2 * (lane % 4) + 1] + 2 * (lane / 4), 2);
+            r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+    }
+    __syncwarp();
+}
+
 struct pend { void *dst; unsigned char data[16]; int n; };
 inline std::vector<pend> q[1024];
-inline size_t smem_bytes;   // set by the test before a launch
 
 inline void cp_async(int n, const char *what, void *smem, const void *g)
 {
@@ -114,3 +196,8 @@ static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16,
 static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() { emu_ptx::wait_all(); }
+// cuda_attn_fa.cu's wrappers
+static inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { emu_ptx::mma_f16(c, a, b0, b1); }
+static inline uint32_t smem_u32(const void *p) { return (uint32_t)((const char *)p - (const char *)emu::dyn_smem()); }
+static inline void ldsm_x4(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, false); }
+static inline void ldsm_x4_t(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, true); }

@@ -25,7 +25,9 @@ for f in cuda_attn cuda_attn_i8; do
 done
 F="-std=c++17 -O2 -fno-strict-aliasing -I$here -I$src -I$top/core/include -Wno-unused-function"
 for f in cuda_attn cuda_attn_i8; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
-g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" -o "$out/attn_emu"
+# the flash-attention core si_cu_attn dispatches to (not taken here: fa = 0)
+sh "$here/run-fa-emu.sh" "$out" objs
+g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" -o "$out/attn_emu"
 rc=0
 cuda=${CUDA_HOME:-/usr/local/cuda}
 gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/include -I$top/backends \

@@ -1,0 +1,158 @@
+// tests/cuda/emu/fa_emu.cc — the flash-attention core of SI_OP_ATTN
+// (cuda_attn_fa.cu, attn_prefill = fa) through si_cu_attn's real dispatch
+// (rope, append, fa_kernel, combine_kernel when split) under the host
+// emulation, against a double-precision reference written from the cpu
+// backend's formulas (cpu_attn.c), not from the kernel:
+//   the f16 cache already holds PRIOR positions of each sequence (random
+//   rows: a cached prefix), the op appends NEW tokens per sequence and
+//   attends; out[t][h] = sum_p softmax_p(q . k_p / sqrt(hd)) v_p *
+//   sigmoid(gate) over positions 0..pos[t] of the token's sequence, q =
+//   rope(rms(q) * q_norm) rounded to f16 (what the kernel feeds the tensor
+//   cores), K/V the f16 rows the cache holds after the op.
+// The remaining difference is the kernel's f16 rounding of the softmax
+// weights and its f32 sums: checked <= 1e-3 of max |out|.  The output and
+// the split partials are NaN-poisoned, unwritten cache rows are NaN (a
+// read of one past a sequence's end would show).
+// Usage: fa_emu HD NH NKV NROT NSM ORDER PRIOR:NEW...
+//   NSM multiprocessors (sizes the split: small = many splits), ORDER 0 =
+//   each sequence's tokens together, k > 0 = round robin over the
+//   sequences k tokens at a time (tiles holding several sequences).
+#include "cuda_runtime.h"
+#include "cuda_fp16.h"
+#include "cuda_internal.h"
+#include "ptx_emu.h"
+static uint32_t rs = 4321;
+static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
+
+static int hd, nh, nkv, nrot, n_ctx;
+static std::vector<float> qnw, knw;
+
+static void ref_norm_rope(float *x, const float *w, int pos)
+{
+    double ss = 0;
+    for (int i = 0; i < hd; i++) ss += (double)x[i] * x[i];
+    const float sc = (float)(1.0 / sqrt(ss / hd + 1e-6));
+    for (int i = 0; i < hd; i++) { float t = x[i] * sc; x[i] = t * w[i]; }
+    const int half = nrot / 2;
+    for (int i = 0; i < half; i++) {
+        const double th = (double)pos * pow(1e7, -2.0 * i / nrot);
+        const float c = (float)cos(th), s = (float)sin(th);
+        const float x0 = x[i], x1 = x[i + half];
+        float a = x0 * c, b = x1 * s; x[i] = a - b;
+        float d = x1 * c, e = x0 * s; x[i + half] = d + e;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 8) { fprintf(stderr, "usage: fa_emu HD NH NKV NROT NSM ORDER PRIOR:NEW...\n"); return 2; }
+    hd = atoi(argv[1]); nh = atoi(argv[2]); nkv = atoi(argv[3]); nrot = atoi(argv[4]);
+    const int nsm = atoi(argv[5]), order = atoi(argv[6]);
+    std::vector<int> prior, nnew;
+    for (int i = 7; i < argc; i++) {
+        int p = 0, q = 0;
+        if (sscanf(argv[i], "%d:%d", &p, &q) != 2) { fprintf(stderr, "fa_emu: '%s': expected PRIOR:NEW\n", argv[i]); return 2; }
+        prior.push_back(p); nnew.push_back(q);
+    }
+    const int ns = (int)prior.size() + 1;   // one sequence never used
+    int ml = 0;
+    for (size_t s = 0; s < prior.size(); s++) ml = std::max(ml, prior[s] + nnew[s]);
+    n_ctx = ml + 5;
+    printf("fa_emu hd %d heads %d/%d n_rot %d n_sm %d order %d:", hd, nh, nkv, nrot, nsm, order);
+    for (size_t s = 0; s < prior.size(); s++) printf(" %d:%d", prior[s], nnew[s]);
+    printf("\n");
+    qnw.resize(hd); knw.resize(hd);
+    for (auto &x : qnw) x = 1 + 0.3f * fr();
+    for (auto &x : knw) x = 1 + 0.3f * fr();
+    const size_t rows = (size_t)ns * n_ctx * nkv * hd;
+    std::vector<_Float16> kh(rows, (_Float16)NAN), vh(rows, (_Float16)NAN);
+    for (size_t s = 0; s < prior.size(); s++)
+        for (int p = 0; p < prior[s]; p++)
+            for (int g = 0; g < nkv; g++)
+                for (int i = 0; i < hd; i++) {
+                    const size_t at = (((size_t)s * n_ctx + p) * nkv + g) * hd + i;
+                    kh[at] = (_Float16)(1.5f * fr());
+                    vh[at] = (_Float16)fr();
+                }
+    // the op's tokens
+    std::vector<int32_t> seq, pos;
+    if (order <= 0) {
+        for (size_t s = 0; s < prior.size(); s++)
+            for (int p = 0; p < nnew[s]; p++) seq.push_back((int32_t)s), pos.push_back(prior[s] + p);
+    } else {
+        std::vector<int> next(prior.size(), 0);
+        for (bool any = true; any;) {
+            any = false;
+            for (size_t s = 0; s < prior.size(); s++)
+                for (int k = 0; k < order && next[s] < nnew[s]; k++, any = true)
+                    seq.push_back((int32_t)s), pos.push_back(prior[s] + next[s]++);
+        }
+    }
+    const int n = (int)seq.size();
+    const size_t qs = (size_t)nh * 2 * hd + 5, ks = (size_t)nkv * hd + 3, ds = (size_t)nh * hd + 7;
+    std::vector<float> qg(n * qs), k(n * ks), v(n * ks), dst(n * ds, NAN), rope(n * nrot + 1, NAN);
+    for (auto &x : qg) x = 2 * fr();
+    for (auto &x : k) x = 2 * fr();
+    for (auto &x : v) x = fr();
+    cu_attn a = {};
+    a.qg = qg.data(); a.k = k.data(); a.v = v.data();
+    a.qg_stride = qs; a.k_stride = ks; a.v_stride = ks; a.dst_stride = ds;
+    a.q_norm = qnw.data(); a.k_norm = knw.data(); a.dst = dst.data();
+    a.n_head = nh; a.n_head_kv = nkv; a.head_dim = hd; a.n_rot = nrot;
+    a.eps = 1e-6f; a.rope_base = 1e7f;
+    a.n = n; a.pos = pos.data(); a.seq = seq.data(); a.rope = rope.data();
+    a.n_ctx = (uint32_t)n_ctx; a.f16 = true; a.kc = kh.data(); a.vc = vh.data();
+    a.split = true; a.fa = true; a.n_sm = nsm; a.max_len = ml;
+    cu_fa_plan fp;
+    if (!si_cu_fa_plan(&a, &fp)) { printf("  si_cu_fa_plan refused the op: FAIL\n"); return 1; }
+    const size_t pb = si_cu_attn_part_bytes(&a);
+    std::vector<float> part(pb / 4 + 1, NAN);
+    a.part = pb ? part.data() : nullptr;
+    emu_ptx::smem_bytes = (size_t)3 * 64 * hd * 2;   // Q, K, V tiles of the kernel
+    emu::granges = { { kh.data(), kh.data() + rows, "k cache" }, { vh.data(), vh.data() + rows, "v cache" } };
+    const int rc = si_cu_attn(&a, nullptr);
+    emu::granges.clear();
+    emu_ptx::check_drained();
+    if (rc != 0) { printf("  si_cu_attn returned %d: FAIL\n", rc); return 1; }
+
+    double md = 0, mx = 0, mdq = 0;
+    int nan = 0, at_t = -1, at_h = -1;
+    std::vector<double> sc(n_ctx), acc(hd);
+    std::vector<float> qr(hd);
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < nh; h++) {
+            const int g = h / (nh / nkv);
+            const float *qrow = &qg[t * qs + (size_t)h * 2 * hd];
+            std::vector<float> q(qrow, qrow + hd);
+            ref_norm_rope(q.data(), qnw.data(), pos[t]);
+            for (int pass = 0; pass < 2; pass++) {   // 0: q rounded to f16 (the check), 1: f32 q (reported)
+                for (int i = 0; i < hd; i++) qr[i] = pass ? q[i] : (float)(_Float16)q[i];
+                double m = -1e300, l = 0;
+                for (int p = 0; p <= pos[t]; p++) {
+                    double d = 0;
+                    for (int i = 0; i < hd; i++)
+                        d += (double)qr[i] * (double)kh[(((size_t)seq[t] * n_ctx + p) * nkv + g) * hd + i];
+                    sc[p] = d / sqrt((double)hd);
+                    m = std::max(m, sc[p]);
+                }
+                for (int i = 0; i < hd; i++) acc[i] = 0;
+                for (int p = 0; p <= pos[t]; p++) {
+                    const double e = exp(sc[p] - m);
+                    l += e;
+                    for (int i = 0; i < hd; i++) acc[i] += e * (double)vh[(((size_t)seq[t] * n_ctx + p) * nkv + g) * hd + i];
+                }
+                for (int i = 0; i < hd; i++) {
+                    const double gate = qrow[hd + i], want = acc[i] / l / (1.0 + exp(-gate));
+                    const float got = dst[t * ds + (size_t)h * hd + i];
+                    if (!std::isfinite(got)) { if (pass == 0 && nan++ < 3) printf("  token %d head %d [%d] = %g\n", t, h, i, got); continue; }
+                    const double d = std::fabs(got - want);
+                    if (pass == 0) { if (d > md) { md = d; at_t = t; at_h = h; } mx = std::max(mx, std::fabs(want)); }
+                    else mdq = std::max(mdq, d);
+                }
+            }
+        }
+    const bool ok = nan == 0 && md <= 1e-3 * mx;
+    printf("  %d tokens, %d splits of %d: max |out - ref| %.3g = %.2e of max %.3g (token %d head %d); vs f32 q %.2e; %d non-finite: %s\n",
+           n, fp.n_split, fp.chunk, md, md / mx, mx, at_t, at_h, mdq / mx, nan, ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
