@@ -84,6 +84,9 @@ step ab_kv_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 
 step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
     --set kernel.moe_grouped_i8.enabled=false
 step ab_gemv_pp512 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512 --reps 2 --set backend.cuda_sm120.prefill_mm=gemv
+# decode picks on the device (TOPK, the default) vs whole logits rows to the host
+step ab_full_logits_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 1,8 --tg 32 --reps 5 $D \
+    --full-logits
 step tg_bs_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
 step tg_bs_35b 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
 step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 16 --reps 3 $D
