@@ -173,6 +173,21 @@ int si_engine_forward(si_engine *e, const si_batch *b, float *logits, si_err *er
     return model_ops(e)->forward(e->model, b, logits, err);
 }
 
+int si_engine_forward_topk(si_engine *e, const si_batch *b, const si_topk_params *tp, float *vals,
+                           int32_t *ids, si_err *err)
+{
+    const struct si_model_ops *ops = model_ops(e);
+    if (!SI_HAS_MEMBER(ops, struct si_model_ops, forward_topk) || ops->forward_topk == NULL)
+        return si_err_set(err, SI_EUNSUPPORTED, "model plugin '%s' has no forward_topk (ABI < 1.2)",
+                          e->model_plugin->name);
+    return ops->forward_topk(e->model, b, tp, vals, ids, err);
+}
+
+bool si_engine_device_sampling(const si_engine *e)
+{
+    return si_config_get_bool(e->cfg, "runtime", "device_sampling", true);
+}
+
 int si_engine_seq_reset(si_engine *e, uint32_t seq, si_err *err)
 {
     return model_ops(e)->seq_reset(e->model, seq, err);

@@ -38,4 +38,14 @@ void                 si_engine_info(const si_engine *e, si_model_info *out);
 int si_engine_forward(si_engine *e, const si_batch *b, float *logits, si_err *err);
 int si_engine_seq_reset(si_engine *e, uint32_t seq, si_err *err);
 
+/* si_engine_forward, except that the wanted rows' logits go through the
+ * backend's SI_OP_TOPK (tp: k, penalties; plugin.h) and only the k best
+ * values and ids of each row come back: vals[count*k], ids[count*k].
+ * SI_EUNSUPPORTED, before anything runs, when the model plugin or the
+ * backend lacks it: then use si_engine_forward. */
+int si_engine_forward_topk(si_engine *e, const si_batch *b, const si_topk_params *tp, float *vals,
+                           int32_t *ids, si_err *err);
+/* Whether the runtime may sample on the backend ([runtime] device_sampling). */
+bool si_engine_device_sampling(const si_engine *e);
+
 #endif /* SI_CORE_ENGINE_H */

@@ -53,6 +53,75 @@ int si_prefill(si_engine *e, uint32_t seq, uint32_t pos0, const int32_t *tokens,
     return rc;
 }
 
+/* The top-K decode path: buffers sized once, and whether the last forward
+ * left its result in vals/ids (true) or in the full logits row. */
+typedef struct topk_path {
+    uint32_t k;              /* 0: full logits */
+    float   *vals;
+    int32_t *ids, *pen_id, *pen_count;
+    bool     have;
+} topk_path;
+
+static void topk_path_init(si_engine *e, si_sampler *s, const si_gen_opts *o, topk_path *t)
+{
+    memset(t, 0, sizeof *t);
+    const si_host *h = si_engine_host(e);
+    if (o->full_logits || !si_engine_device_sampling(e)) {
+        h->log(h, SI_LOG_INFO, "core", "decode: full logits rows (device sampling off)");
+        return;
+    }
+    t->k = si_sampler_topk_k(s, SI_TOPK_MAX);
+    uint32_t cap = si_sampler_penalty_cap(s);
+    if (t->k == 0) {
+        h->log(h, SI_LOG_INFO, "core", "decode: full logits rows (the sampling settings need more than "
+               "the top %d)", SI_TOPK_MAX);
+        return;
+    }
+    h->log(h, SI_LOG_INFO, "core", "decode: sampling from the backend's top %u", t->k);
+    t->vals = malloc(sizeof *t->vals * t->k);
+    t->ids = malloc(sizeof *t->ids * t->k);
+    t->pen_id = malloc(sizeof *t->pen_id * (cap + 1));
+    t->pen_count = malloc(sizeof *t->pen_count * (cap + 1));
+    if (t->vals == NULL || t->ids == NULL || t->pen_id == NULL || t->pen_count == NULL)
+        t->k = 0;   /* out of memory for the fast path: the full one still works */
+}
+
+static void topk_path_free(topk_path *t)
+{
+    free(t->vals);
+    free(t->ids);
+    free(t->pen_id);
+    free(t->pen_count);
+}
+
+/* One decode forward of token *id: through TOPK when the path is on (the
+ * penalty window is the one the next draw sees: the token was accepted
+ * already), else the full row; a backend without TOPK turns the path off
+ * for good (it refuses before running anything). */
+static int decode_forward(si_engine *e, si_sampler *s, topk_path *t, const si_batch *b, float *logits,
+                          si_err *err)
+{
+    if (t->k > 0) {
+        float pen[3];
+        int32_t off[2] = { 0, 0 };
+        off[1] = (int32_t)si_sampler_penalties(s, t->pen_id, t->pen_count, pen);
+        si_topk_params tp = {
+            .k = t->k, .repeat_penalty = pen[0], .frequency_penalty = pen[1], .presence_penalty = pen[2],
+            .pen_off = off[1] > 0 ? off : NULL, .pen_id = t->pen_id, .pen_count = t->pen_count,
+        };
+        int rc = si_engine_forward_topk(e, b, &tp, t->vals, t->ids, err);
+        if (rc != SI_EUNSUPPORTED) {
+            t->have = rc == SI_OK;
+            return rc;
+        }
+        const si_host *h = si_engine_host(e);
+        h->log(h, SI_LOG_INFO, "core", "decode: full logits rows: %s", err != NULL ? err->msg : "no TOPK");
+        t->k = 0;
+    }
+    t->have = false;
+    return si_engine_forward(e, b, logits, err);
+}
+
 int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,
                 const int32_t *prompt, uint32_t n_prompt, si_gen_token_cb cb, void *ctx,
                 uint32_t *pos_out, si_gen_stats *stats, si_err *err)
@@ -83,12 +152,15 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
     stats->n_prompt = n_prompt;
     uint32_t pos = o->pos0 + n_prompt;
 
+    topk_path tk;
+    topk_path_init(e, s, o, &tk);
     t0 = si_now_seconds();
     while (rc == SI_OK) {
         if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
             break;
         int32_t id = -1;
-        rc = si_sampler_sample(s, logits, &id, err);
+        rc = tk.have ? si_sampler_sample_topk(s, tk.vals, tk.ids, tk.k, &id, err)
+                     : si_sampler_sample(s, logits, &id, err);
         if (rc != SI_OK)
             break;
         si_sampler_accept(s, id);
@@ -104,10 +176,11 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
         int32_t p = (int32_t)pos, sq = (int32_t)o->seq;
         uint8_t w1 = 1;
         si_batch b = { .n = 1, .tokens = &id, .pos = &p, .seq = &sq, .want_logits = &w1 };
-        rc = si_engine_forward(e, &b, logits, err);
+        rc = decode_forward(e, s, &tk, &b, logits, err);
         pos++;
     }
     stats->gen_s = si_now_seconds() - t0;
+    topk_path_free(&tk);
     if (pos_out != NULL)
         *pos_out = pos;
     free(logits);

@@ -1,6 +1,10 @@
 /* core/generate.h — prompt processing and token generation for one
  * sequence of an engine: chunked batched prefill, then one token per step,
- * sampling on the host.  The CLI's run/chat and later the server use it. */
+ * sampling on the host.  The CLI's run/chat and later the server use it.
+ * Decode steps sample from the backend's top-K of the logits row
+ * (si_engine_forward_topk, si_sampler_sample_topk) when the sampler's
+ * settings allow it exactly and the backend has the op: only K values and
+ * ids cross to the host instead of the whole row; same tokens. */
 #ifndef SI_CORE_GENERATE_H
 #define SI_CORE_GENERATE_H
 
@@ -27,6 +31,10 @@ typedef struct si_gen_opts {
     uint32_t n_batch;              /* prefill chunk, tokens; 0 = 512          */
     int32_t  n_predict;            /* < 0: until EOG or the context is full  */
     bool     stop_at_eog;
+    /* Decode steps download every logits row even where the backend could
+     * pick the token (SI_OP_TOPK); otherwise [runtime] device_sampling
+     * decides.  The tokens are the same either way. */
+    bool     full_logits;
 } si_gen_opts;
 
 /* Feeds prompt[0, n_prompt) then samples up to n_predict tokens with s.

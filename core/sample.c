@@ -294,6 +294,29 @@ static size_t min_p(cand *c, size_t n, bool sorted, float mp)
     return m;
 }
 
+/* Stages 3-6 on the live candidates c[0, n) (sorted: best first): top-k,
+ * top-p, min-p, temperature.  Returns the count left. */
+static size_t shape(si_sampler *s, size_t n, bool sorted)
+{
+    const si_sampler_params *p = &s->p;
+    cand *c = s->cand;
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        top_k(c, n, (size_t)p->top_k);
+        n = (size_t)p->top_k;
+        sorted = true;
+    }
+    if (p->top_p < 1.0f && n > 1) {
+        n = top_p(c, n, sorted, p->top_p);
+        sorted = true;
+    }
+    if (p->min_p > 0.0f && n > 1)
+        n = min_p(c, n, sorted, p->min_p);
+    if (p->temperature != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            c[i].logit /= p->temperature;
+    return n;
+}
+
 /* Runs stages 1-6 up to the softmax: leaves the candidates in c[0, *n)
  * with tempered logits, or the greedy pick in *greedy (>= 0). */
 static int prepare(si_sampler *s, const float *logits, size_t *n_out, int32_t *greedy, si_err *err)
@@ -332,23 +355,25 @@ static int prepare(si_sampler *s, const float *logits, size_t *n_out, int32_t *g
         *greedy = c[b].id;
         return SI_OK;
     }
-    bool sorted = false;
-    if (p->top_k > 0 && (size_t)p->top_k < n) {
-        top_k(c, n, (size_t)p->top_k);
-        n = (size_t)p->top_k;
-        sorted = true;
-    }
-    if (p->top_p < 1.0f && n > 1) {
-        n = top_p(c, n, sorted, p->top_p);
-        sorted = true;
-    }
-    if (p->min_p > 0.0f && n > 1)
-        n = min_p(c, n, sorted, p->min_p);
-    if (p->temperature != 1.0f)
-        for (size_t i = 0; i < n; i++)
-            c[i].logit /= p->temperature;
-    *n_out = n;
+    *n_out = shape(s, n, false);
     return SI_OK;
+}
+
+/* One draw from the softmax of c[0, n). */
+static int32_t draw(si_sampler *s, size_t n)
+{
+    const cand *c = s->cand;
+    float mx = max_logit(c, n, false);
+    double z = 0.0;
+    for (size_t i = 0; i < n; i++)
+        z += exp((double)c[i].logit - mx);
+    double u = uniform01(s->rng) * z, cum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].logit - mx);
+        if (u < cum)
+            return c[i].id;
+    }
+    return c[n - 1].id;   /* u landed on the rounding slack at the top */
 }
 
 int si_sampler_sample(si_sampler *s, const float *logits, int32_t *out, si_err *err)
@@ -358,24 +383,104 @@ int si_sampler_sample(si_sampler *s, const float *logits, int32_t *out, si_err *
     int rc = prepare(s, logits, &n, &g, err);
     if (rc != SI_OK)
         return rc;
-    if (g >= 0) {
-        *out = g;
+    *out = g >= 0 ? g : draw(s, n);
+    return SI_OK;
+}
+
+/* ---- the top-K path ------------------------------------------------------- */
+
+uint32_t si_sampler_topk_k(const si_sampler *s, uint32_t max_k)
+{
+    const si_sampler_params *p = &s->p;
+    uint32_t k = 0;
+    if (p->temperature <= 0.0f)
+        k = 1;
+    else if (p->top_k > 0 && (uint32_t)p->top_k < s->n_vocab)
+        k = (uint32_t)p->top_k + 1;   /* one more tells whether more than top_k are finite */
+    else
+        k = s->n_vocab;               /* the whole row: exact for any parameters */
+    if (k > s->n_vocab)
+        k = s->n_vocab;
+    return k <= max_k ? k : 0;
+}
+
+uint32_t si_sampler_penalties(si_sampler *s, int32_t *ids, int32_t *counts, float pen[3])
+{
+    const si_sampler_params *p = &s->p;
+    pen[0] = p->repeat_penalty;
+    pen[1] = p->frequency_penalty;
+    pen[2] = p->presence_penalty;
+    if (s->count == NULL)
+        return 0;
+    if (++s->gen == 0) {   /* the same marks apply_penalties uses: wrap as it does */
+        memset(s->stamp, 0, s->n_vocab * sizeof *s->stamp);
+        s->gen = 1;
+    }
+    uint32_t cap = (uint32_t)p->penalty_last_n, n = 0;
+    for (uint32_t i = 0; i < s->ring_n; i++) {
+        int32_t id = s->ring[(s->ring_head + i) % cap];
+        if (s->stamp[id] == s->gen)
+            continue;
+        s->stamp[id] = s->gen;
+        ids[n] = id;
+        counts[n] = (int32_t)s->count[id];
+        n++;
+    }
+    return n;
+}
+
+uint32_t si_sampler_penalty_cap(const si_sampler *s)
+{
+    return s->count != NULL ? (uint32_t)s->p.penalty_last_n : 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    int32_t x = ((const cand *)a)->id, y = ((const cand *)b)->id;
+    return (x > y) - (x < y);
+}
+
+int si_sampler_sample_topk(si_sampler *s, const float *vals, const int32_t *ids, uint32_t k, int32_t *out,
+                           si_err *err)
+{
+    const si_sampler_params *p = &s->p;
+    if (k == 0 || k > s->n_vocab)
+        return si_err_set(err, SI_EINVAL, "sampler: top-K of %u entries (vocabulary %u)", k, s->n_vocab);
+    /* The finite entries come first: f of them, all of the row's when
+     * f < k (or when k spans the vocabulary). */
+    size_t f = 0;
+    while (f < k && vals[f] > -INFINITY)
+        f++;
+    if (f == 0)
+        return si_err_set(err, SI_EINVAL, "sampler: no finite logit among %u", s->n_vocab);
+    if (p->temperature <= 0.0f) {
+        *out = ids[0];
         return SI_OK;
     }
-    const cand *c = s->cand;
-    float mx = max_logit(c, n, false);
-    double z = 0.0;
-    for (size_t i = 0; i < n; i++)
-        z += exp((double)c[i].logit - mx);
-    double u = uniform01(s->rng) * z, cum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        cum += exp((double)c[i].logit - mx);
-        if (u < cum) {
-            *out = c[i].id;
-            return SI_OK;
-        }
+    bool all = f < k || k == s->n_vocab;
+    cand *c = s->cand;
+    size_t n;
+    bool sorted;
+    if (p->top_k > 0 && (size_t)p->top_k < f) {
+        /* More than top_k finite logits: si_sampler_sample's top-k stage
+         * leaves exactly these, best first. */
+        n = (size_t)p->top_k;
+        sorted = true;
+    } else if (all) {
+        /* Every candidate is known; si_sampler_sample holds them in id
+         * order at this point, and the later sums run in that order. */
+        n = f;
+        sorted = false;
+    } else {
+        return si_err_set(err, SI_EUNSUPPORTED,
+                          "sampler: top_k %d with %u candidates cannot be sampled exactly", p->top_k, k);
     }
-    *out = c[n - 1].id;   /* u landed on the rounding slack at the top */
+    for (size_t i = 0; i < n; i++)
+        c[i] = (cand){ vals[i], ids[i] };
+    if (!sorted)
+        qsort(c, n, sizeof *c, by_id);
+    n = shape(s, n, sorted);
+    *out = draw(s, n);
     return SI_OK;
 }
 

@@ -65,6 +65,31 @@ int  si_sampler_dist(si_sampler *s, const float *logits, float *probs, si_err *e
  * an id outside the vocabulary. */
 int  si_sampler_accept(si_sampler *s, int32_t id);
 
+/* ---- The top-K path: sampling from a device-side SI_OP_TOPK -------------
+ * The backend applies the penalties and keeps the K best logits of the
+ * row (best first, lower id on ties); the host gets only those.  With the
+ * K below, si_sampler_sample_topk returns exactly the token, and advances
+ * the random state exactly as, si_sampler_sample on the full row would. */
+
+/* The K to ask for: 1 when greedy, top_k + 1 with top_k on (the extra one
+ * tells whether more than top_k logits are finite), otherwise the whole
+ * vocabulary; 0 when that exceeds max_k (use the full row instead). */
+uint32_t si_sampler_topk_k(const si_sampler *s, uint32_t max_k);
+
+/* Most penalty pairs si_sampler_penalties writes (0 with penalties off). */
+uint32_t si_sampler_penalty_cap(const si_sampler *s);
+
+/* The penalty window now, as distinct ids and their counts (the op's
+ * pen_id / pen_count; si_sampler_penalty_cap entries each), and pen =
+ * {repeat, frequency, presence}.  Returns the pair count. */
+uint32_t si_sampler_penalties(si_sampler *s, int32_t *ids, int32_t *counts, float pen[3]);
+
+/* Draws from vals[k] / ids[k], the penalised top-K of one row (NaN as -inf).
+ * SI_EUNSUPPORTED when k cannot decide it (k below si_sampler_topk_k's),
+ * SI_EINVAL when no logit is finite. */
+int  si_sampler_sample_topk(si_sampler *s, const float *vals, const int32_t *ids, uint32_t k, int32_t *out,
+                            si_err *err);
+
 /* Empties the window and restarts the random sequence from the seed. */
 void si_sampler_reset(si_sampler *s);
 

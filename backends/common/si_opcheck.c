@@ -401,6 +401,54 @@ int si_oc_moe(const si_opcheck *c, const si_op *op, si_err *err)
     return SI_OK;
 }
 
+/* ---- TOPK ------------------------------------------------------------------ */
+
+/* The parameters share the op's union with the others: they must not make
+ * it (and si_op) larger than ABI 1.1 had it. */
+_Static_assert(sizeof(si_topk_params) <= sizeof(si_attn_params), "si_topk_params grows si_op");
+
+int si_oc_topk(const si_opcheck *c, const si_op *op, si_err *err)
+{
+    const si_topk_params *p = &op->p.topk;
+    const si_tensor *x = op->src[0];
+    for (int i = 1; i < SI_OP_MAX_SRC; i++)
+        if (op->src[i] != NULL)
+            return si_err_set(err, SI_EINVAL, "%s: TOPK: src[%d] must be NULL", c->name, i);
+    if (x == NULL)
+        return si_err_set(err, SI_EINVAL, "%s: TOPK: src[0] (logits) is NULL", c->name);
+    const int64_t V = x->ne[0], n = si_oc_ne(x, 1);
+    int rc = si_oc_want_f32(c, x, V, n, "TOPK", "src[0] (logits)", err);
+    if (rc != SI_OK)
+        return rc;
+    if (V < 1 || V > INT32_MAX)
+        return si_err_set(err, SI_EINVAL, "%s: TOPK: %lld logits per row", c->name, (long long)V);
+    if (p->k < 1 || p->k > SI_TOPK_MAX || (int64_t)p->k > V)
+        return si_err_set(err, SI_EINVAL, "%s: TOPK: k %u outside [1, %lld]", c->name, p->k,
+                          (long long)(V < SI_TOPK_MAX ? V : SI_TOPK_MAX));
+    if ((rc = si_oc_want_f32(c, &op->dst, 2 * (int64_t)p->k, n, "TOPK", "dst", err)) != SI_OK)
+        return rc;
+    if (p->pen_off == NULL)
+        return SI_OK;
+    if (p->pen_id == NULL || p->pen_count == NULL)
+        return si_err_set(err, SI_EINVAL, "%s: TOPK: pen_off without pen_id / pen_count", c->name);
+    if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty) || !isfinite(p->frequency_penalty) ||
+        !isfinite(p->presence_penalty))
+        return si_err_set(err, SI_EINVAL, "%s: TOPK: penalties %g/%g/%g (repeat must be > 0, all finite)",
+                          c->name, (double)p->repeat_penalty, (double)p->frequency_penalty,
+                          (double)p->presence_penalty);
+    if (p->pen_off[0] < 0)
+        return si_err_set(err, SI_EINVAL, "%s: TOPK: pen_off[0] = %d", c->name, p->pen_off[0]);
+    for (int64_t r = 0; r < n; r++) {
+        if (p->pen_off[r + 1] < p->pen_off[r])
+            return si_err_set(err, SI_EINVAL, "%s: TOPK: pen_off decreases at row %lld", c->name, (long long)r);
+        for (int32_t j = p->pen_off[r]; j < p->pen_off[r + 1]; j++)
+            if (p->pen_id[j] < 0 || p->pen_id[j] >= V || p->pen_count[j] < 0)
+                return si_err_set(err, SI_ERANGE, "%s: TOPK: row %lld: penalty id %d (count %d) outside [0, %lld)",
+                                  c->name, (long long)r, p->pen_id[j], p->pen_count[j], (long long)V);
+    }
+    return SI_OK;
+}
+
 /* ---- by kind -------------------------------------------------------------- */
 
 int si_oc_check(const si_opcheck *c, const si_op *op, si_err *err)
@@ -415,6 +463,7 @@ int si_oc_check(const si_opcheck *c, const si_op *op, si_err *err)
     case SI_OP_ATTN:   return si_oc_attn(c, op, err);
     case SI_OP_GDN:    return si_oc_gdn(c, op, err);
     case SI_OP_MOE:    return si_oc_moe(c, op, err);
+    case SI_OP_TOPK:   return si_oc_topk(c, op, err);
     default:
         return si_err_set(err, SI_EUNSUPPORTED, "%s: op kind %u is not supported", c->name, op->kind);
     }

@@ -74,6 +74,8 @@ int si_oc_elem(const si_opcheck *c, const si_op *op, si_err *err);
 int si_oc_attn(const si_opcheck *c, const si_op *op, si_err *err);
 int si_oc_gdn(const si_opcheck *c, const si_op *op, si_err *err);
 int si_oc_moe(const si_opcheck *c, const si_op *op, si_err *err);
+/* TOPK, host arrays included (penalty ids in range, pen_off ascending). */
+int si_oc_topk(const si_opcheck *c, const si_op *op, si_err *err);
 /* The check of op->kind; SI_EUNSUPPORTED for a kind without one. */
 int si_oc_check(const si_opcheck *c, const si_op *op, si_err *err);
 

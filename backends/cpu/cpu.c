@@ -146,6 +146,7 @@ static const op_entry op_tab[SI_OP_KIND_COUNT] = {
     [SI_OP_ATTN]     = { "ATTN", cpu_attn_exec },
     [SI_OP_GDN]      = { "GDN", cpu_gdn_exec },
     [SI_OP_MOE]      = { "MOE", cpu_moe_exec },
+    [SI_OP_TOPK]     = { "TOPK", cpu_topk_exec },
 };
 
 static const op_entry *find_op(const si_op *op, si_err *err)

@@ -12,6 +12,7 @@
  *   cpu_attn.c      ATTN (norms, RoPE/YaRN, KV append, causal GQA softmax)
  *   cpu_gdn.c       GDN (conv, L2 norms, gated delta rule, gated RMSNorm)
  *   cpu_moe.c       MOE (router, top-k, expert-grouped SwiGLU, shared expert)
+ *   cpu_topk.c      TOPK (sampling penalties, the k best logits of a row)
  */
 #ifndef SI_CPU_INTERNAL_H
 #define SI_CPU_INTERNAL_H
@@ -278,6 +279,7 @@ int cpu_elem_exec(si_backend *b, const si_op *op, si_err *err);
 int cpu_attn_exec(si_backend *b, const si_op *op, si_err *err);
 int cpu_gdn_exec(si_backend *b, const si_op *op, si_err *err);
 int cpu_moe_exec(si_backend *b, const si_op *op, si_err *err);
+int cpu_topk_exec(si_backend *b, const si_op *op, si_err *err);
 
 /* Buffers and the KV cache (cpu_buf.c). */
 int  cpu_buf_alloc(si_backend *b, uint64_t nbytes, si_buf **out, si_err *err);

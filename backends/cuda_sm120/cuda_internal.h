@@ -33,6 +33,7 @@
  *   cuda_gdn_chunk.cu  GDN prefill: token-parallel conv, chunked delta rule
  *   cuda_gdn.cuh    device helpers shared by the GDN files
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
+ *   cuda_topk.cu    TOPK: sampling penalties and the k best logits per row
  */
 #ifndef SI_CUDA_INTERNAL_H
 #define SI_CUDA_INTERNAL_H
@@ -248,6 +249,27 @@ int si_cu_swiglu_rows(float *g, uint64_t g_stride, const float *u, uint64_t u_st
 /* dst[t] = sum_k wts[t][k] * y[t*K+k] + (shared ? sigmoid(gamma[t]) * ys[t] : 0). */
 int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y, const float *wts,
                       const float *ys, const float *gamma, int64_t n, int K, int64_t H, void *stream);
+
+/* ---- TOPK (cuda_topk.cu) ---------------------------------------------------
+ * Per row r < n of x (V floats, x_stride apart): dst row r (dst_stride
+ * floats apart) = the k best values then their ids (plugin.h semantics).
+ * With penalties (pen_off != NULL, device arrays rebased to pen_off[0] = 0)
+ * the workspace also holds bitmap [n][ceil(V/32)] and pen_key[pen_off[n]];
+ * cand [n][slices][k] always. */
+typedef struct cu_topk {
+    const float   *x;
+    int64_t        x_stride, V, n;
+    int            k, slices;      /* slices: si_cu_topk_slices(V, k)        */
+    float         *dst;
+    int64_t        dst_stride;
+    const int32_t *pen_off, *pen_id, *pen_cnt;
+    float          repeat, freq, presence;
+    uint32_t      *bitmap;
+    uint64_t      *pen_key, *cand;
+} cu_topk;
+
+int si_cu_topk_slices(int64_t V, int k);
+int si_cu_topk(const cu_topk *t, void *stream);
 
 /* A cudaError_t as text (for the C side, which has no cuda_runtime.h). */
 const char *si_cu_errstr(int e);

@@ -641,6 +641,8 @@ typedef struct op_entry {
     int (*exec)(si_backend *b, const si_op *op, si_err *err);
 } op_entry;
 
+static int topk_exec(si_backend *b, const si_op *op, si_err *err);   /* at the end of the file */
+
 static const op_entry op_tab[SI_OP_KIND_COUNT] = {
     [SI_OP_GET_ROWS] = { elem_exec },
     [SI_OP_MATMUL]   = { matmul_exec },
@@ -651,6 +653,7 @@ static const op_entry op_tab[SI_OP_KIND_COUNT] = {
     [SI_OP_ATTN]     = { attn_exec },
     [SI_OP_GDN]      = { gdn_exec },
     [SI_OP_MOE]      = { moe_exec },
+    [SI_OP_TOPK]     = { topk_exec },
 };
 
 static const op_entry *find_op(const si_op *op, si_err *err)
@@ -768,4 +771,62 @@ static int cu_exec_end(si_backend *b, int rc, si_err *err)
         }
     }
     return rc;
+}
+
+/* ---- TOPK ------------------------------------------------------------------ */
+
+/* The penalty lists (host arrays) go up through the pinned staging with
+ * their offsets rebased to 0; the workspace holds the device copies, the
+ * penalised-id bitmap and keys, and the per-slice candidates (cuda_topk.cu). */
+static int topk_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_topk_params *p = &op->p.topk;
+    const si_tensor *x = op->src[0];
+    const int64_t V = x->ne[0], n = si_oc_ne(x, 1);
+    if (n == 0)
+        return SI_OK;
+    if (n > 65535)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": TOPK: %lld rows in one op (at most 65535)", (long long)n);
+    const int k = (int)p->k, slices = si_cu_topk_slices(V, k);
+    const bool pen = p->pen_off != NULL;
+    const int32_t base = pen ? p->pen_off[0] : 0, np = pen ? p->pen_off[n] - base : 0;
+    size_t bytes = rnd((size_t)(n * slices * k) * sizeof(uint64_t));
+    if (pen)
+        bytes += rnd((size_t)(n + 1) * sizeof(int32_t)) + 2 * rnd((size_t)np * sizeof(int32_t) + 1) +
+                 rnd((size_t)np * sizeof(uint64_t) + 1) + rnd((size_t)(n * ((V + 31) / 32)) * sizeof(uint32_t));
+    void *ws = cu_ws_reserve(b, bytes, err);
+    if (ws == NULL)
+        return SI_ENOMEM;
+    carve cv = { ws, 0 };
+    cu_topk t = {
+        .x = (const float *)dptr(x), .x_stride = (int64_t)(row_stride(x) / 4), .V = V, .n = n, .k = k,
+        .slices = slices, .dst = (float *)dptr(&op->dst), .dst_stride = (int64_t)(row_stride(&op->dst) / 4),
+        .repeat = p->repeat_penalty, .freq = p->frequency_penalty, .presence = p->presence_penalty,
+        .cand = take(&cv, (size_t)(n * slices * k) * sizeof(uint64_t)),
+    };
+    int rc = SI_OK;
+    if (pen) {
+        int32_t *off = malloc((size_t)(n + 1) * sizeof *off);
+        if (off == NULL)
+            return si_err_set(err, SI_ENOMEM, "out of host memory");
+        for (int64_t r = 0; r <= n; r++)
+            off[r] = p->pen_off[r] - base;
+        int32_t *d_off = take(&cv, (size_t)(n + 1) * sizeof(int32_t));
+        int32_t *d_id = take(&cv, (size_t)np * sizeof(int32_t) + 1);
+        int32_t *d_cnt = take(&cv, (size_t)np * sizeof(int32_t) + 1);
+        t.pen_key = take(&cv, (size_t)np * sizeof(uint64_t) + 1);
+        t.bitmap = take(&cv, (size_t)(n * ((V + 31) / 32)) * sizeof(uint32_t));
+        rc = h2d(b, d_off, off, (size_t)(n + 1) * sizeof *off, err);
+        free(off);
+        if (rc == SI_OK && np > 0)
+            rc = h2d(b, d_id, p->pen_id + base, (size_t)np * sizeof(int32_t), err);
+        if (rc == SI_OK && np > 0)
+            rc = h2d(b, d_cnt, p->pen_count + base, (size_t)np * sizeof(int32_t), err);
+        if (rc != SI_OK)
+            return rc;
+        t.pen_off = d_off;
+        t.pen_id = d_id;
+        t.pen_cnt = d_cnt;
+    }
+    return launched(si_cu_topk(&t, b->stream), "TOPK", err);
 }

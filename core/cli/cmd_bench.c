@@ -11,8 +11,12 @@
  *           depth D.  A step is ONE forward call with B tokens (one per
  *           sequence) that downloads B logit rows; the host then takes the
  *           argmax of each row and feeds it as that sequence's next token.
- *           So host sampling and the logits download are part of a step's
- *           cost (v1: there is no on-device sampling to hide them).
+ *           So the greedy pick and what crosses to the host are part of a
+ *           step's cost.  As in generation, the pick runs on the backend
+ *           (SI_OP_TOPK with k = 1: one value and id per row come back)
+ *           unless --full-logits or [runtime] device_sampling = false, or
+ *           the backend lacks the op: then B whole logit rows are
+ *           downloaded and the host takes the argmax.
  *           Without --refill the repetitions run back to back after one
  *           fill, so rep k starts at depth D + k x tg (warm-up reps
  *           included): the context grows by tg per rep, a small drift for
@@ -40,7 +44,7 @@ typedef struct bench_args {
     uint32_t ctx[MAX_LIST], pp[MAX_LIST], bs[MAX_LIST];
     size_t   n_ctx_list, n_pp, n_bs;
     long     tg, reps, warmup, seed, bw_gbps;
-    bool     no_pp, no_tg, json_only, refill;
+    bool     no_pp, no_tg, json_only, refill, full_logits;
 } bench_args;
 
 /* One row of the table / element of "results". */
@@ -51,6 +55,7 @@ typedef struct bench_result {
     double   median_s, min_s, max_s;
     double   tokens;        /* tokens processed in one rep                */
     double   floor_bytes;   /* tg: bytes one step must move (bench_floor.h) */
+    bool     device_pick;   /* tg: the argmax ran on the backend (TOPK)    */
     char     skipped[SI_ERR_MSG_MAX]; /* non-empty: why it did not run       */
 } bench_result;
 
@@ -60,12 +65,13 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: sparkinfer bench -m MODEL.gguf [--ctx 128,4096,32768] [--pp 512,4096] [--tg 64]\n"
                "                        [--bs 1,8,32] [--reps 5] [--warmup 1] [--no-pp] [--no-tg]\n"
-               "                        [--refill] [--json-only] [--bw GBPS] [--seed S] [options]\n\n"
+               "                        [--refill] [--full-logits] [--json-only] [--bw GBPS] [--seed S]\n"
+               "                        [options]\n\n"
                "Loads the model once, then measures prefill (pp: P random tokens into an\n"
                "empty sequence, tok/s = P / median seconds) and decode (tg: B sequences\n"
                "filled to depth D, then --tg steps of one forward call with B tokens;\n"
-               "tok/s = B x tg / median seconds; greedy argmax on the host is part of a\n"
-               "step).  Without --refill the reps of one (D, B) run back to back, so the\n"
+               "tok/s = B x tg / median seconds; the greedy pick, on the backend unless\n"
+               "--full-logits, is part of a step).  Without --refill the reps of one (D, B) run back to back, so the\n"
                "depth grows by tg per rep.  Prints one table row per measurement and,\n"
                "last, one JSON line.  The context (-c) defaults to what the lists need.\n\n"
                "  --ctx LIST       decode start depths D (default 128,4096,32768)\n"
@@ -76,6 +82,9 @@ static void bench_usage(FILE *f)
                "  --warmup N       untimed repetitions before them (default 1)\n"
                "  --no-pp, --no-tg skip the prefill or the decode part\n"
                "  --refill         reset and refill the sequences before every decode rep\n"
+               "  --full-logits    decode steps download every logits row and pick on the\n"
+               "                   host (default: SI_OP_TOPK on the backend, as generation\n"
+               "                   does; also [runtime] device_sampling = false)\n"
                "  --json-only      print only the JSON line\n"
                "  --bw GBPS        device copy bandwidth: tg rows also show the memory floor\n"
                "                   (bytes a step must move / GBPS) and the fraction reached\n"
@@ -184,6 +193,8 @@ static int parse(bench_args *a, int argc, char **argv)
             a->no_tg = true;
         else if (strcmp(s, "--refill") == 0)
             a->refill = true;
+        else if (strcmp(s, "--full-logits") == 0)
+            a->full_logits = true;
         else if (strcmp(s, "--json-only") == 0)
             a->json_only = true;
         else if ((r = si_cli_model_opt(&a->m, "bench", argc, argv, &i)) != 0)
@@ -212,6 +223,7 @@ typedef struct bench_run {
     const bench_args *a;
     si_engine *e;
     uint32_t   nv, n_ctx, n_seq, nb;
+    bool       device_pick;   /* decode steps try SI_OP_TOPK (k = 1) first */
     si_floor_model fm;
 } bench_run;
 
@@ -314,6 +326,27 @@ static int fill(const bench_run *br, uint32_t D, uint32_t B, int32_t *tok, uint8
     return SI_OK;
 }
 
+/* One decode step of B sequences: next[s] becomes each row's greedy pick,
+ * on the backend when *device (turned off for good when the backend or
+ * model refuses, which happens before anything runs), else on the host
+ * from the downloaded rows. */
+static int decode_step(const bench_run *br, const si_batch *b, bool *device, float *logits, int32_t *next,
+                       si_err *err)
+{
+    if (*device) {
+        si_topk_params tp = { .k = 1, .repeat_penalty = 1.0f };
+        float *vals = logits;   /* B floats of the [B][nv] buffer */
+        int rc = si_engine_forward_topk(br->e, b, &tp, vals, next, err);
+        if (rc != SI_EUNSUPPORTED)
+            return rc;
+        *device = false;
+    }
+    int rc = si_engine_forward(br->e, b, logits, err);
+    for (uint32_t s = 0; rc == SI_OK && s < b->n; s++)
+        next[s] = argmax(logits + (size_t)s * br->nv, br->nv);
+    return rc;
+}
+
 static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *r)
 {
     const bench_args *a = br->a;
@@ -341,6 +374,7 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
     si_err err = { { 0 } };
     int rc = tok && want && logits && next && pos && seq && t ? SI_OK
              : si_err_set(&err, SI_ENOMEM, "out of memory for %u x %u logits", B, br->nv);
+    bool device = br->device_pick;
     for (long rep = 0; rc == SI_OK && rep < a->warmup + a->reps; rep++) {
         if (rep == 0 || a->refill) {
             rc = fill(br, D, B, tok, want, logits, next, &err);
@@ -354,15 +388,14 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
         double t0 = si_now_seconds();
         for (uint32_t step = 0; rc == SI_OK && step < tg; step++) {
             si_batch b = { .n = B, .tokens = next, .pos = pos, .seq = seq, .want_logits = want };
-            rc = si_engine_forward(br->e, &b, logits, &err);
-            for (uint32_t s = 0; rc == SI_OK && s < B; s++) {
-                next[s] = argmax(logits + (size_t)s * br->nv, br->nv);
+            rc = decode_step(br, &b, &device, logits, next, &err);
+            for (uint32_t s = 0; rc == SI_OK && s < B; s++)
                 pos[s]++;
-            }
         }
         if (rep >= a->warmup)
             t[rep - a->warmup] = si_now_seconds() - t0;
     }
+    r->device_pick = device;
     if (rc == SI_OK)
         summarize(r, t, a->reps);
     else
@@ -394,6 +427,8 @@ static void print_row(const bench_result *r, const bench_args *a)
             printf("   floor %.1f MB/step", r->floor_bytes / 1e6);
         if (ft > 0)
             printf(" = %.1f tok/s, at %.1f%%", ft, 100.0 * (r->tokens / r->median_s) / ft);
+        if (r->tg && !r->device_pick)
+            printf("   (host argmax)");
         printf("\n");
     }
     fflush(stdout);
@@ -418,6 +453,8 @@ static cJSON *result_json(const bench_result *r, const bench_args *a)
     cJSON_AddNumberToObject(o, "min_s", r->min_s);
     cJSON_AddNumberToObject(o, "max_s", r->max_s);
     cJSON_AddNumberToObject(o, "reps", (double)a->reps);
+    if (r->tg)
+        cJSON_AddBoolToObject(o, "device_sampling", r->device_pick);
     if (r->tg && r->floor_bytes > 0)
         cJSON_AddNumberToObject(o, "floor_bytes", r->floor_bytes);
     double ft = floor_tok_s(r, a);
@@ -520,7 +557,8 @@ int si_cmd_bench(int argc, char **argv)
     si_model_info info;
     si_engine_info(e, &info);
     bench_run br = { .a = &a, .e = e, .nv = info.n_vocab, .n_ctx = info.n_ctx,
-                     .n_seq = info.n_seq_max, .nb = si_cli_n_batch(&mo, cfg) };
+                     .n_seq = info.n_seq_max, .nb = si_cli_n_batch(&mo, cfg),
+                     .device_pick = !a.full_logits && si_engine_device_sampling(e) };
     /* The KV element size of the backend's cache, resolved as the backends
      * do (backends/common/si_kvknob.h): the backend's own kv_type, else
      * [runtime] kv_type unless auto, else the backend's default (cpu: f32,

@@ -13,6 +13,7 @@
  *       MoE:   y = MOE(h, ...)
  *       x = x + y
  *     rows = GET_ROWS(x, wanted); logits = MATMUL(output, RMSNORM(rows, output_norm))
+ *     (forward_topk: then TOPK(logits), and only that result is downloaded)
  * No op writes a tensor it reads (the residual ping-pongs between two
  * regions), so a backend need not support aliasing.
  */
@@ -269,13 +270,22 @@ int sih_plan_validate(si_model *m, si_err *err)
     si_tensor lg = sih_act(m->sc.buf, m->sc.lg, m->hp.n_vocab, 1);
     plan p = { .ops = m->ops + n, .layer = m->op_layer + n, .n = 0, .cur = -1 };
     matmul(&p, &lg, &m->output, &xn);
-    return sih_plan_check(m, m->ops, NULL, n + 1, 1, err);
+    if ((rc = sih_plan_check(m, m->ops, NULL, n + 1, 1, err)) != SI_OK)
+        return rc;
+    /* TOPK is optional (forward_topk): a backend without it keeps the
+     * full-logits path. */
+    si_tensor tk = sih_act(m->sc.buf, m->sc.tk, 2, 1);
+    si_op *op = emit(&p, SI_OP_TOPK, &tk);
+    op->src[0] = &lg;
+    op->p.topk = (si_topk_params){ .k = 1, .repeat_penalty = 1.0f };
+    m->has_topk = m->bops->supports(m->b, op);
+    return SI_OK;
 }
 
 /* Tokens in range, sequences provisioned and consecutive, positions
  * continuing each sequence exactly: the recurrent state cannot skip or
  * rewind, so anything else would silently compute garbage. */
-static int check_batch(si_model *m, const si_batch *bt, const float *logits, si_err *err)
+static int check_batch(si_model *m, const si_batch *bt, const void *logits, si_err *err)
 {
     if (bt->tokens == NULL || bt->pos == NULL || bt->seq == NULL)
         return si_err_set(err, SI_EINVAL, "batch of %u tokens without tokens/pos/seq arrays", bt->n);
@@ -324,8 +334,47 @@ static int run(si_model *m, const si_op *ops, size_t n, si_err *err)
     return rc;
 }
 
-/* Logits of the wanted rows of one chunk, SIH_LOGIT_ROWS at a time. */
-static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, float *logits, si_err *err)
+/* Where the wanted rows go: full logits, or (tp != NULL) the TOPK result
+ * of each row as vals/ids; `row` counts the rows written so far. */
+typedef struct sih_out {
+    float                *logits;
+    const si_topk_params *tp;
+    float                *vals;
+    int32_t              *ids;
+    uint32_t              row;
+} sih_out;
+
+/* Runs TOPK on c logit rows in `lg` and copies the result out (rows r of
+ * the step's wanted rows from o->row on). */
+static int chunk_topk(si_model *m, const si_tensor *lg, uint32_t c, sih_out *o, si_err *err)
+{
+    const sih_scratch *sc = &m->sc;
+    const uint32_t k = o->tp->k;
+    si_tensor tk = sih_act(sc->buf, sc->tk, 2 * (int64_t)k, c);
+    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+    si_op *op = emit(&p, SI_OP_TOPK, &tk);
+    op->src[0] = lg;
+    op->p.topk = *o->tp;
+    if (o->tp->pen_off != NULL)
+        op->p.topk.pen_off = o->tp->pen_off + o->row;   /* absolute offsets: a slice is a pointer */
+    float tmp[2 * SI_TOPK_MAX];   /* one row: decode steps have one */
+    int rc;
+    if ((rc = sih_plan_check(m, m->ops, NULL, 1, c, err)) != SI_OK || (rc = run(m, m->ops, 1, err)) != SI_OK)
+        return rc;
+    for (uint32_t r = 0; r < c; r++, o->row++) {
+        rc = m->bops->download(m->b, tmp, sc->buf, sc->tk + (uint64_t)r * 2 * k * sizeof(float),
+                               (uint64_t)2 * k * sizeof(float), err);
+        if (rc != SI_OK)
+            return rc;
+        memcpy(o->vals + (size_t)o->row * k, tmp, k * sizeof(float));
+        memcpy(o->ids + (size_t)o->row * k, tmp + k, k * sizeof(int32_t));
+    }
+    return SI_OK;
+}
+
+/* Logits (or their top-K) of the wanted rows of one chunk, SIH_LOGIT_ROWS
+ * at a time. */
+static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, sih_out *o, si_err *err)
 {
     const sih_scratch *sc = &m->sc;
     int64_t H = m->hp.n_embd, V = m->hp.n_vocab;
@@ -346,18 +395,23 @@ static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, float *
         plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
         matmul(&p, &lg, &m->output, &xv);
         if ((rc = sih_plan_check(m, m->ops, NULL, 1, c, err)) != SI_OK ||
-            (rc = run(m, m->ops, 1, err)) != SI_OK ||
-            (rc = m->bops->download(m->b, logits + (size_t)r0 * V, sc->buf, sc->lg,
-                                    (uint64_t)c * V * sizeof(float), err)) != SI_OK)
+            (rc = run(m, m->ops, 1, err)) != SI_OK)
+            return rc;
+        if (o->tp != NULL)
+            rc = chunk_topk(m, &lg, c, o, err);
+        else {
+            rc = m->bops->download(m->b, o->logits + (size_t)o->row * V, sc->buf, sc->lg,
+                                   (uint64_t)c * V * sizeof(float), err);
+            o->row += c;
+        }
+        if (rc != SI_OK)
             return rc;
     }
     return SI_OK;
 }
 
-static int forward_chunks(si_model *m, const si_batch *bt, float *logits, bool *touched,
-                          si_err *err)
+static int forward_chunks(si_model *m, const si_batch *bt, sih_out *o, bool *touched, si_err *err)
 {
-    uint32_t out_row = 0;
     for (uint32_t t0 = 0; t0 < bt->n; t0 += m->sc.cap) {
         uint32_t T = bt->n - t0 < m->sc.cap ? bt->n - t0 : m->sc.cap;
         sih_acts t;
@@ -377,29 +431,28 @@ static int forward_chunks(si_model *m, const si_batch *bt, float *logits, bool *
         for (uint32_t i = 0; i < T; i++)
             if (bt->want_logits != NULL && bt->want_logits[t0 + i])
                 m->oids[n_out++] = (int32_t)i;
-        if (n_out > 0) {
-            rc = chunk_logits(m, &t.x[xf], n_out, logits + (size_t)out_row * m->hp.n_vocab, err);
-            if (rc != SI_OK)
-                return rc;
-            out_row += n_out;
-        }
+        if (n_out > 0 && (rc = chunk_logits(m, &t.x[xf], n_out, o, err)) != SI_OK)
+            return rc;
     }
     return SI_OK;
 }
 
-int sih_forward(si_model *m, const si_batch *bt, float *logits, si_err *err)
+static int forward_any(si_model *m, const si_batch *bt, sih_out *o, si_err *err)
 {
     if (bt == NULL)
         return si_err_set(err, SI_EINVAL, "forward: NULL batch");
     if (bt->n == 0)
         return SI_OK;
-    int rc = check_batch(m, bt, logits, err);
+    const void *dst = o->tp != NULL ? (const void *)o->vals : (const void *)o->logits;
+    if (o->tp != NULL && o->ids == NULL)
+        dst = NULL;
+    int rc = check_batch(m, bt, dst, err);
     if (rc != SI_OK)
         return rc;
     if ((rc = sih_scratch_reserve(m, bt->n, err)) != SI_OK)
         return rc;
     bool touched = false;
-    rc = forward_chunks(m, bt, logits, &touched, err);
+    rc = forward_chunks(m, bt, o, &touched, err);
     if (rc != SI_OK && !touched)
         return rc;
     for (uint32_t i = 0; i < bt->n; i++) {
@@ -410,4 +463,33 @@ int sih_forward(si_model *m, const si_batch *bt, float *logits, si_err *err)
         m->n_past[s] = rc == SI_OK ? (uint32_t)bt->pos[i] + 1 : UINT32_MAX;
     }
     return rc;
+}
+
+int sih_forward(si_model *m, const si_batch *bt, float *logits, si_err *err)
+{
+    sih_out o = { .logits = logits };
+    return forward_any(m, bt, &o, err);
+}
+
+int sih_forward_topk(si_model *m, const si_batch *bt, const si_topk_params *tp, float *vals, int32_t *ids,
+                     si_err *err)
+{
+    if (tp == NULL)
+        return si_err_set(err, SI_EINVAL, "forward_topk: NULL parameters");
+    if (!m->has_topk)
+        return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' has no TOPK op: use the full logits", m->be_name);
+    uint32_t kmax = m->hp.n_vocab < SI_TOPK_MAX ? m->hp.n_vocab : SI_TOPK_MAX;
+    if (tp->k < 1 || tp->k > kmax)
+        return si_err_set(err, SI_EINVAL, "forward_topk: k %u outside [1, %u]", tp->k, kmax);
+    /* The backend is asked for this k now: refusing after the trunk ran
+     * would leave the sequences unusable. */
+    si_tensor lg = sih_act(m->sc.buf, m->sc.lg, m->hp.n_vocab, 1);
+    si_tensor tk = sih_act(m->sc.buf, m->sc.tk, 2 * (int64_t)tp->k, 1);
+    si_op probe = { .kind = SI_OP_TOPK, .dst = tk, .src = { &lg } };
+    probe.p.topk = (si_topk_params){ .k = tp->k, .repeat_penalty = 1.0f };
+    if (!m->bops->supports(m->b, &probe))
+        return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' refuses TOPK with k %u: use the full logits",
+                          m->be_name, tp->k);
+    sih_out o = { .tp = tp, .vals = vals, .ids = ids };
+    return forward_any(m, bt, &o, err);
 }

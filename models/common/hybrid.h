@@ -117,6 +117,7 @@ typedef struct sih_scratch {
     uint64_t oids;             /* I32 rows wanted   [T]                      */
     uint64_t xo, xn;           /* gathered, normed rows [H, T]               */
     uint64_t lg;               /* logits            [V, SIH_LOGIT_ROWS]      */
+    uint64_t tk;               /* TOPK output [2*SI_TOPK_MAX, SIH_LOGIT_ROWS] */
     uint64_t bytes;
 } sih_scratch;
 
@@ -157,6 +158,7 @@ struct si_model {
     int32_t            *op_layer;     /* layer of each op, -1 = none */
     uint8_t            *seen;         /* [n_seq] batch validation */
     int32_t            *oids;         /* [chunk] rows wanted */
+    bool                has_topk;     /* the backend runs SI_OP_TOPK (checked at load) */
 };
 
 /* F32 activation views of the scratch for one chunk of T tokens.  Ops
@@ -219,6 +221,10 @@ int  sih_plan_check(const si_model *m, const si_op *ops, const int32_t *op_layer
 /* Dry run at load: plans a 1-token step and checks every op. */
 int  sih_plan_validate(si_model *m, si_err *err);
 int  sih_forward(si_model *m, const si_batch *batch, float *logits, si_err *err);
+/* sih_forward with SI_OP_TOPK on the wanted rows (si_model_ops.forward_topk);
+ * SI_EUNSUPPORTED, before anything runs, when the backend lacks TOPK. */
+int  sih_forward_topk(si_model *m, const si_batch *batch, const si_topk_params *tp, float *vals,
+                      int32_t *ids, si_err *err);
 
 /* ---- model.c ---- */
 bool sih_accepts(const si_host *h, const si_gguf *g, const char *arch);

@@ -148,6 +148,7 @@ static uint64_t layout(const si_model *m, uint32_t cap, sih_scratch *sc)
     REGION(xo, hp->n_embd * T);
     REGION(xn, hp->n_embd * T);
     REGION(lg, (uint64_t)hp->n_vocab * (cap < SIH_LOGIT_ROWS ? cap : SIH_LOGIT_ROWS));
+    REGION(tk, 2u * SI_TOPK_MAX * (cap < SIH_LOGIT_ROWS ? cap : SIH_LOGIT_ROWS));
 #undef REGION
     sc->cap = cap;
     sc->bytes = o;

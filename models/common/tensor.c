@@ -77,6 +77,7 @@ const char *sih_op_name(uint32_t kind)
     case SI_OP_ATTN:     return "ATTN";
     case SI_OP_GDN:      return "GDN";
     case SI_OP_MOE:      return "MOE";
+    case SI_OP_TOPK:     return "TOPK";
     default:             return "unknown op";
     }
 }

@@ -31,6 +31,7 @@ static const struct si_model_ops qwen36_ops = {
     .info = sih_info,
     .seq_reset = sih_seq_reset,
     .forward = sih_forward,
+    .forward_topk = sih_forward_topk,
 };
 
 SI_PLUGIN_DEFINE(SI_KIND_MODEL, "qwen36", "0.1.0",

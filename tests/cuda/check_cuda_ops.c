@@ -1373,6 +1373,143 @@ START_TEST(test_moe)
 }
 END_TEST
 
+/* ---- TOPK --------------------------------------------------------------------
+ * Bit for bit the cpu backend's result (values and ids), with and without
+ * penalties, on rows with ties, NaN, -inf, signed zeros; then the decode
+ * cost it replaces: TOPK + a 2k-float download against downloading the
+ * whole 248,320-float row (printed, not asserted). */
+
+static void topk_row_fill(float *x, int64_t V, int style)
+{
+    for (int64_t i = 0; i < V; i++) {
+        float u = 0.5f * (frand() + 1.0f), v = 8.0f * frand();
+        if (style == 1)
+            v = floorf(v);
+        else if (style == 2 && u < 0.95f)
+            v = u < 0.5f ? -INFINITY : NAN;
+        else if (style == 3)
+            v = u < 0.3f ? 0.0f : u < 0.6f ? -0.0f : -1.0f;
+        else if (u > 0.99f)
+            v = NAN;
+        x[i] = v;
+    }
+}
+
+static void topk_case(pair *p, int64_t V, int64_t n, uint32_t k, int style, bool pen)
+{
+    float *x = malloc((size_t)(V * n) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int64_t r = 0; r < n; r++)
+        topk_row_fill(x + r * V, V, style);
+    static int32_t off[65], pid[64 * 40], pcnt[64 * 40];
+    int32_t np = 0;
+    ck_assert(n <= 64);
+    for (int64_t r = 0; r < n; r++) {
+        off[r] = np;
+        for (int i = 0; pen && i < 40 && i < V; i++) {
+            int32_t id = (int32_t)(((int64_t)i * 7919 + r * 13) % V);
+            bool dup = false;
+            for (int32_t j = off[r]; j < np; j++)
+                dup |= pid[j] == id;
+            if (!dup) {
+                pid[np] = id;
+                pcnt[np++] = 1 + i % 4;
+            }
+        }
+    }
+    off[n] = np;
+    dt src, dst;
+    dt_make(p, &src, SI_TYPE_F32, V, n, 1, x);
+    dt_make(p, &dst, SI_TYPE_F32, 2 * (int64_t)k, n, 1, NULL);
+    opdt o = { .dst = &dst, .src = { &src } };
+    o.op.kind = SI_OP_TOPK;
+    o.op.p.topk = (si_topk_params){ .k = k, .repeat_penalty = 1.3f, .frequency_penalty = 0.3f,
+                                    .presence_penalty = 0.7f, .pen_off = pen ? off : NULL, .pen_id = pid,
+                                    .pen_count = pcnt };
+    run_ok(p, &o);
+    si_err err = { { 0 } };
+    float *c = malloc(dst.bytes), *g = malloc(dst.bytes);
+    ck_assert(c != NULL && g != NULL);
+    ck_assert_msg(p->co->download(p->cb, c, dst.cbuf, 0, dst.bytes, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(p->go->download(p->gb, g, dst.gbuf, 0, dst.bytes, &err) == SI_OK, "%s", err.msg);
+    for (int64_t i = 0; i < 2 * (int64_t)k * n; i++) {
+        int32_t ci, gi;
+        memcpy(&ci, &c[i], 4);
+        memcpy(&gi, &g[i], 4);
+        ck_assert_msg(ci == gi, "TOPK V %lld n %lld k %u style %d pen %d: word %lld: cuda %08x, cpu %08x",
+                      (long long)V, (long long)n, k, style, pen, (long long)i, (unsigned)gi, (unsigned)ci);
+    }
+    free(c);
+    free(g);
+    free(x);
+    dt_free(p, &src);
+    dt_free(p, &dst);
+}
+
+/* Milliseconds per decode step of one row: TOPK(k) then the 2k download,
+ * or (k = 0) the whole row's download. */
+static double topk_step_ms(pair *p, dt *src, dt *dst, uint32_t k, float *hbuf)
+{
+    si_err err = { { 0 } };
+    si_op op = { .kind = SI_OP_TOPK, .dst = dst->g, .src = { &src->g } };
+    op.p.topk = (si_topk_params){ .k = k ? k : 1, .repeat_penalty = 1.0f };
+    op.dst.ne[0] = 2 * (int64_t)op.p.topk.k;
+    enum { REPS = 200 };
+    double t0 = 0;
+    for (int i = 0; i < REPS + 10; i++) {
+        if (i == 10)
+            t0 = now_ms();
+        if (k > 0) {
+            ck_assert_msg(p->go->exec(p->gb, &op, 1, &err) == SI_OK, "%s", err.msg);
+            ck_assert_msg(p->go->download(p->gb, hbuf, dst->gbuf, 0, 2 * k * sizeof(float), &err) == SI_OK, "%s",
+                          err.msg);
+        } else {
+            ck_assert_msg(p->go->download(p->gb, hbuf, src->gbuf, 0, src->bytes, &err) == SI_OK, "%s", err.msg);
+        }
+    }
+    return (now_ms() - t0) / REPS;
+}
+
+START_TEST(test_topk)
+{
+    const uint32_t saved_rng = rng_state;
+    rng_state = 4242u;
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    static const int64_t vs[] = { 5, 1000, 248320 };
+    static const uint32_t ks[] = { 1, 2, 21, 256 };
+    for (size_t v = 0; v < 3; v++)
+        for (size_t k = 0; k < 4; k++) {
+            if ((int64_t)ks[k] > vs[v])
+                continue;
+            for (int style = 0; style < 4; style++)
+                for (int pen = 0; pen < 2; pen++)
+                    topk_case(&p, vs[v], vs[v] > 100000 ? (style == 0 ? 4 : 1) : 3, ks[k], style, pen);
+        }
+    topk_case(&p, 248320, 33, 21, 0, true);   /* a batch over SIH_LOGIT_ROWS */
+    if (!as_cpu) {
+        dt src, dst;
+        float *x = malloc(248320 * sizeof *x), *hbuf = malloc(248320 * sizeof *hbuf);
+        ck_assert(x != NULL && hbuf != NULL);
+        topk_row_fill(x, 248320, 0);
+        dt_make(&p, &src, SI_TYPE_F32, 248320, 1, 1, x);
+        dt_make(&p, &dst, SI_TYPE_F32, 2 * 256, 1, 1, NULL);
+        double full = topk_step_ms(&p, &src, &dst, 0, hbuf);
+        printf("TOPK decode step, V 248320, one row: full row download %.4f ms", full);
+        static const uint32_t tk[] = { 1, 21, 41, 256 };
+        for (size_t i = 0; i < 4; i++)
+            printf("; k %u: %.4f ms", tk[i], topk_step_ms(&p, &src, &dst, tk[i], hbuf));
+        printf("\n");
+        free(x);
+        free(hbuf);
+        dt_free(&p, &src);
+        dt_free(&p, &dst);
+    }
+    pair_close(&p);
+    rng_state = saved_rng;
+}
+END_TEST
+
 int main(void)
 {
     const char *top = getenv("SI_TOP_BUILDDIR");
@@ -1483,6 +1620,7 @@ int main(void)
     tcase_add_test(tc, test_moe_dp4a);
     tcase_add_test(tc, test_matmul_mma);
     tcase_add_test(tc, test_moe_route);   /* last: the cases above keep their random draws */
+    tcase_add_test(tc, test_topk);        /* its own draws (rng saved and restored) */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

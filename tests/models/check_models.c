@@ -706,6 +706,91 @@ START_TEST(test_foreign_files)
 }
 END_TEST
 
+/* forward_topk: per wanted row, exactly the top-k (after the penalties) of
+ * the logits forward gives for the same batch, over 40 rows (two logit
+ * chunks: the penalty offsets are sliced per chunk); and a backend
+ * without TOPK is refused before anything runs (the sequence stays at 0). */
+typedef struct tk_ent {
+    float   v;
+    int32_t id;
+} tk_ent;
+
+static int tk_cmp(const void *a, const void *b)
+{
+    const tk_ent *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v > y->v ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+START_TEST(test_forward_topk)
+{
+    env e;
+    si_err err;
+    tiny_cfg c = tiny_default(false);
+    enum { N = 40, K = 7, P = 5 };
+    const uint32_t V = c.V;
+    env_open(&e, NULL);
+    load_ok(&e, &c, 2, 64);
+    ck_assert(SI_HAS_MEMBER(e.mops, struct si_model_ops, forward_topk) && e.mops->forward_topk != NULL);
+    int32_t toks[N], pos[N], sq[N], off[N + 1], pid[N * P], pcnt[N * P];
+    uint8_t want[N];
+    for (uint32_t i = 0; i < N; i++) {
+        toks[i] = tok_at(i, 9, V);
+        pos[i] = (int32_t)i;
+        sq[i] = 1;
+        want[i] = 1;
+        off[i] = (int32_t)(i * P);
+        for (uint32_t j = 0; j < P; j++) {
+            pid[i * P + j] = (int32_t)((i * 3 + j * 11) % V);
+            pcnt[i * P + j] = (int32_t)j + 1;
+        }
+    }
+    off[N] = N * P;
+    float *lg = malloc((size_t)N * V * sizeof *lg), vals[N * K];
+    int32_t ids[N * K];
+    tk_ent *row = malloc(V * sizeof *row);
+    ck_assert(lg && row);
+    ck_assert_msg(fwd_seq(&e, 0, 0, toks, N, lg, &err) == SI_OK, "%s", err.msg);
+    si_batch bt = { .n = N, .tokens = toks, .pos = pos, .seq = sq, .want_logits = want };
+    si_topk_params tp = { .k = K, .repeat_penalty = 1.5f, .frequency_penalty = 0.25f, .presence_penalty = 0.5f,
+                          .pen_off = off, .pen_id = pid, .pen_count = pcnt };
+    ck_assert_msg(e.mops->forward_topk(e.m, &bt, &tp, vals, ids, &err) == SI_OK, "%s", err.msg);
+    for (uint32_t r = 0; r < N; r++) {
+        for (uint32_t i = 0; i < V; i++)
+            row[i] = (tk_ent){ lg[(size_t)r * V + i], (int32_t)i };
+        for (uint32_t j = 0; j < P; j++) {
+            float l = row[pid[r * P + j]].v;
+            l = l <= 0.0f ? l * tp.repeat_penalty : l / tp.repeat_penalty;
+            float sub = (float)pcnt[r * P + j] * tp.frequency_penalty;
+            sub = sub + tp.presence_penalty;
+            row[pid[r * P + j]].v = l - sub;
+        }
+        qsort(row, V, sizeof *row, tk_cmp);
+        for (uint32_t i = 0; i < K; i++)
+            ck_assert_msg(ids[r * K + i] == row[i].id && memcmp(&vals[r * K + i], &row[i].v, 4) == 0,
+                          "row %u entry %u: (%g, %d) vs (%g, %d)", r, i, (double)vals[r * K + i], ids[r * K + i],
+                          (double)row[i].v, row[i].id);
+    }
+    tp.k = V + 1;
+    ck_assert_int_eq(e.mops->forward_topk(e.m, &bt, &tp, vals, ids, &err), SI_EINVAL);
+    free(lg);
+    free(row);
+    env_close(&e);
+
+    env_open(&e, NULL);
+    make_picky(&e, SI_OP_TOPK, UINT32_MAX);
+    load_ok(&e, &c, 1, 64);
+    for (uint32_t i = 0; i < N; i++)
+        sq[i] = 0;
+    tp.k = K;
+    ck_assert_int_eq(e.mops->forward_topk(e.m, &bt, &tp, vals, ids, &err), SI_EUNSUPPORTED);
+    ck_assert_msg(fwd_seq(&e, 0, 0, toks, 1, NULL, &err) == SI_OK, "still at position 0: %s", err.msg);
+    env_close(&e);
+    refuse_kind = 0;
+}
+END_TEST
+
 static Suite *models_suite(void)
 {
     Suite *s = suite_create("models");
@@ -726,6 +811,7 @@ static Suite *models_suite(void)
     tcase_add_loop_test(t, test_two_sequences, 0, 2);
     tcase_add_test(t, test_bad_batches);
     tcase_add_test(t, test_forward_failures);
+    tcase_add_test(t, test_forward_topk);
     suite_add_tcase(s, t);
 
     t = tcase_create("load_errors");

@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define SI_ABI_MAJOR 1   /* exact match required; bump on any incompatible change */
-#define SI_ABI_MINOR 1   /* bump when a member is appended to any table below     */
+#define SI_ABI_MINOR 2   /* bump when a member is appended to any table below     */
 #define SI_ENTRY_SYMBOL "si_plugin_entry"
 
 #if defined(__GNUC__)
@@ -213,6 +213,7 @@ enum si_op_kind {
     SI_OP_ATTN     = 7,  /* gated full attention, see si_attn_params                              */
     SI_OP_GDN      = 8,  /* gated delta net mixer core, see si_gdn_params                         */
     SI_OP_MOE      = 9,  /* routed + shared-expert FFN, see si_moe_params                         */
+    SI_OP_TOPK     = 10, /* since 1.2: the K best logits of each row, see si_topk_params          */
     SI_OP_KIND_COUNT
 };
 
@@ -281,6 +282,34 @@ typedef struct si_norm_params {
     float eps;
 } si_norm_params;
 
+/* SI_OP_TOPK (since 1.2) — sampling on the device: per row r of src[0]
+ * (F32 logits [V, n]), the k best entries after the penalties, so that
+ * only 2*k numbers per row cross to the host.
+ *   1. NaN counts as -inf.
+ *   2. Penalties (core/sample.h stage 1, bit-exact): for each pair j in
+ *      [pen_off[r], pen_off[r+1]), the logit l of id pen_id[j] with count
+ *      c = pen_count[j], unless it is -inf, becomes
+ *        l = l <= 0 ? l * repeat_penalty : l / repeat_penalty;
+ *        l = l - ((float)c * frequency_penalty + presence_penalty);
+ *      each an IEEE f32 operation rounded to nearest (no fused multiply-
+ *      add); a NaN result counts as -inf.  The ids of one row are
+ *      distinct and in [0, V).  pen_off NULL: no penalties.
+ *   3. Order: larger value first, the lower id on ties (-inf entries
+ *      too, so every row has exactly k well-defined entries).
+ *   dst F32 [2*k, n]: row r holds the k values best first, then their
+ *   k ids as int32 bit patterns.  1 <= k <= min(V, SI_TOPK_MAX).
+ *   pen_off (n+1 entries, absolute indices into pen_id/pen_count), pen_id
+ *   and pen_count are host arrays, like the ATTN positions. */
+#define SI_TOPK_MAX 256
+
+typedef struct si_topk_params {
+    uint32_t       k;
+    float          repeat_penalty, frequency_penalty, presence_penalty;
+    const int32_t *pen_off;
+    const int32_t *pen_id;
+    const int32_t *pen_count;
+} si_topk_params;
+
 #define SI_OP_MAX_SRC 10
 
 typedef struct si_op {
@@ -292,6 +321,7 @@ typedef struct si_op {
         si_attn_params attn;
         si_gdn_params  gdn;
         si_moe_params  moe;
+        si_topk_params topk;            /* since 1.2; no larger than attn  */
     } p;
 } si_op;
 
@@ -372,6 +402,14 @@ struct si_model_ops {
     int  (*seq_reset)(si_model *m, uint32_t seq, si_err *err);
     /* Required. */
     int  (*forward)(si_model *m, const si_batch *batch, float *logits, si_err *err);
+    /* since 1.2 — Optional (NULL, or SI_EUNSUPPORTED when the backend has
+     * no SI_OP_TOPK: use forward).  forward, except that each wanted row's
+     * logits go through SI_OP_TOPK on the backend (tp: k and the penalty
+     * parameters; tp->pen_off indexes the WANTED rows, in batch order) and
+     * only the result is copied back: vals[count*k] best first, ids[count*k].
+     * Check SI_HAS_MEMBER(ops, struct si_model_ops, forward_topk) before use. */
+    int  (*forward_topk)(si_model *m, const si_batch *batch, const si_topk_params *tp,
+                         float *vals, int32_t *ids, si_err *err);
     /* new members are appended here, and only here */
 };
 

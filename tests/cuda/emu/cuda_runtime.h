@@ -61,6 +61,10 @@ static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+// Fibers switch only at barriers, so a plain read-modify-write is atomic.
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+static inline unsigned atomicOr(unsigned *p, unsigned v) { unsigned o = *p; *p = o | v; return o; }
 // ---- more intrinsics (the int8 GEMM kernels: cuda_mma.cu, cuda_mmq.cu) ----
 // Semantics from the CUDA Math API / PTX ISA, not from the kernels.
 struct alignas(16) uint4 { unsigned x, y, z, w; };
