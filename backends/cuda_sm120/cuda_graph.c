@@ -27,7 +27,8 @@
  *   - host KV lengths: validated and advanced by the replay
  *     (cu_attn_commit_all), exactly as attn_exec does op by op.
  * What is never graphed: execs with an op taken by a kernel plugin (its
- * host-side choices are unknown here), knob profile = true.  Any failure
+ * host-side choices are unknown here), a TOPK with sampling penalties
+ * (their per-step lists are uploaded by the op), knob profile = true.  Any failure
  * of capture, instantiate or launch runs the exec op by op instead, and
  * the list is not captured again (NEVER), except when the capture needed
  * a workspace to grow (retried a few times).  ws/xq/attention-partials
@@ -195,6 +196,11 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
                 return CU_GRAPH_DECLINED;
             memcpy(h, p->seq, bytes);
             G->host_used += stage_rnd(bytes);
+        } else if (op->kind == SI_OP_TOPK) {
+            /* Penalty lists change every step and are uploaded by the op
+             * itself: such a head runs op by op (greedy has none). */
+            if (op->p.topk.pen_off != NULL)
+                return CU_GRAPH_DECLINED;
         } else if (op->kind == SI_OP_GDN) {
             const si_gdn_params *p = &op->p.gdn;
             if (op->src[0] == NULL)

@@ -94,6 +94,13 @@ void cu_gsig_op(cu_gsig *s, const si_op *op, cu_gsig_buf_fn buf_id)
     case SI_OP_MOE:
         cu_gsig_put(s, (uint64_t)op->p.moe.n_expert << 32 | op->p.moe.n_used);
         break;
+    case SI_OP_TOPK: {
+        const si_topk_params *p = &op->p.topk;
+        cu_gsig_put(s, (uint64_t)p->k << 1 | (p->pen_off != NULL));
+        cu_gsig_put(s, fbits(p->repeat_penalty) << 32 | fbits(p->frequency_penalty));
+        cu_gsig_put(s, fbits(p->presence_penalty));
+        break;
+    }
     default:   /* GET_ROWS, MATMUL and the elementwise ops: eps (0 if unused) */
         cu_gsig_put(s, fbits(op->p.norm.eps));
         break;
