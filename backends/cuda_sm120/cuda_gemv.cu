@@ -20,7 +20,11 @@
 //    one is multiplied, so two sets of loads are in flight per lane;
 //  - Q4_K/Q5_K read their 16-byte block header (d, dmin, 12 scale bytes)
 //    with one vector load (shared by the 8 lanes of a block) instead of
-//    byte loads.
+//    byte loads;
+//  - Q8_0/Q6_K, whose blocks are only 2-byte aligned, go through shared
+//    memory in stages copied with coalesced 16-byte loads when the rows
+//    allow it (gv_staged), instead of five scattered 4-byte loads per
+//    unit.
 // Rows past the end are computed on the last row (in bounds) and not
 // stored; no lane leaves early, so the shuffles always see the full warp.
 //
@@ -52,6 +56,35 @@ template <> struct gv_traits<SI_TYPE_Q6_K> { static const int per_unit = 32, byt
 __device__ __forceinline__ float gv_h2f(uint32_t v)
 {
     return __half2float(__ushort_as_half((unsigned short)(v & 0xffffu)));
+}
+
+// 16 bytes at a 2-byte aligned shared-memory address (as cu_ld16_a2).
+__device__ __forceinline__ void gv_lds16_a2(const uint8_t *p, uint32_t v[4])
+{
+    const uintptr_t a = (uintptr_t)p;
+    const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(a & 3) * 8;
+    const uint32_t w4 = sh ? (uint32_t)*(const unsigned short *)(w + 4) : 0u;
+    v[0] = __funnelshift_r(w[0], w[1], sh);
+    v[1] = __funnelshift_r(w[1], w[2], sh);
+    v[2] = __funnelshift_r(w[2], w[3], sh);
+    v[3] = __funnelshift_r(w[3], w4, sh);
+}
+
+// Q8_0/Q6_K unit i of the block at B in shared memory (the staged path).
+template <int T> __device__ __forceinline__ void gv_load_smem(const uint8_t *B, int i, gv_unit &w)
+{
+    if (T == SI_TYPE_Q8_0) {
+        gv_lds16_a2(B + 2 + 16 * i, w.q);
+        w.s = *(const unsigned short *)B;
+    } else {
+        const int half = i >> 2, s = (i >> 1) & 1, k = i & 1;
+        gv_lds16_a2(B + 64 * half + 32 * s + 16 * k, w.q);
+        gv_lds16_a2(B + 128 + 32 * half + 16 * k, w.h);
+        const uint8_t *scs = B + 192 + 8 * half;
+        w.s = (uint32_t)*(const unsigned short *)(B + 208) | ((uint32_t)scs[k + 2 * s] << 16) |
+              ((uint32_t)scs[k + 2 * (s + 2)] << 24);
+    }
 }
 
 // Loads unit u of the row at `row` (i = u % units-per-block, fixed per lane).
@@ -198,19 +231,117 @@ __device__ __forceinline__ const uint8_t *gv_row(const cu_mm &mm, int64_t r, int
     return base + (uint64_t)r * mm.row_bytes + (uint64_t)e * mm.expert_bytes;
 }
 
-// Groups of G = 1 << lg lanes; a warp holds 32 / G groups, each R rows.
-// Column j reads quantised column j / x_div.
+// The staged path of Q8_0/Q6_K, whose blocks (34/210 bytes) are only
+// 2-byte aligned: unit by unit they take five 4-byte loads each, and the
+// L1 lookups of those scattered words, not DRAM, would set the pace.  So
+// the warp copies a stage of SB blocks per row (544/1680 bytes, whole
+// 16-byte words: rows 16-aligned) with coalesced 16-byte loads into its
+// shared memory, and the lanes decode their units from there; the next
+// stage's loads are in flight meanwhile.  A lane takes units l, l+32, ...
+// in the same order as the direct path (same sums, bit for bit).
+template <int T> struct gv_stage {
+    static const int SB = T == SI_TYPE_Q8_0 ? 16 : 8;                        // blocks per row and stage
+    static const int BYTES = SB * gv_traits<T>::bytes, N16 = BYTES / 16;     // 544 / 1680 bytes
+    static const int NV = (N16 + 31) / 32;                                   // 16-byte words per lane
+    static const int UPL = SB * gv_traits<T>::units / 32;                    // units per lane: 1 / 2
+    static const int ELEMS = SB * (T == SI_TYPE_Q8_0 ? 32 : 256);            // row elements per stage
+};
+
 template <int T, int NT, int R>
-__global__ void __launch_bounds__(32 * GEMV_WARPS, 3) gemv_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                               const float *xs, int lg)
+__device__ __forceinline__ void gv_staged(const uint8_t *const w[R], int64_t in, int lane, const int8_t *const xqs[NT],
+                                          const float *const xds[NT], const float *const xss[NT], int nt,
+                                          float acc[R][NT])
+{
+    typedef gv_stage<T> S;
+    __shared__ uint4 sm[GEMV_WARPS][R][S::N16];   // uint4: 16-byte aligned rows
+    uint4(*mine)[S::N16] = sm[threadIdx.x >> 5];
+    const int i = lane % gv_traits<T>::units;
+    const int64_t stages = in / S::ELEMS;
+    uint4 cur[R][S::NV];
+#pragma unroll
+    for (int q = 0; q < R; q++)
+#pragma unroll
+        for (int v = 0; v < S::NV; v++)
+            if (lane + 32 * v < S::N16)
+                cur[q][v] = __ldg((const uint4 *)w[q] + lane + 32 * v);
+    for (int64_t st = 0; st < stages; st++) {
+        __syncwarp();   // every lane is done with the previous stage
+#pragma unroll
+        for (int q = 0; q < R; q++)
+#pragma unroll
+            for (int v = 0; v < S::NV; v++)
+                if (lane + 32 * v < S::N16)
+                    mine[q][lane + 32 * v] = cur[q][v];
+        __syncwarp();
+        if (st + 1 < stages) {
+#pragma unroll
+            for (int q = 0; q < R; q++)
+#pragma unroll
+                for (int v = 0; v < S::NV; v++)
+                    if (lane + 32 * v < S::N16)
+                        cur[q][v] = __ldg((const uint4 *)(w[q] + (st + 1) * S::BYTES) + lane + 32 * v);
+        }
+#pragma unroll
+        for (int m = 0; m < S::UPL; m++) {
+            const int su = 32 * m + lane;   // unit inside the stage
+            const int64_t u = st * (32 * S::UPL) + su;
+#pragma unroll
+            for (int q = 0; q < R; q++) {
+                gv_unit wu;
+                gv_load_smem<T>((const uint8_t *)mine[q] + (su / gv_traits<T>::units) * gv_traits<T>::bytes, i, wu);
+                gv_mul<T, NT>(wu, u, i, xqs, xds, xss, nt, acc[q]);
+            }
+        }
+    }
+}
+
+// The direct path: lane l of a group of G takes units l, l+G, ... of its
+// R rows, loading the next unit's weights before multiplying the current.
+template <int T, int NT, int R>
+__device__ __forceinline__ void gv_direct(const uint8_t *const w[R], int64_t units, int l, int G,
+                                          const int8_t *const xqs[NT], const float *const xds[NT],
+                                          const float *const xss[NT], int nt, float acc[R][NT])
+{
+    // G is a multiple of the units per block: a lane's position in the
+    // block stays the same along the row.
+    const int i = l % gv_traits<T>::units;
+    gv_unit cur[R];
+    if (l < units) {
+#pragma unroll
+        for (int q = 0; q < R; q++)
+            gv_load<T>(w[q], l, i, cur[q]);
+    }
+    for (int64_t u = l; u < units; u += G) {
+        // the next unit's loads go out before this one is multiplied
+        gv_unit nxt[R];
+        const bool more = u + G < units;
+        if (more) {
+#pragma unroll
+            for (int q = 0; q < R; q++)
+                gv_load<T>(w[q], u + G, i, nxt[q]);
+        }
+#pragma unroll
+        for (int q = 0; q < R; q++)
+            gv_mul<T, NT>(cur[q], u, i, xqs, xds, xss, nt, acc[q]);
+        if (more) {
+#pragma unroll
+            for (int q = 0; q < R; q++)
+                cur[q] = nxt[q];
+        }
+    }
+}
+
+// Groups of G = 1 << lg lanes; a warp holds 32 / G groups, each R rows.
+// Column j reads quantised column j / x_div.  ST: the staged path (Q8_0,
+// Q6_K; G = 32).
+template <int T, int NT, int R, bool ST>
+__global__ void __launch_bounds__(32 * GEMV_WARPS, ST ? 2 : 3) gemv_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                  const float *xs, int lg)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int G = 1 << lg, S = 32 >> lg, l = lane & (G - 1), slot = lane >> lg;
     const int64_t units = mm.in / gv_traits<T>::per_unit, nb = mm.in / 32;
     const int64_t r0 = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * R * S + slot;
-    // G is a multiple of the units per block: a lane's position in the
-    // block stays the same along the row.
-    const int i = l % gv_traits<T>::units;
     for (int64_t j0 = (int64_t)blockIdx.y * NT; j0 < mm.ncols; j0 += (int64_t)gridDim.y * NT) {
         const int nt = mm.ncols - j0 < NT ? (int)(mm.ncols - j0) : NT;
         const int64_t e = mm.expert != NULL ? mm.expert[j0] : 0;
@@ -233,30 +364,10 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, 3) gemv_kernel(cu_mm mm, cons
             for (int q = 0; q < R; q++)
                 acc[q][t] = 0.0f;
         }
-        gv_unit cur[R];
-        if (l < units) {
-#pragma unroll
-            for (int q = 0; q < R; q++)
-                gv_load<T>(w[q], l, i, cur[q]);
-        }
-        for (int64_t u = l; u < units; u += G) {
-            // the next unit's loads go out before this one is multiplied
-            gv_unit nxt[R];
-            const bool more = u + G < units;
-            if (more) {
-#pragma unroll
-                for (int q = 0; q < R; q++)
-                    gv_load<T>(w[q], u + G, i, nxt[q]);
-            }
-#pragma unroll
-            for (int q = 0; q < R; q++)
-                gv_mul<T, NT>(cur[q], u, i, xqs, xds, xss, nt, acc[q]);
-            if (more) {
-#pragma unroll
-                for (int q = 0; q < R; q++)
-                    cur[q] = nxt[q];
-            }
-        }
+        if constexpr (ST)
+            gv_staged<T, NT, R>(w, mm.in, lane, xqs, xds, xss, nt, acc);
+        else
+            gv_direct<T, NT, R>(w, units, l, G, xqs, xds, xss, nt, acc);
 #pragma unroll
         for (int q = 0; q < R; q++) {
             const int64_t r = r0 + (int64_t)q * S;
@@ -275,6 +386,21 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, 3) gemv_kernel(cu_mm mm, cons
 // Rows per group by columns: fewer when each unit feeds more columns (the
 // accumulators and activations then take the registers).
 template <int NT> struct gv_rows { static const int R = NT == 1 ? 4 : NT == 2 ? 2 : NT == 4 ? 2 : 1; };
+
+// Whether the staged path takes the product: Q8_0/Q6_K, whole stages per
+// row, every row start 16-byte aligned.
+static bool gv_staged_ok(const cu_mm *mm)
+{
+    int64_t elems;
+    if (mm->type == SI_TYPE_Q8_0)
+        elems = gv_stage<SI_TYPE_Q8_0>::ELEMS;
+    else if (mm->type == SI_TYPE_Q6_K)
+        elems = gv_stage<SI_TYPE_Q6_K>::ELEMS;
+    else
+        return false;
+    return mm->in % elems == 0 && (uintptr_t)mm->w % 16 == 0 && mm->row_bytes % 16 == 0 &&
+           mm->expert_bytes % 16 == 0 && (mm->w2 == NULL || (uintptr_t)mm->w2 % 16 == 0);
+}
 
 // log2 of the lanes per row: 32, or fewer when a row has fewer units
 // (never below one block's units, so a lane's position in the block stays
@@ -301,7 +427,14 @@ static cudaError_t gemv_go(const cu_mm *mm, const int8_t *xq, const float *xd, c
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    gemv_kernel<T, NT, R><<<dim3((unsigned)gx, (unsigned)gy), 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
+    const dim3 grid((unsigned)gx, (unsigned)gy);
+    if constexpr (T == SI_TYPE_Q8_0 || T == SI_TYPE_Q6_K) {
+        if (gv_staged_ok(mm)) {
+            gemv_kernel<T, NT, R, true><<<grid, 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
+            return cudaGetLastError();
+        }
+    }
+    gemv_kernel<T, NT, R, false><<<grid, 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
     return cudaGetLastError();
 }
 
