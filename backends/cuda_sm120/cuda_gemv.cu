@@ -71,10 +71,21 @@ __device__ __forceinline__ void gv_lds16_a2(const uint8_t *p, uint32_t v[4])
     v[3] = __funnelshift_r(w[3], w4, sh);
 }
 
-// Q8_0/Q6_K unit i of the block at B in shared memory (the staged path).
+// Unit i of the block at B in shared memory (the staged path; the block
+// is 16-byte aligned for Q4_K/Q5_K, 2-byte for Q8_0/Q6_K).
 template <int T> __device__ __forceinline__ void gv_load_smem(const uint8_t *B, int i, gv_unit &w)
 {
-    if (T == SI_TYPE_Q8_0) {
+    if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
+        const int g = i >> 1, h = i & 1;
+        const uint4 hd = *(const uint4 *)B;
+        const uint4 qv = *(const uint4 *)(B + (T == SI_TYPE_Q4_K ? 16 : 48) + 32 * g + 16 * h);
+        w.h[0] = hd.x; w.h[1] = hd.y; w.h[2] = hd.z; w.h[3] = hd.w;
+        w.q[0] = qv.x; w.q[1] = qv.y; w.q[2] = qv.z; w.q[3] = qv.w;
+        if (T == SI_TYPE_Q5_K) {
+            const uint4 xv = *(const uint4 *)(B + 16 + 16 * h);
+            w.x[0] = xv.x; w.x[1] = xv.y; w.x[2] = xv.z; w.x[3] = xv.w;
+        }
+    } else if (T == SI_TYPE_Q8_0) {
         gv_lds16_a2(B + 2 + 16 * i, w.q);
         w.s = *(const unsigned short *)B;
     } else {
@@ -231,17 +242,20 @@ __device__ __forceinline__ const uint8_t *gv_row(const cu_mm &mm, int64_t r, int
     return base + (uint64_t)r * mm.row_bytes + (uint64_t)e * mm.expert_bytes;
 }
 
-// The staged path of Q8_0/Q6_K, whose blocks (34/210 bytes) are only
-// 2-byte aligned: unit by unit they take five 4-byte loads each, and the
-// L1 lookups of those scattered words, not DRAM, would set the pace.  So
-// the warp copies a stage of SB blocks per row (544/1680 bytes, whole
-// 16-byte words: rows 16-aligned) with coalesced 16-byte loads into its
-// shared memory, and the lanes decode their units from there; the next
-// stage's loads are in flight meanwhile.  A lane takes units l, l+32, ...
-// in the same order as the direct path (same sums, bit for bit).
+// The staged path.  Q8_0/Q6_K blocks (34/210 bytes) are only 2-byte
+// aligned: unit by unit they take five 4-byte loads each, and the L1
+// lookups of those scattered words, not DRAM, would set the pace; and a
+// unit-by-unit prefetch keeps only one unit per row in flight.  So the
+// warp copies a stage of SB blocks per row (whole 16-byte words: rows
+// 16-aligned; Q8_0 544 bytes, Q4_K 1152, Q5_K 1408, Q6_K 1680) with
+// coalesced 16-byte loads into its shared memory, and the lanes decode
+// their units from there while the next stage's loads (R rows' worth) are
+// in flight, in fewer registers than two units per row.  A lane takes
+// units l, l+32, ... in the same order as the direct path (same sums, bit
+// for bit).
 template <int T> struct gv_stage {
     static const int SB = T == SI_TYPE_Q8_0 ? 16 : 8;                        // blocks per row and stage
-    static const int BYTES = SB * gv_traits<T>::bytes, N16 = BYTES / 16;     // 544 / 1680 bytes
+    static const int BYTES = SB * gv_traits<T>::bytes, N16 = BYTES / 16;
     static const int NV = (N16 + 31) / 32;                                   // 16-byte words per lane
     static const int UPL = SB * gv_traits<T>::units / 32;                    // units per lane: 1 / 2
     static const int ELEMS = SB * (T == SI_TYPE_Q8_0 ? 32 : 256);            // row elements per stage
@@ -332,8 +346,7 @@ __device__ __forceinline__ void gv_direct(const uint8_t *const w[R], int64_t uni
 }
 
 // Groups of G = 1 << lg lanes; a warp holds 32 / G groups, each R rows.
-// Column j reads quantised column j / x_div.  ST: the staged path (Q8_0,
-// Q6_K; G = 32).
+// Column j reads quantised column j / x_div.  ST: the staged path (G = 32).
 template <int T, int NT, int R, bool ST>
 __global__ void __launch_bounds__(32 * GEMV_WARPS, ST ? 2 : 3) gemv_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                                   const float *xs, int lg)
@@ -387,18 +400,13 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, ST ? 2 : 3) gemv_kernel(cu_mm
 // accumulators and activations then take the registers).
 template <int NT> struct gv_rows { static const int R = NT == 1 ? 4 : NT == 2 ? 2 : NT == 4 ? 2 : 1; };
 
-// Whether the staged path takes the product: Q8_0/Q6_K, whole stages per
-// row, every row start 16-byte aligned.
+// Whether the staged path takes the product: whole stages per row, every
+// row start 16-byte aligned (and the bench's A/B switch off).
 static bool gv_staged_ok(const cu_mm *mm)
 {
-    int64_t elems;
-    if (mm->type == SI_TYPE_Q8_0)
-        elems = gv_stage<SI_TYPE_Q8_0>::ELEMS;
-    else if (mm->type == SI_TYPE_Q6_K)
-        elems = gv_stage<SI_TYPE_Q6_K>::ELEMS;
-    else
-        return false;
-    return mm->in % elems == 0 && (uintptr_t)mm->w % 16 == 0 && mm->row_bytes % 16 == 0 &&
+    const int64_t elems = mm->type == SI_TYPE_Q8_0 ? gv_stage<SI_TYPE_Q8_0>::ELEMS   // 512
+                                                   : gv_stage<SI_TYPE_Q4_K>::ELEMS;  // 2048, every K-type
+    return !mm->gemv_direct && mm->in % elems == 0 && (uintptr_t)mm->w % 16 == 0 && mm->row_bytes % 16 == 0 &&
            mm->expert_bytes % 16 == 0 && (mm->w2 == NULL || (uintptr_t)mm->w2 % 16 == 0);
 }
 
@@ -428,13 +436,10 @@ static cudaError_t gemv_go(const cu_mm *mm, const int8_t *xq, const float *xd, c
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
     const dim3 grid((unsigned)gx, (unsigned)gy);
-    if constexpr (T == SI_TYPE_Q8_0 || T == SI_TYPE_Q6_K) {
-        if (gv_staged_ok(mm)) {
-            gemv_kernel<T, NT, R, true><<<grid, 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
-            return cudaGetLastError();
-        }
-    }
-    gemv_kernel<T, NT, R, false><<<grid, 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
+    if (gv_staged_ok(mm))
+        gemv_kernel<T, NT, R, true><<<grid, 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
+    else
+        gemv_kernel<T, NT, R, false><<<grid, 32 * GEMV_WARPS, 0, s>>>(*mm, xq, xd, xs, lg);
     return cudaGetLastError();
 }
 

@@ -75,6 +75,7 @@ typedef struct cu_mm {
     int64_t        ncols;
     const uint8_t *w2;           /* device or NULL: stacked second matrix  */
     int64_t        rows_split;   /* w2: rows below come from w             */
+    bool           gemv_direct;  /* v2 GEMV: never staged (bench A/B only) */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);

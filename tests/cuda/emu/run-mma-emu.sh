@@ -91,12 +91,10 @@ template <int T, int NT> static void emu_gemv_t(const cu_mm *mm, const int8_t *x
     const int64_t per_block = (int64_t)GEMV_WARPS * R * (32 >> lg);
     const unsigned gx = (unsigned)((mm->rows + per_block - 1) / per_block);
     if (gy == 0) gy = (unsigned)((mm->ncols + NT - 1) / NT);
-    if constexpr (T == SI_TYPE_Q8_0 || T == SI_TYPE_Q6_K) {
-        if (gv_staged_ok(mm)) {
-            if (getenv("EMU_SAY")) printf("  (staged)\n");
-            emu_launch(dim3(gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, true>(*mm, xq, xd, xs, lg); });
-            return;
-        }
+    if (gv_staged_ok(mm)) {
+        if (getenv("EMU_SAY")) printf("  (staged)\n");
+        emu_launch(dim3(gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, true>(*mm, xq, xd, xs, lg); });
+        return;
     }
     emu_launch(dim3(gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, false>(*mm, xq, xd, xs, lg); });
 }
@@ -164,7 +162,7 @@ plant() {
 }
 plant_checks() {
     plant no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
-    plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "" q4_k 37 2048 1
+    plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
     plant staged-no-syncwarp 's/__syncwarp();   \/\/ every lane is done with the previous stage/;/' "" q8_0 37 2048 1
     [ "$1" = all ] || return 0
     plant q6-offset 's/- 32 \* gv_xsum(x1)/- 31 * gv_xsum(x1)/' "" q6_k 37 512 2
@@ -173,6 +171,7 @@ plant_checks() {
     plant no-stack 's/r >= mm.rows_split/r > mm.rows/' "EMU_STACK=1" q8_0 41 512 1
     plant scale-hi 's/int b = 8 \* (j - 4)/int b = 8 * (j - 3)/' "" q4_k 19 512 1
     plant staged-next 's/(st + 1) \* S::BYTES/st * S::BYTES/' "" q6_k 21 4096 1
+    plant staged-q5-qh 's/B + 16 + 16 \* h);$/B + 16);/' "" q5_k 21 2048 1
     plant staged-q6-scale 's/scs\[k + 2 \* (s + 2)\] << 24/scs[k + 2 * s] << 24/' "" q6_k 21 2048 1
 }
 # the dp4a decode GEMV v1 (EMU_KERNEL=dp4a: <= 8 columns) against the same
@@ -191,11 +190,14 @@ for t in q4_k q5_k q6_k q8_0; do
     EMU_STACK=1 gemv $t 41 512 1; EMU_STACK=1 EMU_EXPERTS=4 gemv $t 30 1024 8 8
 done
 gemv q8_0 5 32 1; gemv q8_0 67 96 2; gemv q8_0 9 352 5
-# the staged path of Q8_0 (in % 512) and Q6_K (in % 2048): several stages,
-# experts, stacking, ncols 2/8 (Q8_0 in 512/2560 and Q6_K 2048 above too)
-for n in 1 2 5; do EMU_SAY=1 gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; done
-EMU_EXPERTS=6 gemv q6_k 17 2048 8; EMU_EXPERTS=6 gemv q8_0 17 1024 8 4
-EMU_STACK=1 gemv q6_k 26 2048 1; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
+# the staged path (in % 2048; Q8_0 in % 512): several stages, experts,
+# stacking, ncols 2/5/8 (in 2048/2560 above too); and the direct path at
+# the same widths (EMU_DIRECT)
+for n in 1 2 5; do EMU_SAY=1 gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; gemv q4_k 21 4096 $n; done
+for t in q4_k q5_k q6_k q8_0; do
+    EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_STACK=1 gemv $t 26 4096 1; EMU_DIRECT=1 gemv $t 23 4096 2
+done
+EMU_EXPERTS=6 gemv q8_0 17 1024 8 4; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
 if [ "$2" = quick ]; then
     [ "$PLANT" = no ] || plant_checks
 
