@@ -3,12 +3,12 @@
 # (cuda_mma.cu) and the activation quantiser (cuda_mmq.cu quant_x_kernel)
 # under the host emulation with the PTX of ptx_emu.h, against the cpu
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
-# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~20 s).
+# Needs gcc/g++ (x86-64).  ~6 min on 2 cores (quick: ~45 s).
 # The EMU_DRIFT runs let warps drift apart between block barriers: with
 # either __syncthreads of mma_kernel's loop removed they FAIL (checked).
 # The decode GEMVs: v1 (cuda_mmq.cu) and v2 (cuda_gemv.cu, every type,
 # ncols 1..8, experts, stacked matrices), and bugs planted into v2 that
-# must be caught (quick: 3 of them; PLANT=no skips them).
+# must be caught (quick: 2 of them; PLANT=no skips them).
 # Usage: run-mma-emu.sh [builddir] [quick]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -162,9 +162,9 @@ plant() {
 }
 plant_checks() {
     plant no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
-    plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
     plant staged-no-syncwarp 's/__syncwarp();   \/\/ every lane is done with the previous stage/;/' "" q8_0 37 2048 1
     [ "$1" = all ] || return 0
+    plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
     plant q6-offset 's/- 32 \* gv_xsum(x1)/- 31 * gv_xsum(x1)/' "" q6_k 37 512 2
     plant store-guard 's/t < nt \&\& r < mm.rows)/t < nt)/' "" q4_k 37 512 1
     plant no-expert 's/mm.expert\[j0\] : 0/0 : 0/' "EMU_EXPERTS=5" q4_k 33 512 8
@@ -181,26 +181,28 @@ for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2
 dp4a q4_k 20 256 6 3
 # v2 (EMU_KERNEL=gemv): every type, ncols 1..8, odd rows, rows of 8/16/32+
 # lanes (in 256, 512, 2048+; Q8_0 in 32..), per-column experts, stacked
-# matrices, the column loop (GY 1)
+# matrices, the column loop (GY 1); the staged path (in % 2048; Q8_0
+# in % 512: several stages, experts, stacking) and the direct path at the
+# same widths (EMU_DIRECT).  Quick: a few of each kind.
 gemv() { EMU_KERNEL=gemv "$out/mma_emu" "$@" || rc=1; }
 for t in q4_k q5_k q6_k q8_0; do
-    for n in 1 2 3 4 5 8; do gemv $t 37 512 $n; done
-    gemv $t 7 256 1; gemv $t 45 2560 6; gemv $t 19 2048 7 2 1
-    EMU_EXPERTS=5 gemv $t 33 512 8; EMU_EXPERTS=3 gemv $t 17 256 3 3
-    EMU_STACK=1 gemv $t 41 512 1; EMU_STACK=1 EMU_EXPERTS=4 gemv $t 30 1024 8 8
-done
-gemv q8_0 5 32 1; gemv q8_0 67 96 2; gemv q8_0 9 352 5
-# the staged path (in % 2048; Q8_0 in % 512): several stages, experts,
-# stacking, ncols 2/5/8 (in 2048/2560 above too); and the direct path at
-# the same widths (EMU_DIRECT)
-for n in 1 2 5; do EMU_SAY=1 gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; gemv q4_k 21 4096 $n; done
-for t in q4_k q5_k q6_k q8_0; do
+    gemv $t 37 512 1; gemv $t 37 512 5; EMU_EXPERTS=3 gemv $t 17 256 3 3
     EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_STACK=1 gemv $t 26 4096 1; EMU_DIRECT=1 gemv $t 23 4096 2
 done
-EMU_EXPERTS=6 gemv q8_0 17 1024 8 4; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
+gemv q8_0 5 32 1; gemv q8_0 9 352 5; EMU_SAY=1 gemv q6_k 21 4096 2
+if [ "$2" != quick ]; then
+    for t in q4_k q5_k q6_k q8_0; do
+        for n in 2 3 4 8; do gemv $t 37 512 $n; done
+        gemv $t 7 256 1; gemv $t 45 2560 6; gemv $t 19 2048 7 2 1
+        EMU_EXPERTS=5 gemv $t 33 512 8
+        EMU_STACK=1 gemv $t 41 512 1; EMU_STACK=1 EMU_EXPERTS=4 gemv $t 30 1024 8 8
+    done
+    gemv q8_0 67 96 2
+    for n in 1 2 5; do gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; gemv q4_k 21 4096 $n; done
+    EMU_EXPERTS=6 gemv q8_0 17 1024 8 4; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
+fi
 if [ "$2" = quick ]; then
     [ "$PLANT" = no ] || plant_checks
-
     run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
     EMU_DRIFT=1 run q5_k 77 2048 70 1 1
     exit $rc
