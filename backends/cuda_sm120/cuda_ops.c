@@ -541,10 +541,11 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     if (n == 0)
         return SI_OK;
     const size_t f = sizeof(float);
+    const size_t gu_n = (size_t)(NK * 2 * F + (d.shared ? n * 2 * Fs : 0));
     size_t bytes = rnd((size_t)(n * E) * f) + rnd((size_t)NK * sizeof(int32_t)) + rnd((size_t)NK * f) +
-                   rnd((size_t)(NK * 2 * F) * f) + rnd((size_t)(NK * H) * f);
+                   rnd(gu_n * f) + rnd((size_t)(NK * H) * f);
     if (d.shared)
-        bytes += rnd((size_t)(n * 2 * Fs) * f) + rnd((size_t)(n * H) * f) + rnd((size_t)n * f);
+        bytes += rnd((size_t)(n * H) * f) + rnd((size_t)n * f);
     void *ws = cu_ws_reserve(b, bytes, err);
     if (ws == NULL)
         return SI_ENOMEM;
@@ -552,14 +553,15 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     float *logits = take(&cv, (size_t)(n * E) * f);
     int32_t *sel = take(&cv, (size_t)NK * sizeof(int32_t));
     float *wts = take(&cv, (size_t)NK * f);
-    /* gate and up side by side per column ([NK][2F]; the shared expert's
-     * [n][2Fs]): one launch makes both, SwiGLU leaves the product in the
-     * gate half, which the down projection reads with stride 2F. */
-    float *gu = take(&cv, (size_t)(NK * 2 * F) * f);
+    /* gate and up side by side per column ([NK][2F], then the shared
+     * expert's [n][2Fs] right after): one launch makes both, SwiGLU leaves
+     * the product in the gate half, which the down projection reads with
+     * stride 2F (one SwiGLU launch for both when F == Fs). */
+    float *gu = take(&cv, gu_n * f);
     float *y = take(&cv, (size_t)(NK * H) * f);
     float *gus = NULL, *ys = NULL, *gamma = NULL;
     if (d.shared) {
-        gus = take(&cv, (size_t)(n * 2 * Fs) * f);
+        gus = gu + NK * 2 * F;
         ys = take(&cv, (size_t)(n * H) * f);
         gamma = take(&cv, (size_t)n * f);
     }
@@ -583,14 +585,18 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
             rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, err);
     }
     /* 4. down projections (their inputs are scratch: slot 1) */
+    const bool one_act = d.shared && Fs == F;
     if (rc == SI_OK)
-        rc = launched(si_cu_swiglu_rows(gu, (uint64_t)(2 * F), gu + F, (uint64_t)(2 * F), NK, F, s), "MOE", err);
+        rc = launched(si_cu_swiglu_rows(gu, (uint64_t)(2 * F), gu + F, (uint64_t)(2 * F), one_act ? NK + n : NK, F, s),
+                      "MOE", err);
     if (rc == SI_OK) {
         mm = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
         rc = mm_run(b, &mm, 1, err);
     }
     if (rc == SI_OK && d.shared) {
-        rc = launched(si_cu_swiglu_rows(gus, (uint64_t)(2 * Fs), gus + Fs, (uint64_t)(2 * Fs), n, Fs, s), "MOE", err);
+        if (!one_act)
+            rc = launched(si_cu_swiglu_rows(gus, (uint64_t)(2 * Fs), gus + Fs, (uint64_t)(2 * Fs), n, Fs, s), "MOE",
+                          err);
         if (rc == SI_OK) {
             mm = mm_of(W[8], 0, gus, 2 * Fs, 1, ys, H, n, H, NULL);
             rc = mm_run(b, &mm, 1, err);
