@@ -400,6 +400,12 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, ST ? 2 : 3) gemv_kernel(cu_mm
 // accumulators and activations then take the registers).
 template <int NT> struct gv_rows { static const int R = NT == 1 ? 4 : NT == 2 ? 2 : NT == 4 ? 2 : 1; };
 
+// One column, small products (a 512-row k/v projection, the expert down
+// projections of a few tokens): 4 rows a group would leave too few warps
+// to fill the GPU (about 16 per SM on 132 SMs), so 1 row a group there.
+// cu_mm.gemv_rows (1 or 4) forces either (bench A/B).
+#define GV_MIN_WARPS 1024
+
 // Whether the staged path takes the product: whole stages per row, every
 // row start 16-byte aligned (and the bench's A/B switch off).
 static bool gv_staged_ok(const cu_mm *mm)
@@ -423,16 +429,33 @@ static int gv_lanes_log2(const cu_mm *mm)
     return lg;
 }
 
+// Blocks along the rows and the columns for R rows a group.
+static void gv_grid(const cu_mm *mm, int NT, int R, int lg, int64_t *gx, int64_t *gy)
+{
+    const int64_t per_block = (int64_t)GEMV_WARPS * R * (32 >> lg);
+    *gx = (mm->rows + per_block - 1) / per_block;
+    *gy = (mm->ncols + NT - 1) / NT;
+    if (*gy > 65535)
+        *gy = 65535;   // the kernel loops over the rest
+}
+
+// Rows a group for one column: 4, or 1 for small products (GV_MIN_WARPS).
+static int gv_rows1(const cu_mm *mm, int lg)
+{
+    if (mm->gemv_rows == 1 || mm->gemv_rows == 4)
+        return mm->gemv_rows;
+    int64_t gx, gy;
+    gv_grid(mm, 1, 4, lg, &gx, &gy);
+    return gx * gy * GEMV_WARPS < GV_MIN_WARPS ? 1 : 4;
+}
+
 // ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts from here to gemv_ok)
-template <int T, int NT>
+template <int T, int NT, int R>
 static cudaError_t gemv_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    const int R = gv_rows<NT>::R, lg = gv_lanes_log2(mm);
-    const int64_t per_block = (int64_t)GEMV_WARPS * R * (32 >> lg);
-    const int64_t gx = (mm->rows + per_block - 1) / per_block;
-    int64_t gy = (mm->ncols + NT - 1) / NT;
-    if (gy > 65535)
-        gy = 65535;   // the kernel loops over the rest
+    const int lg = gv_lanes_log2(mm);
+    int64_t gx, gy;
+    gv_grid(mm, NT, R, lg, &gx, &gy);
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
     const dim3 grid((unsigned)gx, (unsigned)gy);
@@ -447,12 +470,13 @@ template <int T>
 static cudaError_t gemv_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     if (mm->expert != NULL || mm->ncols == 1)
-        return gemv_go<T, 1>(mm, xq, xd, xs, s);
+        return gv_rows1(mm, gv_lanes_log2(mm)) == 1 ? gemv_go<T, 1, 1>(mm, xq, xd, xs, s)
+                                                     : gemv_go<T, 1, gv_rows<1>::R>(mm, xq, xd, xs, s);
     if (mm->ncols == 2)
-        return gemv_go<T, 2>(mm, xq, xd, xs, s);
+        return gemv_go<T, 2, gv_rows<2>::R>(mm, xq, xd, xs, s);
     if (mm->ncols <= 4)
-        return gemv_go<T, 4>(mm, xq, xd, xs, s);
-    return gemv_go<T, 8>(mm, xq, xd, xs, s);
+        return gemv_go<T, 4, gv_rows<4>::R>(mm, xq, xd, xs, s);
+    return gemv_go<T, 8, gv_rows<8>::R>(mm, xq, xd, xs, s);
 }
 
 extern "C" bool si_cu_gemv_ok(const cu_mm *mm)

@@ -76,6 +76,8 @@ typedef struct cu_mm {
     const uint8_t *w2;           /* device or NULL: stacked second matrix  */
     int64_t        rows_split;   /* w2: rows below come from w             */
     bool           gemv_direct;  /* v2 GEMV: never staged (bench A/B only) */
+    int            gemv_rows;    /* v2, one column: rows a lane group, 1 or
+                                  * 4 (bench A/B only; 0: by size)        */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);

@@ -6,8 +6,10 @@
  *   make tests/cuda/bench_gemv && tests/cuda/bench_gemv [reps]
  *
  * Per case (the 9b and 35b-a3b decode shapes, each type, ncols 1, 2, 8):
- * v2 as the backend runs it, v2 kept off its staged path (v2-direct: the
- * same as v2 where rows are not whole stages) and v1; the median of `reps` (default 25, >= 20) timed launches after 3 warm-up
+ * v2 as the backend runs it and v1, then, for picking v2's defaults, the
+ * GB/s of v2 kept off its staged path ("direct": the same as v2 where
+ * rows are not whole stages) and, at one column, with 1 and 4 rows a lane
+ * group ("R=1", "R=4"; v2 takes 1 for small products); the median of `reps` (default 25, >= 20) timed launches after 3 warm-up
  * ones, each launch timed alone with CUDA events after a 256 MiB memset
  * that flushes the 50 MB L2, so the weights always come from HBM; GB/s is
  * weight bytes over that time.  Then the MoE decode products of 35b-a3b
@@ -165,11 +167,13 @@ typedef struct dense_ctx {
     xq_set *x;
 } dense_ctx;
 
-/* v: 1 = v1, 2 = v2, 3 = v2 kept off its staged path */
+/* v: 1 = v1, 2 = v2 as the backend runs it, 3 = v2 kept off its staged
+ * path, 4/5 = v2 with 1/4 rows a lane group (one column) */
 static void run_dense(void *p, int v)
 {
     dense_ctx *c = p;
     c->mm.gemv_direct = v == 3;
+    c->mm.gemv_rows = v == 4 ? 1 : v == 5 ? 4 : 0;
     int e = v >= 2 ? si_cu_matmul_q8(&c->mm, c->x->q, c->x->d, c->x->s, NULL)
                    : si_cu_matmul_q8_v1(&c->mm, c->x->q, c->x->d, c->x->s, NULL);
     CK((cudaError_t)e);
@@ -210,18 +214,26 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
                         .x_div = 1, .x_stride = in, .y = y1, .y_stride = rows, .ncols = nc };
         const float us1 = time_median(run_dense, &c, 1);
         c.mm.y = y2;
-        const float us3 = time_median(run_dense, &c, 3);
-        CK(cudaDeviceSynchronize());
-        const double rd3 = rel_diff(y2, y1, (size_t)(rows * nc));
-        const float us2 = time_median(run_dense, &c, 2);
-        CK(cudaDeviceSynchronize());
-        const double rd = fmax(rel_diff(y2, y1, (size_t)(rows * nc)), rd3);
+        /* the variants of v2 (checked against v1 one by one), then v2 as
+         * the backend runs it, last, so y2 holds its result */
+        static const int vs[] = { 3, 4, 5, 2 };
+        static const char *const vn[] = { "direct", "R=1", "R=4", "v2" };
+        float us[4];
+        double rd = 0;
+        for (int k2 = 0; k2 < 4; k2++) {
+            us[k2] = nc == 1 || vs[k2] < 4 ? time_median(run_dense, &c, vs[k2]) : 0.0f;
+            CK(cudaDeviceSynchronize());
+            rd = fmax(rd, rel_diff(y2, y1, (size_t)(rows * nc)));
+        }
         const bool ok = rd < 1e-4;
         g_bad += !ok;
-        printf("%-4s rows %6lld in %5lld ncols %lld: v2 %8.2f us %6.0f GB/s | v2-direct %8.2f us %6.0f GB/s | "
-               "v1 %8.2f us %6.0f GB/s | v2/v1 x%.2f  (%s; %.1f MB; v2-v1 %.1e%s)\n",
-               tname(t), (long long)rows, (long long)in, (long long)nc, us2, gb / (us2 * 1e-6), us3,
-               gb / (us3 * 1e-6), us1, gb / (us1 * 1e-6), us1 / us2, what, gb * 1e3, rd, ok ? "" : " MISMATCH");
+        printf("%-4s rows %6lld in %5lld ncols %lld: v2 %8.2f us %5.0f GB/s | v1 %8.2f us %5.0f GB/s | v2/v1 x%.2f |",
+               tname(t), (long long)rows, (long long)in, (long long)nc, us[3], gb / (us[3] * 1e-6), us1,
+               gb / (us1 * 1e-6), us1 / us[3]);
+        for (int k2 = 0; k2 < 3; k2++)
+            if (us[k2] > 0)
+                printf(" %s %.0f", vn[k2], gb / (us[k2] * 1e-6));
+        printf(" GB/s  (%s; %.1f MB; v2-v1 %.1e%s)\n", what, gb * 1e3, rd, ok ? "" : " MISMATCH");
         fflush(stdout);
         cudaFree(y1);
         cudaFree(y2);

@@ -1169,12 +1169,15 @@ END_TEST
 
 /* ---- MOE ------------------------------------------------------------------ */
 
-/* Experts and top-k of the MOE cases (test_moe_route widens them). */
+/* Experts and top-k of the MOE cases (test_moe_route widens them); the
+ * shared expert as wide as the routed ones (test_moe_fs_same; as in
+ * Qwen3.6-35B-A3B: one SwiGLU launch serves both). */
 static int64_t moe_E = 8, moe_K = 2;
+static bool moe_fs_same;
 
 static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F, bool dp4a)
 {
-    const int64_t E = moe_E, K = moe_K, Fs = 2 * F;   /* a width unlike F, whole blocks */
+    const int64_t E = moe_E, K = moe_K, Fs = moe_fs_same ? F : 2 * F;   /* (default) a width unlike F, whole blocks */
     dt h, router, gate, up, down, sgi, sg, su, sd, y;
     dt_rand(p, &h, SI_TYPE_F32, H, n, 1, 1.0f);
     dt_rand(p, &router, SI_TYPE_F32, H, E, 1, 1.0f);   /* well separated router logits */
@@ -1275,6 +1278,25 @@ static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n
     dt_free(p, &x);
     dt_free(p, &y);
 }
+
+START_TEST(test_moe_fs_same)
+{
+    moe_fs_same = true;
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a");
+    for (int fused = 0; fused < 2; fused++) {
+        moe_case_tol(&p, SI_TYPE_Q4_K, fused, true, 1, 256, 256, true);
+        moe_case_tol(&p, SI_TYPE_Q8_0, fused, true, 5, 256, 64, true);
+        moe_case_tol(&p, SI_TYPE_Q6_K, fused, true, 33, 256, 256, true);
+    }
+    pair_close(&p);
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    moe_case(&p, SI_TYPE_F32, false, true, 3, 64, 32);
+    moe_case(&p, SI_TYPE_Q4_K, true, true, 1, 256, 256);
+    pair_close(&p);
+    moe_fs_same = false;
+}
+END_TEST
 
 START_TEST(test_gemv_ab)
 {
@@ -1525,6 +1547,7 @@ int main(void)
     tcase_add_test(tc, test_moe_route);   /* the cases above keep their random draws */
     tcase_add_test(tc, test_gemv_v1);
     tcase_add_test(tc, test_gemv_ab);
+    tcase_add_test(tc, test_moe_fs_same);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

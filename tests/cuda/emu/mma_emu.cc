@@ -19,7 +19,8 @@
 // expert (random of E; the MOE products) and EMU_STACK=1 stacks a second
 // matrix (another allocation) under rows [rows/2, rows) through cu_mm.w2
 // (v2 only), as moe_exec's gate+up launch does; EMU_DIRECT=1 keeps v2 off
-// its staged path (cu_mm.gemv_direct).
+// its staged path (cu_mm.gemv_direct), EMU_ROWS=1|4 sets its rows per
+// lane group at one column (cu_mm.gemv_rows; small cases pick 1 by size).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 #include "ptx_emu.h"
@@ -195,6 +196,7 @@ int main(int argc, char **argv)
     if (n_exp > 0) { mm.expert = expert_dev.data(); mm.expert_bytes = (uint64_t)ebytes; }
     if (stack) { mm.w2 = w2; mm.rows_split = split; }
     mm.gemv_direct = getenv("EMU_DIRECT") != NULL;   // v2 without its staged path
+    mm.gemv_rows = getenv("EMU_ROWS") ? atoi(getenv("EMU_ROWS")) : 0;   // v2, one column: 1 or 4 rows a group
     const bool ok_kernel = gemv ? si_cu_gemv_ok(&mm) : dp4a ? si_cu_mmq_ok(&mm) && !stack : si_cu_mma_ok(&mm) && !stack && n_exp == 0;
     if (!ok_kernel) { printf("  %s refuses it\n", gemv ? "si_cu_gemv_ok" : dp4a ? "si_cu_mmq_ok" : "si_cu_mma_ok"); return 2; }
     unsigned gy = (unsigned)((ncols + 63) / 64);

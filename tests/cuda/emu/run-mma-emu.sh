@@ -85,25 +85,27 @@ gemv_src() {
     sed -e '/^\/\/ ---- launchers/,/^extern "C" bool si_cu_gemv_ok/{/^extern "C" bool si_cu_gemv_ok/!d;}' \
         -e '/^extern "C" int si_cu_matmul_q8/,$d' "$src/cuda_gemv.cu"
     cat <<'EOT'
-template <int T, int NT> static void emu_gemv_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
+template <int T, int NT, int R> static void emu_gemv_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
 {
-    const int R = gv_rows<NT>::R, lg = gv_lanes_log2(mm);
-    const int64_t per_block = (int64_t)GEMV_WARPS * R * (32 >> lg);
-    const unsigned gx = (unsigned)((mm->rows + per_block - 1) / per_block);
-    if (gy == 0) gy = (unsigned)((mm->ncols + NT - 1) / NT);
-    if (gv_staged_ok(mm)) {
-        if (getenv("EMU_SAY")) printf("  (staged)\n");
-        emu_launch(dim3(gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, true>(*mm, xq, xd, xs, lg); });
-        return;
-    }
-    emu_launch(dim3(gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, false>(*mm, xq, xd, xs, lg); });
+    const int lg = gv_lanes_log2(mm);
+    int64_t gx, gy0;
+    gv_grid(mm, NT, R, lg, &gx, &gy0);
+    if (gy == 0) gy = (unsigned)gy0;
+    if (getenv("EMU_SAY")) printf("  (R %d, lanes %d%s)\n", R, 1 << lg, gv_staged_ok(mm) ? ", staged" : "");
+    if (gv_staged_ok(mm))
+        emu_launch(dim3((unsigned)gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, true>(*mm, xq, xd, xs, lg); });
+    else
+        emu_launch(dim3((unsigned)gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, false>(*mm, xq, xd, xs, lg); });
 }
 template <int T> static void emu_gemv_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
 {
-    if (mm->expert != NULL || mm->ncols == 1) emu_gemv_t<T, 1>(mm, xq, xd, xs, gy);
-    else if (mm->ncols == 2) emu_gemv_t<T, 2>(mm, xq, xd, xs, gy);
-    else if (mm->ncols <= 4) emu_gemv_t<T, 4>(mm, xq, xd, xs, gy);
-    else emu_gemv_t<T, 8>(mm, xq, xd, xs, gy);
+    if (mm->expert != NULL || mm->ncols == 1) {
+        if (gv_rows1(mm, gv_lanes_log2(mm)) == 1) emu_gemv_t<T, 1, 1>(mm, xq, xd, xs, gy);
+        else emu_gemv_t<T, 1, gv_rows<1>::R>(mm, xq, xd, xs, gy);
+    }
+    else if (mm->ncols == 2) emu_gemv_t<T, 2, gv_rows<2>::R>(mm, xq, xd, xs, gy);
+    else if (mm->ncols <= 4) emu_gemv_t<T, 4, gv_rows<4>::R>(mm, xq, xd, xs, gy);
+    else emu_gemv_t<T, 8, gv_rows<8>::R>(mm, xq, xd, xs, gy);
 }
 void emu_gemv(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
 {
@@ -166,7 +168,8 @@ plant_checks() {
     [ "$1" = all ] || return 0
     plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
     plant q6-offset 's/- 32 \* gv_xsum(x1)/- 31 * gv_xsum(x1)/' "" q6_k 37 512 2
-    plant store-guard 's/t < nt \&\& r < mm.rows)/t < nt)/' "" q4_k 37 512 1
+    plant store-guard 's/t < nt \&\& r < mm.rows)/t < nt)/' "EMU_ROWS=4" q4_k 37 512 1
+    plant row-slots 's/w\[q\] = gv_row(mm, r < mm.rows ? r : mm.rows - 1, e);/w[q] = gv_row(mm, r0 < mm.rows ? r0 : mm.rows - 1, e);/' "EMU_ROWS=4" q6_k 37 4096 1
     plant no-expert 's/mm.expert\[j0\] : 0/0 : 0/' "EMU_EXPERTS=5" q4_k 33 512 8
     plant no-stack 's/r >= mm.rows_split/r > mm.rows/' "EMU_STACK=1" q8_0 41 512 1
     plant scale-hi 's/int b = 8 \* (j - 4)/int b = 8 * (j - 3)/' "" q4_k 19 512 1
@@ -185,20 +188,25 @@ dp4a q4_k 20 256 6 3
 # in % 512: several stages, experts, stacking) and the direct path at the
 # same widths (EMU_DIRECT).  Quick: a few of each kind.
 gemv() { EMU_KERNEL=gemv "$out/mma_emu" "$@" || rc=1; }
+# (one column: 1 row a lane group at these sizes, EMU_ROWS=4 the 4 of
+# large products)
 for t in q4_k q5_k q6_k q8_0; do
-    gemv $t 37 512 1; gemv $t 37 512 5; EMU_EXPERTS=3 gemv $t 17 256 3 3
-    EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_STACK=1 gemv $t 26 4096 1; EMU_DIRECT=1 gemv $t 23 4096 2
+    gemv $t 37 512 1; EMU_ROWS=4 gemv $t 37 512 1; gemv $t 37 512 5; EMU_ROWS=4 EMU_EXPERTS=3 gemv $t 17 256 3 3
+    EMU_ROWS=4 EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_ROWS=4 EMU_STACK=1 gemv $t 26 4096 1
+    EMU_DIRECT=1 gemv $t 23 4096 2; EMU_DIRECT=1 EMU_ROWS=4 gemv $t 23 4096 1
 done
-gemv q8_0 5 32 1; gemv q8_0 9 352 5; EMU_SAY=1 gemv q6_k 21 4096 2
+gemv q8_0 5 32 1; gemv q8_0 9 352 5; EMU_SAY=1 gemv q6_k 21 4096 2; EMU_SAY=1 gemv q6_k 21 4096 1
 if [ "$2" != quick ]; then
     for t in q4_k q5_k q6_k q8_0; do
         for n in 2 3 4 8; do gemv $t 37 512 $n; done
-        gemv $t 7 256 1; gemv $t 45 2560 6; gemv $t 19 2048 7 2 1
-        EMU_EXPERTS=5 gemv $t 33 512 8
+        gemv $t 7 256 1; EMU_ROWS=4 gemv $t 7 256 1; gemv $t 45 2560 6; gemv $t 19 2048 7 2 1
+        EMU_EXPERTS=5 gemv $t 33 512 8; EMU_ROWS=4 EMU_EXPERTS=5 gemv $t 33 512 8
         EMU_STACK=1 gemv $t 41 512 1; EMU_STACK=1 EMU_EXPERTS=4 gemv $t 30 1024 8 8
+        EMU_ROWS=4 gemv $t 21 2048 1; gemv $t 21 2048 1; EMU_EXPERTS=6 gemv $t 17 2048 8
     done
     gemv q8_0 67 96 2
     for n in 1 2 5; do gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; gemv q4_k 21 4096 $n; done
+    EMU_ROWS=4 gemv q8_0 21 1536 1; EMU_ROWS=4 gemv q6_k 21 4096 1
     EMU_EXPERTS=6 gemv q8_0 17 1024 8 4; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
 fi
 if [ "$2" = quick ]; then
