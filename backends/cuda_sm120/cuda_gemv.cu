@@ -13,24 +13,28 @@
 //    taking units l, l+G, ...; the unit's position inside its block is then
 //    fixed per lane, so its scales are decoded from registers without any
 //    per-unit index arithmetic;
-//  - each group handles R rows at once: the activations of a unit are
-//    loaded once for R rows, and R independent 16-byte weight loads are
-//    issued back to back;
-//  - the next unit's weights (all R rows) are loaded before the current
-//    one is multiplied, so two sets of loads are in flight per lane;
+//  - each group handles R rows at once (4 at one column, or 1 where 4
+//    would leave too few warps to fill the GPU; 2/1 at more columns; see
+//    gv_rows, gv_rows1): the activations
+//    of a unit are loaded once for R rows, and R independent weight loads
+//    are issued back to back;
+//  - rows of whole stages (in % 2048; Q8_0 in % 512; 16-byte aligned
+//    rows) go through shared
+//    memory: a stage of 8 blocks per row (Q8_0 16) is copied with
+//    coalesced 16-byte loads while the previous one is multiplied
+//    (gv_staged), so a full stage of R rows is in flight per warp, and
+//    Q8_0/Q6_K's 2-byte aligned blocks cost no scattered 4-byte loads;
+//  - other rows load unit by unit (gv_direct), the next unit's weights
+//    before the current one is multiplied;
 //  - Q4_K/Q5_K read their 16-byte block header (d, dmin, 12 scale bytes)
 //    with one vector load (shared by the 8 lanes of a block) instead of
-//    byte loads;
-//  - Q8_0/Q6_K, whose blocks are only 2-byte aligned, go through shared
-//    memory in stages copied with coalesced 16-byte loads when the rows
-//    allow it (gv_staged), instead of five scattered 4-byte loads per
-//    unit.
+//    byte loads.
 // Rows past the end are computed on the last row (in bounds) and not
 // stored; no lane leaves early, so the shuffles always see the full warp.
 //
 // Two weight matrices of the same type and strides may be stacked in one
 // launch (cu_mm.w2/rows_split: an expert's gate and up projections share
-// their input), which halves the launches of a MoE layer.
+// their input), which saves moe_exec two launches per op.
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"

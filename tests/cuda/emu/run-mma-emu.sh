@@ -3,7 +3,7 @@
 # (cuda_mma.cu) and the activation quantiser (cuda_mmq.cu quant_x_kernel)
 # under the host emulation with the PTX of ptx_emu.h, against the cpu
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
-# Needs gcc/g++ (x86-64).  ~6 min on 2 cores (quick: ~45 s).
+# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~50 s).
 # The EMU_DRIFT runs let warps drift apart between block barriers: with
 # either __syncthreads of mma_kernel's loop removed they FAIL (checked).
 # The decode GEMVs: v1 (cuda_mmq.cu) and v2 (cuda_gemv.cu, every type,
