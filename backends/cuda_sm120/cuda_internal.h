@@ -14,8 +14,11 @@
  *                   CUDA graphs; cuda_gsig.c their signatures and cache
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K
  *   cuda_matmul.cu  GEMV-style MATMUL (also the expert products of MOE)
- *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a),
- *                   and the activation quantiser both int8 paths share
+ *   cuda_mmq.cu     the same on int8 activations with __dp4a (matmul = dp4a,
+ *                   gemv = v1), and the activation quantiser both int8
+ *                   paths share
+ *   cuda_gemv.cu    the dp4a GEMV v2 (gemv = v2): many weight loads in
+ *                   flight per lane, stacked gate+up
  *   cuda_mma.cu     prefill MATMUL (> 8 columns) as an int8 tensor-core GEMM
  *                   (prefill_mm = mma)
  *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
@@ -59,7 +62,10 @@ bool si_cu_type_ok(uint32_t type);
 /* ---- MATMUL core -------------------------------------------------------
  * For every column j in [0, ncols) and weight row r in [0, rows):
  *   y[j*y_stride + r] = W_e[r] . x[(j / x_div)*x_stride + 0..in)
- * where W_e = w + e*expert_bytes, e = expert ? expert[j] : 0. */
+ * where W_e = w + e*expert_bytes, e = expert ? expert[j] : 0.
+ * w2 != NULL (only si_cu_matmul_q8 takes it; the ops split it for the
+ * others): rows [rows_split, rows) are rows 0.. of a second matrix at w2
+ * of the same type and strides (gate and up of an expert in one launch). */
 typedef struct cu_mm {
     const uint8_t *w;            /* device: row 0 of expert 0              */
     uint32_t       type;
@@ -72,6 +78,11 @@ typedef struct cu_mm {
     float         *y;            /* device                                 */
     int64_t        y_stride;     /* floats                                 */
     int64_t        ncols;
+    const uint8_t *w2;           /* device or NULL: stacked second matrix  */
+    int64_t        rows_split;   /* w2: rows below come from w             */
+    bool           gemv_direct;  /* v2 GEMV: never staged (bench A/B only) */
+    int            gemv_rows;    /* v2, one column: rows a lane group, 1 or
+                                  * 4 (bench A/B only; 0: by size)        */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);
@@ -89,7 +100,14 @@ int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, 
  * experts are given.  mm->x is ignored; column j reads quantised column
  * j / x_div. */
 bool si_cu_mmq_ok(const cu_mm *mm);
+/* v2 (cuda_gemv.cu, knob gemv = v2): rows in flight per lane group, the
+ * next unit's weights loaded ahead; takes w2 (si_cu_gemv_ok: mmq_ok and
+ * w2 aligned like w).  v1 (cuda_mmq.cu, gemv = v1): one warp per row, no
+ * w2.  Same integer terms; the f32 summation order differs for rows of
+ * fewer than 32 units. */
+bool si_cu_gemv_ok(const cu_mm *mm);
 int  si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 
 /* ---- int8 tensor-core MATMUL (cuda_mma.cu) ------------------------------
  * The same product as a GEMM (any ncols; meant for prefill, > 8 columns):

@@ -1,5 +1,6 @@
 // backends/cuda_sm120/cuda_mmq.cu — the decode GEMV on int8 activations
-// (knob matmul = dp4a): Q8_0, Q4_K, Q5_K, Q6_K weights.
+// (knob matmul = dp4a), v1 (knob gemv = v1; the default v2 is
+// cuda_gemv.cu): Q8_0, Q4_K, Q5_K, Q6_K weights.
 //
 // quant_x_kernel: every 32 consecutive activations of a column become
 //   int8 q = rint(x * (1/d)), d = max|x| / 127 (one f32 scale per 32, and
@@ -276,7 +277,7 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
     return (int)cudaGetLastError();
 }
 
-extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
+extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
     if (mm->rows <= 0 || mm->ncols <= 0)
         return 0;

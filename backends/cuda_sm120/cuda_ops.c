@@ -120,14 +120,30 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
 
 /* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
  * dense, more columns than the decode kernels take), else through dp4a
- * when the knob and the weight allow it, else the f32 kernel.  Column j
- * reads x column j / x_div (ncx columns). */
+ * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
+ * f32 kernel.  Column j reads x column j / x_div (ncx columns).  A stacked
+ * second matrix (mm->w2) is one launch on the v2 GEMV, two elsewhere. */
 static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
 {
     cu_mm m = *mm;
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
+    if (m.w2 != NULL && (mma || !b->mm_dp4a || !b->gemv_v2 || !si_cu_gemv_ok(&m))) {
+        cu_mm hi = m;
+        m.w2 = NULL;
+        m.rows = m.rows_split;
+        m.rows_split = 0;
+        hi.w = hi.w2;
+        hi.w2 = NULL;
+        hi.rows -= hi.rows_split;
+        hi.y += hi.rows_split;
+        hi.rows_split = 0;
+        /* (slot 1 is not cached: the second half quantises the same x
+         * again into the same place, after the first half on the stream) */
+        int rc = mm_run(b, &m, slot, err);
+        return rc == SI_OK ? mm_run(b, &hi, slot, err) : rc;
+    }
     if (!mma && (!b->mm_dp4a || !si_cu_mmq_ok(&m)))
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
@@ -138,6 +154,8 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
         return rc;
     if (mma)
         return launched(si_cu_matmul_mma(&m, q, d, s, b->stream), "MATMUL (int8 mma)", err);
+    if (!b->gemv_v2)
+        return launched(si_cu_matmul_q8_v1(&m, q, d, s, b->stream), "MATMUL (dp4a v1)", err);
     return launched(si_cu_matmul_q8(&m, q, d, s, b->stream), "MATMUL (dp4a)", err);
 }
 
@@ -554,6 +572,30 @@ static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64
     return mm;
 }
 
+/* Gate and up projections of the same input into gu [ncols][2*rows] (gate
+ * in the first `rows` of each column, up in the rest): one launch when the
+ * two matrices can be stacked (same type and strides: cu_mm.w2), else two. */
+static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const si_tensor *wu, uint64_t u_row,
+                       const float *x, int64_t x_stride, int64_t x_div, float *gu, int64_t ncols, int64_t rows,
+                       const int32_t *expert, si_err *err)
+{
+    cu_mm mm = mm_of(wg, g_row, x, x_stride, x_div, gu, 2 * rows, ncols, rows, expert);
+    cu_mm up = mm_of(wu, u_row, x, x_stride, x_div, gu + rows, 2 * rows, ncols, rows, expert);
+    if (up.w == mm.w + (uint64_t)rows * mm.row_bytes && up.type == mm.type && up.row_bytes == mm.row_bytes &&
+        up.expert_bytes == mm.expert_bytes) {
+        mm.rows = 2 * rows;   /* fused gate_up: already one matrix */
+        return mm_run(b, &mm, 0, err);
+    }
+    if (up.type == mm.type && up.row_bytes == mm.row_bytes && up.expert_bytes == mm.expert_bytes) {
+        mm.w2 = up.w;
+        mm.rows_split = rows;
+        mm.rows = 2 * rows;
+        return mm_run(b, &mm, 0, err);
+    }
+    int rc = mm_run(b, &mm, 0, err);
+    return rc == SI_OK ? mm_run(b, &up, 0, err) : rc;
+}
+
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     si_oc_moe_dims d;
@@ -562,10 +604,11 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     if (n == 0)
         return SI_OK;
     const size_t f = sizeof(float);
+    const size_t gu_n = (size_t)(NK * 2 * F + (d.shared ? n * 2 * Fs : 0));
     size_t bytes = rnd((size_t)(n * E) * f) + rnd((size_t)NK * sizeof(int32_t)) + rnd((size_t)NK * f) +
-                   2 * rnd((size_t)(NK * F) * f) + rnd((size_t)(NK * H) * f);
+                   rnd(gu_n * f) + rnd((size_t)(NK * H) * f);
     if (d.shared)
-        bytes += 2 * rnd((size_t)(n * Fs) * f) + rnd((size_t)(n * H) * f) + rnd((size_t)n * f);
+        bytes += rnd((size_t)(n * H) * f) + rnd((size_t)n * f);
     void *ws = cu_ws_reserve(b, bytes, err);
     if (ws == NULL)
         return SI_ENOMEM;
@@ -573,12 +616,15 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     float *logits = take(&cv, (size_t)(n * E) * f);
     int32_t *sel = take(&cv, (size_t)NK * sizeof(int32_t));
     float *wts = take(&cv, (size_t)NK * f);
-    float *g = take(&cv, (size_t)(NK * F) * f), *u = take(&cv, (size_t)(NK * F) * f);
+    /* gate and up side by side per column ([NK][2F], then the shared
+     * expert's [n][2Fs] right after): one launch makes both, SwiGLU leaves
+     * the product in the gate half, which the down projection reads with
+     * stride 2F (one SwiGLU launch for both when F == Fs). */
+    float *gu = take(&cv, gu_n * f);
     float *y = take(&cv, (size_t)(NK * H) * f);
-    float *gs = NULL, *us = NULL, *ys = NULL, *gamma = NULL;
+    float *gus = NULL, *ys = NULL, *gamma = NULL;
     if (d.shared) {
-        gs = take(&cv, (size_t)(n * Fs) * f);
-        us = take(&cv, (size_t)(n * Fs) * f);
+        gus = gu + NK * 2 * F;
         ys = take(&cv, (size_t)(n * H) * f);
         gamma = take(&cv, (size_t)n * f);
     }
@@ -593,37 +639,29 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     if (rc == SI_OK)
         rc = launched(si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s), "MOE", err);
     /* 2. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
-    if (rc == SI_OK) {
-        mm = mm_of(W[2], 0, h, hs, K, g, F, NK, F, sel);
-        rc = mm_run(b, &mm, 0, err);
-    }
-    if (rc == SI_OK) {
-        mm = d.fused ? mm_of(W[2], (uint64_t)F, h, hs, K, u, F, NK, F, sel) : mm_of(W[3], 0, h, hs, K, u, F, NK, F, sel);
-        rc = mm_run(b, &mm, 0, err);
-    }
+    if (rc == SI_OK)
+        rc = gate_up_run(b, W[2], 0, d.fused ? W[2] : W[3], d.fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel, err);
     /* 3. shared expert's products of h, while slot 0 still holds it */
     if (rc == SI_OK && d.shared) {
         mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
-        if ((rc = mm_run(b, &mm, 0, err)) == SI_OK) {
-            mm = mm_of(W[6], 0, h, hs, 1, gs, Fs, n, Fs, NULL);
-            rc = mm_run(b, &mm, 0, err);
-        }
-        if (rc == SI_OK) {
-            mm = mm_of(W[7], 0, h, hs, 1, us, Fs, n, Fs, NULL);
-            rc = mm_run(b, &mm, 0, err);
-        }
+        if ((rc = mm_run(b, &mm, 0, err)) == SI_OK)
+            rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, err);
     }
     /* 4. down projections (their inputs are scratch: slot 1) */
+    const bool one_act = d.shared && Fs == F;
     if (rc == SI_OK)
-        rc = launched(si_cu_swiglu_rows(g, (uint64_t)F, u, (uint64_t)F, NK, F, s), "MOE", err);
+        rc = launched(si_cu_swiglu_rows(gu, (uint64_t)(2 * F), gu + F, (uint64_t)(2 * F), one_act ? NK + n : NK, F, s),
+                      "MOE", err);
     if (rc == SI_OK) {
-        mm = mm_of(W[4], 0, g, F, 1, y, H, NK, H, sel);
+        mm = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
         rc = mm_run(b, &mm, 1, err);
     }
     if (rc == SI_OK && d.shared) {
-        rc = launched(si_cu_swiglu_rows(gs, (uint64_t)Fs, us, (uint64_t)Fs, n, Fs, s), "MOE", err);
+        if (!one_act)
+            rc = launched(si_cu_swiglu_rows(gus, (uint64_t)(2 * Fs), gus + Fs, (uint64_t)(2 * Fs), n, Fs, s), "MOE",
+                          err);
         if (rc == SI_OK) {
-            mm = mm_of(W[8], 0, gs, Fs, 1, ys, H, n, H, NULL);
+            mm = mm_of(W[8], 0, gus, 2 * Fs, 1, ys, H, n, H, NULL);
             rc = mm_run(b, &mm, 1, err);
         }
     }

@@ -29,6 +29,14 @@
  *                         decodes the weights to f32 and accumulates in f32
  *                         (parity with the cpu backend's matmul = ref, for
  *                         fidelity comparisons; 2.5x slower at 9b decode).
+ *   gemv    = v2 | v1     the dp4a decode GEMV above: v2 (default,
+ *                         cuda_gemv.cu) keeps several rows per lane group
+ *                         and the next unit's weights in flight, and runs
+ *                         an expert's gate and up projections (MOE) in one
+ *                         launch; v1 (cuda_mmq.cu) is one warp per row.
+ *                         Same integer terms; f32 summation order differs
+ *                         only for rows of < 32 units (in < 1024; < 512 for
+ *                         Q8_0).
  *   prefill_mm = mma | gemv  dense MATMUL/MOE products of more than 8
  *                         columns (prefill) with Q8_0/Q4_K/Q5_K/Q6_K
  *                         weights: mma (default) quantises the activations
@@ -186,14 +194,15 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, prefill_mma = true, attn_split = true, attn_fa = true, gdn_chunked = true, gdn_rows = true,
-         profile = false;
+    bool dp4a = true, gemv_v2 = true, prefill_mma = true, attn_split = true, attn_fa = true, gdn_chunked = true,
+         gdn_rows = true, profile = false;
     bool graph = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
     } two[] = {
         { "matmul", "dp4a", "f32", &dp4a },
+        { "gemv", "v2", "v1", &gemv_v2 },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
@@ -247,6 +256,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->kv_pages = kv_pages;
     b->mm_dp4a = dp4a;
     b->mm_prefill_mma = prefill_mma;
+    b->gemv_v2 = gemv_v2;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
     b->gdn_rows = gdn_rows;
@@ -282,12 +292,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME,
-           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, attn_prefill %s, gdn_rows %s, "
-           "gdn_prefill %s, graph %s",
+           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s, prefill_mm %s, attn %s, attn_prefill %s, "
+           "gdn_rows %s, gdn_prefill %s, graph %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
-           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple", attn_fa ? "fa" : "split",
-           gdn_rows ? "true" : "false", gdn_chunked ? "chunked" : "seq",
+           gemv_v2 ? "v2" : "v1", prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple",
+           attn_fa ? "fa" : "split", gdn_rows ? "true" : "false", gdn_chunked ? "chunked" : "seq",
            b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
     *out = b;
     return SI_OK;

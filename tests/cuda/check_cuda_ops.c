@@ -1186,12 +1186,15 @@ END_TEST
 
 /* ---- MOE ------------------------------------------------------------------ */
 
-/* Experts and top-k of the MOE cases (test_moe_route widens them). */
+/* Experts and top-k of the MOE cases (test_moe_route widens them); the
+ * shared expert as wide as the routed ones (test_moe_fs_same; as in
+ * Qwen3.6-35B-A3B: one SwiGLU launch serves both). */
 static int64_t moe_E = 8, moe_K = 2;
+static bool moe_fs_same;
 
 static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F, bool dp4a)
 {
-    const int64_t E = moe_E, K = moe_K, Fs = 2 * F;   /* a width unlike F, whole blocks */
+    const int64_t E = moe_E, K = moe_K, Fs = moe_fs_same ? F : 2 * F;   /* (default) a width unlike F, whole blocks */
     dt h, router, gate, up, down, sgi, sg, su, sd, y;
     dt_rand(p, &h, SI_TYPE_F32, H, n, 1, 1.0f);
     dt_rand(p, &router, SI_TYPE_F32, H, E, 1, 1.0f);   /* well separated router logits */
@@ -1249,6 +1252,86 @@ START_TEST(test_moe_dp4a)
         moe_case_tol(&p, SI_TYPE_Q4_K, false, true, ns[k], 256, 256, true);
         moe_case_tol(&p, SI_TYPE_Q5_K, true, false, ns[k], 256, 256, true);
         moe_case_tol(&p, SI_TYPE_Q6_K, false, true, ns[k], 256, 256, true);
+    }
+    pair_close(&p);
+}
+END_TEST
+
+/* gemv = v1 (the A/B baseline of the decode GEMV) against the cpu, as
+ * test_matmul_dp4a and test_moe_dp4a hold the default v2; then v2 against
+ * v1 on the GPU: the same integer terms, only the f32 summation order may
+ * differ (rows of a non-power-of-two count of < 32 units: in 768, Q8_0 in
+ * 96/352), so 1e-5 for MATMUL (1e-3 for MOE, whose SwiGLU output is
+ * quantised again: one int8 rounding may flip). */
+START_TEST(test_gemv_v1)
+{
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a_v1");
+    static const int64_t ns[] = { 1, 2, 3, 8 };
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            matmul_case_tol(&p, wtypes[t], 512, 67, ns[k], true);
+        matmul_case_tol(&p, wtypes[t], 4096, 33, 1, true);
+    }
+    moe_case_tol(&p, SI_TYPE_Q4_K, false, true, 1, 256, 256, true);
+    moe_case_tol(&p, SI_TYPE_Q6_K, true, true, 33, 256, 256, true);
+    pair_close(&p);
+}
+END_TEST
+
+static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+{
+    dt w, x, y;
+    dt_rand(p, &w, type, in, out, 1, 1.0f);
+    dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
+    dt_make(p, &y, SI_TYPE_F32, out, n, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
+    run_ok(p, &o);
+    char what[96];
+    snprintf(what, sizeof what, "MATMUL gemv v2 vs v1 %s in %lld out %lld n %lld", host.type_name(type),
+             (long long)in, (long long)out, (long long)n);
+    dt_compare(p, &y, 1e-5, what);
+    dt_free(p, &w);
+    dt_free(p, &x);
+    dt_free(p, &y);
+}
+
+START_TEST(test_moe_fs_same)
+{
+    moe_fs_same = true;
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a");
+    for (int fused = 0; fused < 2; fused++) {
+        moe_case_tol(&p, SI_TYPE_Q4_K, fused, true, 1, 256, 256, true);
+        moe_case_tol(&p, SI_TYPE_Q8_0, fused, true, 5, 256, 64, true);
+        moe_case_tol(&p, SI_TYPE_Q6_K, fused, true, 33, 256, 256, true);
+    }
+    pair_close(&p);
+    pair_open(&p, "backend.cpu", "backend.cuda_sm120");
+    moe_case(&p, SI_TYPE_F32, false, true, 3, 64, 32);
+    moe_case(&p, SI_TYPE_Q4_K, true, true, 1, 256, 256);
+    pair_close(&p);
+    moe_fs_same = false;
+}
+END_TEST
+
+START_TEST(test_gemv_ab)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    pair p;
+    pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_dp4a");
+    static const uint32_t qt[] = { SI_TYPE_Q8_0, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
+    static const int64_t ns[] = { 1, 2, 4, 5, 8 }, ins[] = { 256, 512, 768, 2048, 4096 };
+    for (size_t t = 0; t < 4; t++) {
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+                matmul_ab(&p, qt[t], ins[i], 77, ns[k]);
+        matmul_ab(&p, qt[t], 352 - (qt[t] == SI_TYPE_Q8_0 ? 0 : 96), 45, 3);
+        for (int fused = 0; fused < 2; fused++) {
+            moe_case_tol(&p, qt[t], fused, true, 1, 256, 256, false);
+            moe_case_tol(&p, qt[t], fused, fused, 5, 512, 768, false);
+        }
     }
     pair_close(&p);
 }
@@ -1520,6 +1603,7 @@ int main(void)
     /* (as_cpu: cuda_dp4a becomes the cpu's own int8 path, the analogue) */
     const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "matmul = f32\nprefill_mm = gemv\n";
     const char *dp_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
+    const char *v1_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\n";
     /* (as_cpu: cuda_mma becomes the cpu's default int8 path, which it
      * must equal; cuda_gemv the cpu's f32 reference) */
     const char *mma_extra = as_cpu ? "threads = 2\n" : "";
@@ -1552,10 +1636,11 @@ int main(void)
              "[backend.cuda_mma]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n",
+             "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
+             "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, dp_extra,
-             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra, cu_extra, seq_extra);
+             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra, cu_extra, seq_extra, v1_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -1619,7 +1704,10 @@ int main(void)
     tcase_add_test(tc, test_moe);
     tcase_add_test(tc, test_moe_dp4a);
     tcase_add_test(tc, test_matmul_mma);
-    tcase_add_test(tc, test_moe_route);   /* last: the cases above keep their random draws */
+    tcase_add_test(tc, test_moe_route);   /* the cases above keep their random draws */
+    tcase_add_test(tc, test_gemv_v1);
+    tcase_add_test(tc, test_gemv_ab);
+    tcase_add_test(tc, test_moe_fs_same);
     tcase_add_test(tc, test_topk);        /* its own draws (rng saved and restored) */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -14,6 +14,13 @@
 // Usage: mma_emu TYPE ROWS IN NCOLS [X_DIV [GY]]  (TYPE q4_k q5_k q6_k q8_0;
 //   GY: blocks along the columns, default the launcher's: fewer exercise
 //   the kernel's loop over column tiles)
+// EMU_KERNEL=dp4a: the decode GEMV v1 (cuda_mmq.cu); EMU_KERNEL=gemv: v2
+// (cuda_gemv.cu).  For those, EMU_EXPERTS=E gives every column its own
+// expert (random of E; the MOE products) and EMU_STACK=1 stacks a second
+// matrix (another allocation) under rows [rows/2, rows) through cu_mm.w2
+// (v2 only), as moe_exec's gate+up launch does; EMU_DIRECT=1 keeps v2 off
+// its staged path (cu_mm.gemv_direct), EMU_ROWS=1|4 sets its rows per
+// lane group at one column (cu_mm.gemv_rows; small cases pick 1 by size).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 #include "ptx_emu.h"
@@ -33,6 +40,7 @@ uint16_t si_f32_to_fp16(float f);
 size_t emu_mma_smem();
 void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy);
 void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs);
+void emu_gemv(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy);
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks);
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
@@ -88,13 +96,34 @@ int main(int argc, char **argv)
     const int64_t ncx = (ncols - 1) / x_div + 1;
     printf("%s rows %ld in %ld ncols %ld x_div %ld", tn, (long)rows, (long)in, (long)ncols, (long)x_div);
 
+    const char *ek = getenv("EMU_KERNEL");
+    const bool dp4a = ek != NULL && !strcmp(ek, "dp4a"), gemv = ek != NULL && !strcmp(ek, "gemv");
+    const int64_t n_exp = getenv("EMU_EXPERTS") ? atoll(getenv("EMU_EXPERTS")) : 0;
+    const bool stack = getenv("EMU_STACK") != NULL && atoi(getenv("EMU_STACK")) != 0;
+    const int64_t split = stack ? rows / 2 : rows;   // rows of the first matrix
+    // expert stride: the matrix plus 16 bytes (strides need not be tight)
+    const int64_t ebytes = n_exp > 0 ? split * row_bytes + 16 : 0, nmat = n_exp > 0 ? n_exp : 1;
+    const int64_t wbytes = n_exp > 0 ? nmat * ebytes : split * row_bytes;
+    const int64_t w2bytes = stack ? (n_exp > 0 ? nmat * ebytes : (rows - split) * row_bytes) : 0;
+    if (n_exp > 0) printf(" experts %ld", (long)n_exp);
+    if (stack) printf(" stacked at row %ld", (long)split);
+
     // weights: random bytes, then sane f16 scales where the format has them
-    std::vector<uint8_t> wbuf(rows * row_bytes + 64);
+    std::vector<uint8_t> wbuf(wbytes + 64), w2buf(w2bytes + 64);
     uint8_t *w = wbuf.data() + (16 - ((uintptr_t)wbuf.data() & 15)) % 16;   // 16-aligned, as cudaMalloc
-    for (int64_t i = 0; i < rows * row_bytes; i++) w[i] = (uint8_t)r32();
+    uint8_t *w2 = stack ? w2buf.data() + (16 - ((uintptr_t)w2buf.data() & 15)) % 16 : NULL;
+    for (int64_t i = 0; i < wbytes; i++) w[i] = (uint8_t)r32();
+    for (int64_t i = 0; i < w2bytes; i++) w2[i] = (uint8_t)r32();
+    // row r of expert e (the stacked matrix below row `split`)
+    auto wrow = [&](int64_t e, int64_t r) -> uint8_t * {
+        return r < split ? w + e * ebytes + r * row_bytes : w2 + e * ebytes + (r - split) * row_bytes;
+    };
+    std::vector<int32_t> expert(ncols, 0);
+    for (auto &e : expert) e = n_exp > 0 ? (int32_t)(r32() % (uint32_t)n_exp) : 0;
+    for (int64_t e = 0; e < nmat; e++)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < nbw; b++) {
-            uint8_t *B = w + r * row_bytes + b * bbytes;
+            uint8_t *B = wrow(e, r) + b * bbytes;
             uint16_t h;
             switch (type) {
             case SI_TYPE_Q8_0: h = rnd_f16(1e-3f, 1e-2f); memcpy(B, &h, 2); break;
@@ -127,10 +156,13 @@ int main(int argc, char **argv)
         cpu_row8 r8 = { q.data(), d16.data(), m32.data(), false };
         si_err err;
         for (int64_t r = 0; r < rows; r++) {
-            cpu_decode_row8(type, w + r * row_bytes, in, &r8, false);
-            if (si_dequant(type, w + r * row_bytes, wf.data(), in, &err) != SI_OK) { printf("si_dequant failed\n"); return 2; }
             for (int64_t c = 0; c < ncols; c++) {
                 const int64_t j = c / x_div;
+                if (c == 0 || n_exp > 0) {
+                    const uint8_t *wr = wrow(expert[c], r);
+                    cpu_decode_row8(type, wr, in, &r8, false);
+                    if (si_dequant(type, wr, wf.data(), in, &err) != SI_OK) { printf("si_dequant failed\n"); return 2; }
+                }
                 refcpu[c * rows + r] = cpu_dot_row8(&r8, &q8, j, in, false);
                 double acc = 0, sc = 0, accB = 0, bB = 0;
                 for (int64_t b = 0; b < nb; b++) {
@@ -160,15 +192,26 @@ int main(int argc, char **argv)
     cu_mm mm = {};
     mm.w = w; mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)row_bytes;
     mm.x_stride = in; mm.x_div = x_div; mm.y = y; mm.y_stride = y_stride; mm.ncols = ncols;
-    const bool dp4a = getenv("EMU_KERNEL") != NULL && !strcmp(getenv("EMU_KERNEL"), "dp4a");
-    if (dp4a ? !si_cu_mmq_ok(&mm) : !si_cu_mma_ok(&mm)) { printf("  %s refuses it\n", dp4a ? "si_cu_mmq_ok" : "si_cu_mma_ok"); return 2; }
+    std::vector<int32_t> expert_dev(expert);
+    if (n_exp > 0) { mm.expert = expert_dev.data(); mm.expert_bytes = (uint64_t)ebytes; }
+    if (stack) { mm.w2 = w2; mm.rows_split = split; }
+    mm.gemv_direct = getenv("EMU_DIRECT") != NULL;   // v2 without its staged path
+    mm.gemv_rows = getenv("EMU_ROWS") ? atoi(getenv("EMU_ROWS")) : 0;   // v2, one column: 1 or 4 rows a group
+    const bool ok_kernel = gemv ? si_cu_gemv_ok(&mm) : dp4a ? si_cu_mmq_ok(&mm) && !stack : si_cu_mma_ok(&mm) && !stack && n_exp == 0;
+    if (!ok_kernel) { printf("  %s refuses it\n", gemv ? "si_cu_gemv_ok" : dp4a ? "si_cu_mmq_ok" : "si_cu_mma_ok"); return 2; }
     unsigned gy = (unsigned)((ncols + 63) / 64);
+    if (gemv) gy = 0;   // the launcher's
     if (argc > 6) gy = (unsigned)atoi(argv[6]);
     printf(" gy %u\n", gy);
-    emu::granges = { { w, w + rows * row_bytes, "w" }, { xq.data(), xq.data() + xq.size(), "xq" },
-                     { xd.data(), xd.data() + xd.size(), "xd" }, { xs.data(), xs.data() + xs.size(), "xs" } };
+    emu::granges = { { w, w + wbytes, "w" }, { xq.data(), xq.data() + xq.size(), "xq" },
+                     { xd.data(), xd.data() + xd.size(), "xd" }, { xs.data(), xs.data() + xs.size(), "xs" },
+                     { expert_dev.data(), expert_dev.data() + expert_dev.size(), "expert" } };
+    if (stack) emu::granges.push_back({ w2, w2 + w2bytes, "w2" });
     emu_ptx::smem_bytes = emu_mma_smem();
-    if (dp4a) {
+    if (gemv) {
+        printf("  (GEMV v2)\n");
+        emu_gemv(&mm, xq.data(), xd.data(), xs.data(), gy);
+    } else if (dp4a) {
         printf("  (dp4a GEMV)\n");
         emu_mmq(&mm, xq.data(), xd.data(), xs.data());
     } else {

@@ -3,9 +3,12 @@
 # (cuda_mma.cu) and the activation quantiser (cuda_mmq.cu quant_x_kernel)
 # under the host emulation with the PTX of ptx_emu.h, against the cpu
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
-# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~20 s).
+# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~50 s).
 # The EMU_DRIFT runs let warps drift apart between block barriers: with
 # either __syncthreads of mma_kernel's loop removed they FAIL (checked).
+# The decode GEMVs: v1 (cuda_mmq.cu) and v2 (cuda_gemv.cu, every type,
+# ncols 1..8, experts, stacked matrices), and bugs planted into v2 that
+# must be caught (quick: 2 of them; PLANT=no skips them).
 # Usage: run-mma-emu.sh [builddir] [quick]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -75,11 +78,55 @@ void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     }
 }
 EOT
+# the decode GEMV v2: cuda_gemv.cu without its launchers (from the
+# "---- launchers" line on, si_cu_gemv_ok kept); emu_gemv repeats gemv_go's
+# grid.  PLANT=... (the planted-bug runs below) edits the kernel first.
+gemv_src() {
+    sed -e '/^\/\/ ---- launchers/,/^extern "C" bool si_cu_gemv_ok/{/^extern "C" bool si_cu_gemv_ok/!d;}' \
+        -e '/^extern "C" int si_cu_matmul_q8/,$d' "$src/cuda_gemv.cu"
+    cat <<'EOT'
+template <int T, int NT, int R> static void emu_gemv_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
+{
+    const int lg = gv_lanes_log2(mm);
+    int64_t gx, gy0;
+    gv_grid(mm, NT, R, lg, &gx, &gy0);
+    if (gy == 0) gy = (unsigned)gy0;
+    if (getenv("EMU_SAY")) printf("  (R %d, lanes %d%s)\n", R, 1 << lg, gv_staged_ok(mm) ? ", staged" : "");
+    if (gv_staged_ok(mm))
+        emu_launch(dim3((unsigned)gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, true>(*mm, xq, xd, xs, lg); });
+    else
+        emu_launch(dim3((unsigned)gx, gy), dim3(32 * GEMV_WARPS), 0, [&] { gemv_kernel<T, NT, R, false>(*mm, xq, xd, xs, lg); });
+}
+template <int T> static void emu_gemv_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
+{
+    if (mm->expert != NULL || mm->ncols == 1) {
+        if (gv_rows1(mm, gv_lanes_log2(mm)) == 1) emu_gemv_t<T, 1, 1>(mm, xq, xd, xs, gy);
+        else emu_gemv_t<T, 1, gv_rows<1>::R>(mm, xq, xd, xs, gy);
+    }
+    else if (mm->ncols == 2) emu_gemv_t<T, 2, gv_rows<2>::R>(mm, xq, xd, xs, gy);
+    else if (mm->ncols <= 4) emu_gemv_t<T, 4, gv_rows<4>::R>(mm, xq, xd, xs, gy);
+    else emu_gemv_t<T, 8, gv_rows<8>::R>(mm, xq, xd, xs, gy);
+}
+void emu_gemv(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
+{
+    switch (mm->type) {
+    case SI_TYPE_Q8_0: emu_gemv_n<SI_TYPE_Q8_0>(mm, xq, xd, xs, gy); break;
+    case SI_TYPE_Q4_K: emu_gemv_n<SI_TYPE_Q4_K>(mm, xq, xd, xs, gy); break;
+    case SI_TYPE_Q5_K: emu_gemv_n<SI_TYPE_Q5_K>(mm, xq, xd, xs, gy); break;
+    case SI_TYPE_Q6_K: emu_gemv_n<SI_TYPE_Q6_K>(mm, xq, xd, xs, gy); break;
+    default: abort();
+    }
+}
+EOT
+}
+gemv_src > "$out/k_gemv.cc"
+grep -q 'gemv_kernel' "$out/k_gemv.cc" && ! grep -q '<<<' "$out/k_gemv.cc" && grep -q 'si_cu_gemv_ok' "$out/k_gemv.cc" || {
+    echo "run-mma-emu: cuda_gemv.cu changed shape; update gemv_src" >&2; exit 1; }
 grep -q 'emu::dyn_smem' "$out/k_mma.cc" && ! grep -q 'asm' "$out/k_mma.cc" && grep -q 'quant_x_kernel' "$out/k_quant.cc" || {
     echo "run-mma-emu: cuda_mma.cu / cuda_mmq.cu changed shape; update the sed lines" >&2; exit 1; }
 F="-std=c++17 -O2 -g -I$here -I$src -I$top/core/include -I$top/core -I$top/backends/cpu -Wno-unused-function -fsanitize=alignment -fno-sanitize-recover=alignment"
 C="-std=c11 -O2 -g -I$top/core/include -I$top/core -I$top/backends/cpu"
-for f in k_mma k_quant; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
+for f in k_mma k_quant k_gemv; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 # the references: the cpu backend's int8 path (AVX2 kernels stubbed: simd
 # off) and core's dequantisation
 cat > "$out/stubs.c" <<'EOT'
@@ -96,15 +143,74 @@ objs=""
 for c in "$top/backends/cpu/cpu_quant_dot.c" "$top/core/quant.c" "$top/core/quant_k.c" "$top/core/quant_iq.c" "$top/core/fp16.c" "$top/core/types.c" "$out/stubs.c"; do
     o="$out/$(basename "$c" .c).o"; gcc $C -c "$c" -o "$o"; objs="$objs $o"
 done
-g++ $F "$here/mma_emu.cc" "$here/emu.cc" "$out/k_mma.o" "$out/k_quant.o" $objs -o "$out/mma_emu"
+g++ $F -c "$here/mma_emu.cc" -o "$out/main.o"
+g++ $F -c "$here/emu.cc" -o "$out/emu.o"
+g++ $F "$out/main.o" "$out/emu.o" "$out/k_mma.o" "$out/k_quant.o" "$out/k_gemv.o" $objs -o "$out/mma_emu"
 rc=0
 run() { "$out/mma_emu" "$@" || rc=1; }
-# the dp4a decode GEMV (EMU_KERNEL=dp4a: <= 8 columns) against the same
+# Planted bugs: the v2 kernel with one edit must FAIL the given case (the
+# checks above would see that bug).  plant NAME SED-EXPR "ENV" ARGS...
+plant() {
+    name=$1; expr=$2; envs=$3; shift 3
+    gemv_src | sed -e "$expr" > "$out/k_bug.cc"
+    if cmp -s "$out/k_bug.cc" "$out/k_gemv.cc"; then echo "plant $name: the edit did not apply (kernel changed?)"; rc=1; return; fi
+    g++ $F -O1 -c "$out/k_bug.cc" -o "$out/k_bug.o"
+    g++ $F "$out/main.o" "$out/emu.o" "$out/k_mma.o" "$out/k_quant.o" "$out/k_bug.o" $objs -o "$out/mma_bug"
+    if env EMU_KERNEL=gemv $envs "$out/mma_bug" "$@" > "$out/bug.log" 2>&1; then
+        echo "plant $name: NOT detected by $envs $*"; rc=1
+    else
+        echo "plant $name: detected ($(grep -c FAIL "$out/bug.log") FAIL lines; $(tail -1 "$out/bug.log" | cut -c1-60))"
+    fi
+}
+plant_checks() {
+    plant no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
+    plant staged-no-syncwarp 's/__syncwarp();   \/\/ every lane is done with the previous stage/;/' "" q8_0 37 2048 1
+    [ "$1" = all ] || return 0
+    plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
+    plant q6-offset 's/- 32 \* gv_xsum(x1)/- 31 * gv_xsum(x1)/' "" q6_k 37 512 2
+    plant store-guard 's/t < nt \&\& r < mm.rows)/t < nt)/' "EMU_ROWS=4" q4_k 37 512 1
+    plant row-slots 's/w\[q\] = gv_row(mm, r < mm.rows ? r : mm.rows - 1, e);/w[q] = gv_row(mm, r0 < mm.rows ? r0 : mm.rows - 1, e);/' "EMU_ROWS=4" q6_k 37 4096 1
+    plant no-expert 's/mm.expert\[j0\] : 0/0 : 0/' "EMU_EXPERTS=5" q4_k 33 512 8
+    plant no-stack 's/r >= mm.rows_split/r > mm.rows/' "EMU_STACK=1" q8_0 41 512 1
+    plant scale-hi 's/int b = 8 \* (j - 4)/int b = 8 * (j - 3)/' "" q4_k 19 512 1
+    plant staged-next 's/(st + 1) \* S::BYTES/st * S::BYTES/' "" q6_k 21 4096 1
+    plant staged-q5-qh 's/B + 16 + 16 \* h);$/B + 16);/' "" q5_k 21 2048 1
+    plant staged-q6-scale 's/scs\[k + 2 \* (s + 2)\] << 24/scs[k + 2 * s] << 24/' "" q6_k 21 2048 1
+}
+# the dp4a decode GEMV v1 (EMU_KERNEL=dp4a: <= 8 columns) against the same
 # references
 dp4a() { EMU_KERNEL=dp4a "$out/mma_emu" "$@" || rc=1; }
 for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
 dp4a q4_k 20 256 6 3
+# v2 (EMU_KERNEL=gemv): every type, ncols 1..8, odd rows, rows of 8/16/32+
+# lanes (in 256, 512, 2048+; Q8_0 in 32..), per-column experts, stacked
+# matrices, the column loop (GY 1); the staged path (in % 2048; Q8_0
+# in % 512: several stages, experts, stacking) and the direct path at the
+# same widths (EMU_DIRECT).  Quick: a few of each kind.
+gemv() { EMU_KERNEL=gemv "$out/mma_emu" "$@" || rc=1; }
+# (one column: 1 row a lane group at these sizes, EMU_ROWS=4 the 4 of
+# large products)
+for t in q4_k q5_k q6_k q8_0; do
+    gemv $t 37 512 1; EMU_ROWS=4 gemv $t 37 512 1; gemv $t 37 512 5; EMU_ROWS=4 EMU_EXPERTS=3 gemv $t 17 256 3 3
+    EMU_ROWS=4 EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_ROWS=4 EMU_STACK=1 gemv $t 26 4096 1
+    EMU_DIRECT=1 gemv $t 23 4096 2; EMU_DIRECT=1 EMU_ROWS=4 gemv $t 23 4096 1
+done
+gemv q8_0 5 32 1; gemv q8_0 9 352 5; EMU_SAY=1 gemv q6_k 21 4096 2; EMU_SAY=1 gemv q6_k 21 4096 1
+if [ "$2" != quick ]; then
+    for t in q4_k q5_k q6_k q8_0; do
+        for n in 2 3 4 8; do gemv $t 37 512 $n; done
+        gemv $t 7 256 1; EMU_ROWS=4 gemv $t 7 256 1; gemv $t 45 2560 6; gemv $t 19 2048 7 2 1
+        EMU_EXPERTS=5 gemv $t 33 512 8; EMU_ROWS=4 EMU_EXPERTS=5 gemv $t 33 512 8
+        EMU_STACK=1 gemv $t 41 512 1; EMU_STACK=1 EMU_EXPERTS=4 gemv $t 30 1024 8 8
+        EMU_ROWS=4 gemv $t 21 2048 1; gemv $t 21 2048 1; EMU_EXPERTS=6 gemv $t 17 2048 8
+    done
+    gemv q8_0 67 96 2
+    for n in 1 2 5; do gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; gemv q4_k 21 4096 $n; done
+    EMU_ROWS=4 gemv q8_0 21 1536 1; EMU_ROWS=4 gemv q6_k 21 4096 1
+    EMU_EXPERTS=6 gemv q8_0 17 1024 8 4; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
+fi
 if [ "$2" = quick ]; then
+    [ "$PLANT" = no ] || plant_checks
     run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
     EMU_DRIFT=1 run q5_k 77 2048 70 1 1
     exit $rc
@@ -122,4 +228,5 @@ for t in q4_k q5_k q6_k q8_0; do run $t 130 512 129 3; run $t 77 256 200 1 1; do
 run q8_0 77 352 129 2 2
 # warps drifting apart between block barriers (emu.cc EMU_DRIFT)
 for t in q4_k q5_k q6_k q8_0; do EMU_DRIFT=7 run $t 130 2048 70 1 1; done
+[ "$PLANT" = no ] || plant_checks all
 exit $rc

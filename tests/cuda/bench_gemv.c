@@ -1,0 +1,386 @@
+/* tests/cuda/bench_gemv.c — GPU microbenchmark of the dp4a decode GEMV
+ * (cuda_sm120: si_cu_matmul_q8 = v2, cuda_gemv.cu; si_cu_matmul_q8_v1 =
+ * v1, cuda_mmq.cu), linked straight against the kernels' objects (no
+ * plugin).  Not a test: built with the cuda tests, run by hand on the GPU:
+ *
+ *   make tests/cuda/bench_gemv && tests/cuda/bench_gemv [reps]
+ *
+ * Per case (the 9b and 35b-a3b decode shapes, each type, ncols 1, 2, 8):
+ * v2 as the backend runs it and v1, then, for picking v2's defaults, the
+ * GB/s of v2 kept off its staged path ("direct": the same as v2 where
+ * rows are not whole stages) and, at one column, with 1 and 4 rows a lane
+ * group ("R=1", "R=4"; v2 takes 1 for small products); the median of `reps` (default 25, >= 20) timed launches after 3 warm-up
+ * ones, each launch timed alone with CUDA events after a 256 MiB memset
+ * that flushes the 50 MB L2, so the weights always come from HBM; GB/s is
+ * weight bytes over that time.  Then the MoE decode products of 35b-a3b
+ * (1 token, 8 of 256 experts, Q4_K 2048->512 gate and up, 512->2048 down,
+ * plus the shared expert): v1 as moe_exec ran them (gate and up apart),
+ * v2 as it runs them now (gate+up stacked in one launch), launches back to
+ * back between two events.  Each case also checks v2 against v1 (same
+ * integer terms: they differ by f32 summation order only).
+ * Exits 77 without a usable GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include <sparkinfer/types.h>
+
+#include "cuda_internal.h"
+
+#define FLUSH_BYTES ((size_t)256 << 20)
+
+static int g_reps = 25;
+static void *g_flush;
+static cudaEvent_t g_e0, g_e1;
+
+#define CK(x)                                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "bench_gemv: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+static uint32_t r32(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (uint32_t)(rs >> 16);
+}
+
+static const char *tname(uint32_t t)
+{
+    return t == SI_TYPE_Q4_K ? "Q4_K" : t == SI_TYPE_Q5_K ? "Q5_K" : t == SI_TYPE_Q6_K ? "Q6_K" : "Q8_0";
+}
+
+static int64_t row_bytes(uint32_t t, int64_t in)
+{
+    switch (t) {
+    case SI_TYPE_Q4_K: return in / 256 * 144;
+    case SI_TYPE_Q5_K: return in / 256 * 176;
+    case SI_TYPE_Q6_K: return in / 256 * 210;
+    default: return in / 32 * 34;
+    }
+}
+
+/* f16 bits of a small positive or negative scale (|v| in [2^-10, 2^-7)). */
+static uint16_t small_f16(void) { return (uint16_t)(((r32() & 1) << 15) | ((5 + (r32() % 3)) << 10) | (r32() & 0x3ff)); }
+
+/* n rows of random quants with sane f16 scales (no Inf/NaN), on the device. */
+static uint8_t *make_weights(uint32_t t, int64_t in, int64_t rows)
+{
+    const int64_t rb = row_bytes(t, in), bb = t == SI_TYPE_Q8_0 ? 34 : row_bytes(t, 256);
+    const size_t n = (size_t)(rb * rows);
+    uint8_t *h = malloc(n), *d = NULL;
+    if (h == NULL) {
+        fprintf(stderr, "bench_gemv: out of host memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        uint32_t v = r32() ^ (r32() << 16);
+        memcpy(h + i, &v, 4);
+    }
+    for (size_t b = 0; b < n / (size_t)bb; b++) {
+        uint8_t *B = h + b * bb;
+        uint16_t s0 = small_f16(), s1 = small_f16();
+        if (t == SI_TYPE_Q6_K) {
+            memcpy(B + 208, &s0, 2);
+        } else {
+            memcpy(B, &s0, 2);
+            if (t != SI_TYPE_Q8_0)
+                memcpy(B + 2, &s1, 2);
+        }
+    }
+    CK(cudaMalloc((void **)&d, n));
+    CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+/* Quantised activations of ncx columns of `in`. */
+typedef struct xq_set {
+    int8_t *q;
+    float  *d, *s, *x;
+} xq_set;
+
+static xq_set make_x(int64_t in, int64_t ncx)
+{
+    xq_set r;
+    float *h = malloc((size_t)(in * ncx) * sizeof(float));
+    for (int64_t i = 0; i < in * ncx; i++)
+        h[i] = (float)((int)(r32() % 2001) - 1000) / 1000.0f;
+    CK(cudaMalloc((void **)&r.x, (size_t)(in * ncx) * sizeof(float)));
+    CK(cudaMalloc((void **)&r.q, (size_t)(in * ncx)));
+    CK(cudaMalloc((void **)&r.d, (size_t)(in / 32 * ncx) * sizeof(float)));
+    CK(cudaMalloc((void **)&r.s, (size_t)(in / 32 * ncx) * sizeof(float)));
+    CK(cudaMemcpy(r.x, h, (size_t)(in * ncx) * sizeof(float), cudaMemcpyHostToDevice));
+    free(h);
+    CK((cudaError_t)si_cu_quantize_x(r.x, in, in, ncx, r.q, r.d, r.s, NULL));
+    CK(cudaDeviceSynchronize());
+    return r;
+}
+
+static void free_x(xq_set *x)
+{
+    cudaFree(x->x);
+    cudaFree(x->q);
+    cudaFree(x->d);
+    cudaFree(x->s);
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One timed run: the products of `run` (v: 1 or 2) between two events. */
+typedef void (*run_fn)(void *ctx, int v);
+
+static float time_median(run_fn run, void *ctx, int v)
+{
+    float *ms = malloc((size_t)g_reps * sizeof(float));
+    for (int i = 0; i < 3; i++)
+        run(ctx, v);
+    for (int i = 0; i < g_reps; i++) {
+        CK(cudaMemsetAsync(g_flush, i & 0xff, FLUSH_BYTES, NULL));
+        CK(cudaEventRecord(g_e0, NULL));
+        run(ctx, v);
+        CK(cudaEventRecord(g_e1, NULL));
+        CK(cudaEventSynchronize(g_e1));
+        CK(cudaEventElapsedTime(&ms[i], g_e0, g_e1));
+    }
+    qsort(ms, (size_t)g_reps, sizeof(float), cmp_f);
+    float m = ms[g_reps / 2];
+    free(ms);
+    return m * 1000.0f;   /* us */
+}
+
+typedef struct dense_ctx {
+    cu_mm   mm;
+    xq_set *x;
+} dense_ctx;
+
+/* v: 1 = v1, 2 = v2 as the backend runs it, 3 = v2 kept off its staged
+ * path, 4/5 = v2 with 1/4 rows a lane group (one column) */
+static void run_dense(void *p, int v)
+{
+    dense_ctx *c = p;
+    c->mm.gemv_direct = v == 3;
+    c->mm.gemv_rows = v == 4 ? 1 : v == 5 ? 4 : 0;
+    int e = v >= 2 ? si_cu_matmul_q8(&c->mm, c->x->q, c->x->d, c->x->s, NULL)
+                   : si_cu_matmul_q8_v1(&c->mm, c->x->q, c->x->d, c->x->s, NULL);
+    CK((cudaError_t)e);
+}
+
+/* max |a - b| / max |b| over n floats on the device. */
+static double rel_diff(const float *da, const float *db, size_t n)
+{
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    CK(cudaMemcpy(a, da, n * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b, db, n * sizeof(float), cudaMemcpyDeviceToHost));
+    double md = 0, mb = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        md = d > md || d != d ? d : md;
+        mb = fabs(b[i]) > mb ? fabs(b[i]) : mb;
+    }
+    free(a);
+    free(b);
+    return mb > 0 ? md / mb : md;
+}
+
+static int g_bad;
+
+static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
+{
+    uint8_t *w = make_weights(t, in, rows);
+    const double gb = (double)row_bytes(t, in) * (double)rows / 1e9;
+    const int ncs[] = { 1, 2, 8 };
+    for (int k = 0; k < 3; k++) {
+        const int64_t nc = ncs[k];
+        xq_set x = make_x(in, nc);
+        float *y1, *y2;
+        CK(cudaMalloc((void **)&y1, (size_t)(rows * nc) * sizeof(float)));
+        CK(cudaMalloc((void **)&y2, (size_t)(rows * nc) * sizeof(float)));
+        dense_ctx c = { .x = &x };
+        c.mm = (cu_mm){ .w = w, .type = t, .in = in, .rows = rows, .row_bytes = (uint64_t)row_bytes(t, in),
+                        .x_div = 1, .x_stride = in, .y = y1, .y_stride = rows, .ncols = nc };
+        const float us1 = time_median(run_dense, &c, 1);
+        c.mm.y = y2;
+        /* the variants of v2 (checked against v1 one by one), then v2 as
+         * the backend runs it, last, so y2 holds its result */
+        static const int vs[] = { 3, 4, 5, 2 };
+        static const char *const vn[] = { "direct", "R=1", "R=4", "v2" };
+        float us[4];
+        double rd = 0;
+        for (int k2 = 0; k2 < 4; k2++) {
+            us[k2] = nc == 1 || vs[k2] < 4 ? time_median(run_dense, &c, vs[k2]) : 0.0f;
+            CK(cudaDeviceSynchronize());
+            rd = fmax(rd, rel_diff(y2, y1, (size_t)(rows * nc)));
+        }
+        const bool ok = rd < 1e-4;
+        g_bad += !ok;
+        printf("%-4s rows %6lld in %5lld ncols %lld: v2 %8.2f us %5.0f GB/s | v1 %8.2f us %5.0f GB/s | v2/v1 x%.2f |",
+               tname(t), (long long)rows, (long long)in, (long long)nc, us[3], gb / (us[3] * 1e-6), us1,
+               gb / (us1 * 1e-6), us1 / us[3]);
+        for (int k2 = 0; k2 < 3; k2++)
+            if (us[k2] > 0)
+                printf(" %s %.0f", vn[k2], gb / (us[k2] * 1e-6));
+        printf(" GB/s  (%s; %.1f MB; v2-v1 %.1e%s)\n", what, gb * 1e3, rd, ok ? "" : " MISMATCH");
+        fflush(stdout);
+        cudaFree(y1);
+        cudaFree(y2);
+        free_x(&x);
+    }
+    cudaFree(w);
+}
+
+/* ---- MoE decode (35b-a3b: H 2048, 256 experts, 8 used, F = Fs = 512) ---- */
+typedef struct moe_ctx {
+    cu_mm   gate, up, down, sgate, sup, sdown;
+    xq_set *h, *g, *gs;
+} moe_ctx;
+
+static void mm_pair(const cu_mm *a, const cu_mm *b, const xq_set *x, int v)
+{
+    if (v == 2) {   /* stacked: one launch, as moe_exec's gate_up_run */
+        cu_mm m = *a;
+        m.w2 = b->w;
+        m.rows_split = a->rows;
+        m.rows = a->rows + b->rows;
+        CK((cudaError_t)si_cu_matmul_q8(&m, x->q, x->d, x->s, NULL));
+    } else {
+        CK((cudaError_t)si_cu_matmul_q8_v1(a, x->q, x->d, x->s, NULL));
+        CK((cudaError_t)si_cu_matmul_q8_v1(b, x->q, x->d, x->s, NULL));
+    }
+}
+
+static void run_moe(void *p, int v)
+{
+    moe_ctx *c = p;
+    mm_pair(&c->gate, &c->up, c->h, v);
+    mm_pair(&c->sgate, &c->sup, c->h, v);
+    /* (the down inputs are fixed quantised columns here: the SwiGLU and
+     * the quantisation between are not what is measured) */
+    int (*f)(const cu_mm *, const int8_t *, const float *, const float *, void *) =
+        v == 2 ? si_cu_matmul_q8 : si_cu_matmul_q8_v1;
+    CK((cudaError_t)f(&c->down, c->g->q, c->g->d, c->g->s, NULL));
+    CK((cudaError_t)f(&c->sdown, c->gs->q, c->gs->d, c->gs->s, NULL));
+}
+
+static void bench_moe(void)
+{
+    const int64_t H = 2048, E = 256, K = 8, F = 512;
+    const uint32_t t = SI_TYPE_Q4_K;
+    const int64_t rb_up = row_bytes(t, H), rb_dn = row_bytes(t, F);
+    uint8_t *wg = make_weights(t, H, E * F), *wu = make_weights(t, H, E * F), *wd = make_weights(t, F, E * H);
+    uint8_t *sg = make_weights(t, H, F), *su = make_weights(t, H, F), *sd = make_weights(t, F, H);
+    int32_t sel[8], *dsel;
+    for (int k = 0; k < K; k++) {
+        int32_t e;
+        bool dup;
+        do {
+            e = (int32_t)(r32() % (uint32_t)E);
+            dup = false;
+            for (int j = 0; j < k; j++)
+                dup |= sel[j] == e;
+        } while (dup);
+        sel[k] = e;
+    }
+    CK(cudaMalloc((void **)&dsel, sizeof sel));
+    CK(cudaMemcpy(dsel, sel, sizeof sel, cudaMemcpyHostToDevice));
+    xq_set h = make_x(H, 1), g = make_x(F, K), gs = make_x(F, 1);
+    float *gu, *sgu, *y, *ys;
+    CK(cudaMalloc((void **)&gu, (size_t)(K * 2 * F) * sizeof(float)));
+    CK(cudaMalloc((void **)&sgu, (size_t)(2 * F) * sizeof(float)));
+    CK(cudaMalloc((void **)&y, (size_t)(K * H) * sizeof(float)));
+    CK(cudaMalloc((void **)&ys, (size_t)H * sizeof(float)));
+    moe_ctx c = { .h = &h, .g = &g, .gs = &gs };
+    const cu_mm base_up = { .type = t, .in = H, .rows = F, .row_bytes = (uint64_t)rb_up, .x_div = K,
+                            .expert = dsel, .expert_bytes = (uint64_t)(rb_up * F), .y_stride = 2 * F, .ncols = K };
+    c.gate = base_up;
+    c.gate.w = wg;
+    c.gate.y = gu;
+    c.up = base_up;
+    c.up.w = wu;
+    c.up.y = gu + F;
+    c.down = (cu_mm){ .w = wd, .type = t, .in = F, .rows = H, .row_bytes = (uint64_t)rb_dn, .x_div = 1,
+                      .expert = dsel, .expert_bytes = (uint64_t)(rb_dn * H), .y = y, .y_stride = H, .ncols = K };
+    c.sgate = (cu_mm){ .w = sg, .type = t, .in = H, .rows = F, .row_bytes = (uint64_t)rb_up, .x_div = 1,
+                       .y = sgu, .y_stride = 2 * F, .ncols = 1 };
+    c.sup = c.sgate;
+    c.sup.w = su;
+    c.sup.y = sgu + F;
+    c.sdown = (cu_mm){ .w = sd, .type = t, .in = F, .rows = H, .row_bytes = (uint64_t)rb_dn, .x_div = 1,
+                       .y = ys, .y_stride = H, .ncols = 1 };
+    const double gb = ((double)K * (2 * F * rb_up + H * rb_dn) + 2 * F * rb_up + H * rb_dn) / 1e9;
+    const float us1 = time_median(run_moe, &c, 1);
+    float *ref = NULL;
+    CK(cudaMalloc((void **)&ref, (size_t)(K * 2 * F) * sizeof(float)));
+    CK(cudaMemcpy(ref, gu, (size_t)(K * 2 * F) * sizeof(float), cudaMemcpyDeviceToDevice));
+    const float us2 = time_median(run_moe, &c, 2);
+    CK(cudaDeviceSynchronize());
+    const double rd = rel_diff(gu, ref, (size_t)(K * 2 * F));
+    const bool ok = rd < 1e-4;
+    g_bad += !ok;
+    printf("MoE decode 35b-a3b (Q4_K, 8 of 256 experts + shared, 1 token): v2 %.2f us (4 launches) %.0f GB/s | "
+           "v1 %.2f us (6 launches) %.0f GB/s | x%.2f  (%.1f MB; gate/up v2-v1 %.1e%s)\n",
+           us2, gb / (us2 * 1e-6), us1, gb / (us1 * 1e-6), us1 / us2, gb * 1e3, rd, ok ? "" : " MISMATCH");
+    cudaFree(ref);
+    cudaFree(gu);
+    cudaFree(sgu);
+    cudaFree(y);
+    cudaFree(ys);
+    cudaFree(dsel);
+    free_x(&h);
+    free_x(&g);
+    free_x(&gs);
+    cudaFree(wg);
+    cudaFree(wu);
+    cudaFree(wd);
+    cudaFree(sg);
+    cudaFree(su);
+    cudaFree(sd);
+}
+
+int main(int argc, char **argv)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("SKIP: no usable CUDA device\n");
+        return 77;
+    }
+    if (argc > 1 && atoi(argv[1]) >= 1)
+        g_reps = atoi(argv[1]);
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("bench_gemv: %s, %d SMs, L2 %d MB; median of %d launches (3 warm-up), L2 flushed before each\n", p.name,
+           p.multiProcessorCount, p.l2CacheSize >> 20, g_reps);
+    CK(cudaMalloc(&g_flush, FLUSH_BYTES));
+    CK(cudaEventCreate(&g_e0));
+    CK(cudaEventCreate(&g_e1));
+    /* 9b: n_embd 4096, n_ff 12288, output 248320 x 4096 */
+    bench_dense("9b ffn gate/up", SI_TYPE_Q4_K, 12288, 4096);
+    bench_dense("9b ffn down", SI_TYPE_Q4_K, 4096, 12288);
+    bench_dense("9b output", SI_TYPE_Q6_K, 248320, 4096);
+    bench_dense("9b ffn gate/up", SI_TYPE_Q5_K, 12288, 4096);
+    bench_dense("9b ffn down", SI_TYPE_Q6_K, 4096, 12288);
+    bench_dense("9b-shaped", SI_TYPE_Q8_0, 12288, 4096);
+    bench_dense("9b attn/gdn 4096x4096", SI_TYPE_Q4_K, 4096, 4096);
+    /* 35b-a3b: n_embd 2048, Q8_0 attention/GDN projections, output */
+    bench_dense("35b attn q+gate", SI_TYPE_Q8_0, 8192, 2048);
+    bench_dense("35b attn out", SI_TYPE_Q8_0, 2048, 4096);
+    bench_dense("35b attn k/v", SI_TYPE_Q8_0, 512, 2048);
+    bench_dense("35b output", SI_TYPE_Q6_K, 248320, 2048);
+    bench_moe();
+    printf("bench_gemv: %s\n", g_bad ? "v2 and v1 DISAGREE somewhere (see MISMATCH)" : "v2 agrees with v1 everywhere");
+    cudaFree(g_flush);
+    return g_bad ? 1 : 0;
+}
