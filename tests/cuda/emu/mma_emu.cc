@@ -14,6 +14,8 @@
 // Usage: mma_emu TYPE ROWS IN NCOLS [X_DIV [GY]]  (TYPE q4_k q5_k q6_k q8_0;
 //   GY: blocks along the columns, default the launcher's: fewer exercise
 //   the kernel's loop over column tiles)
+// EMU_KERNEL=dp4a: the decode GEMV instead; EMU_KERNEL=mma2: the v2 GEMM
+// (cuda_mma2.cu) with EMU_BM=128 (default) or 64 row tiles (GY ignored).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 #include "ptx_emu.h"
@@ -32,6 +34,8 @@ uint16_t si_f32_to_fp16(float f);
 }
 size_t emu_mma_smem();
 void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy);
+size_t emu_mma2_smem(int bm);
+void emu_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm);
 void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs);
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks);
 
@@ -161,16 +165,21 @@ int main(int argc, char **argv)
     mm.w = w; mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)row_bytes;
     mm.x_stride = in; mm.x_div = x_div; mm.y = y; mm.y_stride = y_stride; mm.ncols = ncols;
     const bool dp4a = getenv("EMU_KERNEL") != NULL && !strcmp(getenv("EMU_KERNEL"), "dp4a");
+    const bool mma2 = getenv("EMU_KERNEL") != NULL && !strcmp(getenv("EMU_KERNEL"), "mma2");
+    const int bm = getenv("EMU_BM") != NULL ? atoi(getenv("EMU_BM")) : 128;
     if (dp4a ? !si_cu_mmq_ok(&mm) : !si_cu_mma_ok(&mm)) { printf("  %s refuses it\n", dp4a ? "si_cu_mmq_ok" : "si_cu_mma_ok"); return 2; }
     unsigned gy = (unsigned)((ncols + 63) / 64);
     if (argc > 6) gy = (unsigned)atoi(argv[6]);
     printf(" gy %u\n", gy);
     emu::granges = { { w, w + rows * row_bytes, "w" }, { xq.data(), xq.data() + xq.size(), "xq" },
                      { xd.data(), xd.data() + xd.size(), "xd" }, { xs.data(), xs.data() + xs.size(), "xs" } };
-    emu_ptx::smem_bytes = emu_mma_smem();
+    emu_ptx::smem_bytes = mma2 ? emu_mma2_smem(bm) : emu_mma_smem();
     if (dp4a) {
         printf("  (dp4a GEMV)\n");
         emu_mmq(&mm, xq.data(), xd.data(), xs.data());
+    } else if (mma2) {
+        printf("  (mma v2, %d-row tiles)\n", bm);
+        emu_mma2(&mm, xq.data(), xd.data(), xs.data(), bm);
     } else {
         emu_mma(&mm, xq.data(), xd.data(), xs.data(), gy);
     }

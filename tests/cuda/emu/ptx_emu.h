@@ -11,8 +11,13 @@
 // the warp meets (all 32 lanes: checked, every element written exactly
 // once), each lane computes its four D elements, int32 wrapping.
 // cp.async: the copy is queued per thread and the destination poisoned
-// (0x7f) at issue; the data lands at the thread's cp.async.wait_all, the
-// latest the ISA allows, so reading it before the wait + barrier shows.
+// (0x7f) at issue; the data lands at the thread's cp.async.wait_all, or at
+// the cp.async.wait_group N that leaves its commit group no longer among
+// the N most recent (9.7.9.25.3.2): the latest the ISA allows, so reading
+// it before the wait + barrier shows.
+// ldmatrix.m8n8.x4.b16 (9.7.14.5.15): every lane gives one row address
+// (lanes 8j..8j+7: the 8 rows of matrix j, 16-byte aligned, in shared
+// memory); register j of lane l is matrix j, row l / 4, 32-bit word l % 4.
 #pragma once
 #include "cuda_runtime.h"
 
@@ -74,8 +79,9 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
     __syncwarp();
 }
 
-struct pend { void *dst; unsigned char data[16]; int n; };
+struct pend { void *dst; unsigned char data[16]; int n; unsigned group; };
 inline std::vector<pend> q[1024];
+inline unsigned committed[1024];   // commit groups closed so far, per thread
 inline size_t smem_bytes;   // set by the test before a launch
 
 inline void cp_async(int n, const char *what, void *smem, const void *g)
@@ -88,7 +94,7 @@ inline void cp_async(int n, const char *what, void *smem, const void *g)
     }
     emu::gread(g, (size_t)n, (size_t)n, what);
     pend p;
-    p.dst = smem; p.n = n;
+    p.dst = smem; p.n = n; p.group = committed[threadIdx.x];
     memcpy(p.data, g, (size_t)n);
     memset(smem, 0x7f, (size_t)n);
     q[threadIdx.x].push_back(p);
@@ -97,6 +103,35 @@ inline void wait_all()
 {
     for (auto &p : q[threadIdx.x]) memcpy(p.dst, p.data, (size_t)p.n);
     q[threadIdx.x].clear();
+}
+inline void commit() { committed[threadIdx.x]++; }
+// lands the copies of every group but the n most recently committed (and
+// not those issued after the last commit)
+inline void wait_group(unsigned n)
+{
+    auto &v = q[threadIdx.x];
+    const unsigned c = committed[threadIdx.x];
+    std::vector<pend> keep;
+    for (auto &p : v) {
+        if (p.group + n < c) memcpy(p.dst, p.data, (size_t)p.n);
+        else keep.push_back(p);
+    }
+    v.swap(keep);
+}
+inline const void *ldsm_tbl[32][32];
+inline void ldsm_x4(uint32_t r[4], const void *smem)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const char *s0 = (const char *)emu::dyn_smem();
+    if ((uintptr_t)smem % 16 || (const char *)smem < s0 || (const char *)smem + 16 > s0 + smem_bytes) {
+        fprintf(stderr, "emu: ldmatrix: lane %d row address %p not 16-aligned in the dynamic shared memory\n", lane, smem);
+        abort();
+    }
+    ldsm_tbl[w][lane] = smem;
+    __syncwarp();
+    for (int j = 0; j < 4; j++)
+        memcpy(&r[j], (const char *)ldsm_tbl[w][8 * j + lane / 4] + 4 * (lane % 4), 4);
+    __syncwarp();
 }
 inline void check_drained()
 {
@@ -112,5 +147,7 @@ static inline void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
 { const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, c, a, b); }
 static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); }
 static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
-static inline void cp_async_commit() {}
+static inline void cp_async_commit() { emu_ptx::commit(); }
 static inline void cp_async_wait_all() { emu_ptx::wait_all(); }
+template <int N> static inline void cp_async_wait_group() { emu_ptx::wait_group((unsigned)N); }
+static inline void ldsm_x4(uint32_t r[4], const void *smem) { emu_ptx::ldsm_x4(r, smem); }

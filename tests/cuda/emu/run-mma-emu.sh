@@ -6,7 +6,9 @@
 # Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~20 s).
 # The EMU_DRIFT runs let warps drift apart between block barriers: with
 # either __syncthreads of mma_kernel's loop removed they FAIL (checked).
-# Usage: run-mma-emu.sh [builddir] [quick]
+# v2 (cuda_mma2.cu, knob mma_tile = v2) runs in every mode; "v2" runs only
+# its cases (~3 min), "v2quick" a few (~30 s).
+# Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -38,6 +40,35 @@ void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     case SI_TYPE_Q6_K: emu_mma_t<SI_TYPE_Q6_K>(mm, xq, xd, xs, gy); break;
     default: abort();
     }
+}
+EOT
+# v2 (cuda_mma2.cu, EMU_KERNEL=mma2, EMU_BM=64|128): the same cuts
+sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' \
+    -e 's/^#include "cuda_quant.cuh"/#include "cuda_quant.cuh"\n#include "ptx_emu.h"/' \
+    -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
+    -e '/^\/\/ ---- launchers/,$d' \
+    "$src/cuda_mma2.cu" > "$out/k_mma2.cc"
+cat >> "$out/k_mma2.cc" <<'EOT'
+size_t emu_mma2_smem(int bm) { return bm == 64 ? m2_smem<64>::TOTAL : m2_smem<128>::TOTAL; }
+template <int T, int BM> static void emu_mma2_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    const unsigned gx = (unsigned)((mm->ncols + M2_BN - 1) / M2_BN), gy = (unsigned)((mm->rows + BM - 1) / BM);
+    emu_launch(dim3(gx, gy), dim3(M2_THREADS), m2_smem<BM>::TOTAL, [&] { mma2_kernel<T, BM>(*mm, xq, xd, xs); });
+}
+template <int BM> static void emu_mma2_b(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    switch (mm->type) {
+    case SI_TYPE_Q8_0: emu_mma2_t<SI_TYPE_Q8_0, BM>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q4_K: emu_mma2_t<SI_TYPE_Q4_K, BM>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q5_K: emu_mma2_t<SI_TYPE_Q5_K, BM>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q6_K: emu_mma2_t<SI_TYPE_Q6_K, BM>(mm, xq, xd, xs); break;
+    default: abort();
+    }
+}
+void emu_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm)
+{
+    if (bm == 64) emu_mma2_b<64>(mm, xq, xd, xs);
+    else emu_mma2_b<128>(mm, xq, xd, xs);
 }
 EOT
 # the quantiser and the dp4a GEMV: cuda_mmq.cu without its launchers
@@ -75,11 +106,12 @@ void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     }
 }
 EOT
-grep -q 'emu::dyn_smem' "$out/k_mma.cc" && ! grep -q 'asm' "$out/k_mma.cc" && grep -q 'quant_x_kernel' "$out/k_quant.cc" || {
-    echo "run-mma-emu: cuda_mma.cu / cuda_mmq.cu changed shape; update the sed lines" >&2; exit 1; }
+grep -q 'emu::dyn_smem' "$out/k_mma.cc" && ! grep -q 'asm' "$out/k_mma.cc" && grep -q 'quant_x_kernel' "$out/k_quant.cc" &&
+    grep -q 'emu::dyn_smem' "$out/k_mma2.cc" && ! grep -q 'asm\|<<<' "$out/k_mma2.cc" || {
+    echo "run-mma-emu: cuda_mma.cu / cuda_mma2.cu / cuda_mmq.cu changed shape; update the sed lines" >&2; exit 1; }
 F="-std=c++17 -O2 -g -I$here -I$src -I$top/core/include -I$top/core -I$top/backends/cpu -Wno-unused-function -fsanitize=alignment -fno-sanitize-recover=alignment"
 C="-std=c11 -O2 -g -I$top/core/include -I$top/core -I$top/backends/cpu"
-for f in k_mma k_quant; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
+for f in k_mma k_mma2 k_quant; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 # the references: the cpu backend's int8 path (AVX2 kernels stubbed: simd
 # off) and core's dequantisation
 cat > "$out/stubs.c" <<'EOT'
@@ -96,9 +128,28 @@ objs=""
 for c in "$top/backends/cpu/cpu_quant_dot.c" "$top/core/quant.c" "$top/core/quant_k.c" "$top/core/quant_iq.c" "$top/core/fp16.c" "$top/core/types.c" "$out/stubs.c"; do
     o="$out/$(basename "$c" .c).o"; gcc $C -c "$c" -o "$o"; objs="$objs $o"
 done
-g++ $F "$here/mma_emu.cc" "$here/emu.cc" "$out/k_mma.o" "$out/k_quant.o" $objs -o "$out/mma_emu"
+g++ $F "$here/mma_emu.cc" "$here/emu.cc" "$out/k_mma.o" "$out/k_mma2.o" "$out/k_quant.o" $objs -o "$out/mma_emu"
 rc=0
 run() { "$out/mma_emu" "$@" || rc=1; }
+# v2 (cuda_mma2.cu): EMU_BM 128 and 64 row tiles
+run2() { EMU_KERNEL=mma2 EMU_BM=128 "$out/mma_emu" "$@" || rc=1; }
+run2s() { EMU_KERNEL=mma2 EMU_BM=64 "$out/mma_emu" "$@" || rc=1; }
+if [ "$2" = v2quick ] || [ "$2" = v2 ]; then
+    run2 q4_k 77 256 9; run2s q6_k 77 512 9; run2 q8_0 77 352 9; run2s q5_k 70 256 131 2
+    EMU_DRIFT=1 run2 q4_k 130 1024 70
+    [ "$2" = v2quick ] && exit $rc
+    for t in q4_k q5_k q6_k q8_0; do
+        for r in 1 77 272; do
+            for i in 256 2048; do
+                for n in 9 129; do run2 $t $r $i $n; done
+            done
+        done
+        run2s $t 77 512 200; run2 $t 130 512 129 3; run2s $t 130 768 70 2
+        EMU_DRIFT=7 run2 $t 130 1024 70; EMU_DRIFT=3 run2s $t 70 512 140
+    done
+    for r in 1 77 272; do for n in 9 129; do run2 q8_0 $r 352 $n; run2s q8_0 $r 352 $n; done; done
+    exit $rc
+fi
 # the dp4a decode GEMV (EMU_KERNEL=dp4a: <= 8 columns) against the same
 # references
 dp4a() { EMU_KERNEL=dp4a "$out/mma_emu" "$@" || rc=1; }
@@ -107,6 +158,7 @@ dp4a q4_k 20 256 6 3
 if [ "$2" = quick ]; then
     run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
     EMU_DRIFT=1 run q5_k 77 2048 70 1 1
+    run2 q4_k 77 256 9; run2s q6_k 77 512 9; run2 q8_0 77 352 9; EMU_DRIFT=1 run2 q5_k 130 1024 70
     exit $rc
 fi
 for t in q4_k q5_k q6_k q8_0; do
