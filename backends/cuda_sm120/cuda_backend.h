@@ -34,6 +34,7 @@ struct si_backend {
     size_t         ws_size;
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
     bool           mm_prefill_mma;  /* knob prefill_mm = mma (else gemv)     */
+    bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */

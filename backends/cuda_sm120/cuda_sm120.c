@@ -36,6 +36,12 @@
  *                         columns; gemv keeps the `matmul` path above, 8
  *                         columns per pass.  `matmul` still governs <= 8
  *                         columns (decode) and the per-token experts.
+ *   mma_tile = v2 | v1    the prefill_mm = mma GEMM: v2 (default) 128x128
+ *                         tiles (64x128 where 128-row ones leave SMs idle),
+ *                         one fma per scaled block term, one barrier per
+ *                         k-tile (cuda_mma2.cu); v1 the 128x64 kernel
+ *                         (cuda_mma.cu), kept for A/B.  Same int32 block
+ *                         terms; f32 rounding differs in the last bits.
  *   attn    = split | simple  ATTN core: split (default) cuts each token's
  *                         context into chunks handled by separate blocks,
  *                         each reading K/V once for all query heads of a
@@ -166,13 +172,14 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, prefill_mma = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
+    bool dp4a = true, prefill_mma = true, mma_v2 = true, attn_split = true, gdn_chunked = true, gdn_rows = true, profile = false;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
     } two[] = {
         { "matmul", "dp4a", "f32", &dp4a },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
+        { "mma_tile", "v2", "v1", &mma_v2 },
         { "attn", "split", "simple", &attn_split },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
@@ -223,6 +230,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->kv_pages = kv_pages;
     b->mm_dp4a = dp4a;
     b->mm_prefill_mma = prefill_mma;
+    b->mm_mma_v2 = mma_v2;
     b->attn_split = attn_split;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
@@ -252,10 +260,10 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME,
-           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s, attn %s, gdn_rows %s, gdn_prefill %s",
+           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, prefill_mm %s%s, attn %s, gdn_rows %s, gdn_prefill %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
-           prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple", gdn_rows ? "true" : "false",
+           prefill_mma ? "mma" : "gemv", prefill_mma ? (mma_v2 ? " (v2)" : " (v1)") : "", attn_split ? "split" : "simple", gdn_rows ? "true" : "false",
            gdn_chunked ? "chunked" : "seq");
     *out = b;
     return SI_OK;
