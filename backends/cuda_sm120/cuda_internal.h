@@ -99,6 +99,9 @@ int  si_cu_matmul_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const 
  * what si_cu_mma_ok accepts; same int32 block terms, f32 rounding of the
  * scaled terms in a different place (see the file). */
 int  si_cu_matmul_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* ... with the row tile forced (bm 64 or 128; 0: the launcher's choice),
+ * for tests/cuda/bench_gemm's A/B. */
+int  si_cu_matmul_mma2_bm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm, void *stream);
 
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
 typedef struct cu_rows {

@@ -9,11 +9,13 @@
 // per 32 MACs, so the SM's instruction issue, not the tensor cores, bounds
 // it; Q6_K adds an I2F (1/8 of the FP32 rate on sm_90).  v2 cuts that:
 //   - round(isum * dw) in ONE fma, exactly: with M = 1.5 * 2^23 the float
-//     with bits isum + 0x4B400000 is M + isum exactly (|isum| < 2^22), and
+//     with bits isum + 0x4B400000 is M + isum exactly (|isum| < 2^22; the
+//     mma adds 0x4B400000 for free as its C operand), and
 //     fmaf(M + isum, dw, -M * dw) rounds the exact isum * dw once (-M * dw
 //     is exact: dw has <= 19 significant bits here).  Then fmaf(., dx, acc)
-//     and, for Q4_K/Q5_K, fmaf(-wm, xs, acc): 4 slots (IADD + 3 FFMA), 3
-//     for Q8_0; Q6_K does it per 16-half (its two k16 sums, no I2F): 6.
+//     and, for Q4_K/Q5_K, fmaf(-wm, xs, acc): 3 FFMA per element and
+//     block, 2 for Q8_0; Q6_K does it per 16-half (its two k16 sums, no
+//     I2F): 4.
 //     The only change from the cpu's f32 evaluation is where the products
 //     round (dx * (dw * isum) vs round(dw * isum) * dx) and the summation
 //     order; the integer terms are the same.
@@ -63,20 +65,21 @@ template <int BM> struct m2_smem {
 
 // ---- PTX wrappers -------------------------------------------------------
 
-__device__ __forceinline__ void mma_k32(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+// D = A B + C with every C element = c0 (the int32 sum wraps).
+__device__ __forceinline__ void mma_k32c(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int c0)
 {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%10,%10,%10,%10};"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0));
 }
 
-__device__ __forceinline__ void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
+__device__ __forceinline__ void mma_k16c(int d[4], uint32_t a0, uint32_t a1, uint32_t b0, int c0)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
                  "{%7,%7,%7,%7};"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(c0));
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *smem)
@@ -107,10 +110,11 @@ template <int N> __device__ __forceinline__ void cp_async_wait_group()
 
 // ---- end of PTX wrappers ------------------------------------------------
 
-// round(isum * dw) (see the header): nmdw = -M * dw.
-__device__ __forceinline__ float m2_scale(int isum, float dw, float nmdw)
+// round(isum * dw) (see the header) from mi = isum + M2_MAGIC (the mma
+// adds it: its C operand), nmdw = -M * dw.
+__device__ __forceinline__ float m2_scale(int mi, float dw, float nmdw)
 {
-    return fmaf(__int_as_float(isum + M2_MAGIC), dw, nmdw);
+    return fmaf(__int_as_float(mi), dw, nmdw);
 }
 
 __device__ __forceinline__ void m2_st16(uint8_t *p, const uint32_t v[4])
@@ -342,40 +346,126 @@ __device__ __forceinline__ void m2_store(const m2_raw<T, BM> &raw, uint8_t *W, f
 
 // ---- activations: cp.async into stage s -----------------------------------
 
-struct m2_xt {
-    const int8_t *xq;
-    const float  *xd, *xs;
-    int64_t       in, nb, ncols, x_div, c0;
+// Thread tid copies, per k-tile, the 16-byte chunks tid % 8 of tile
+// columns tid / 8 + 32 i (i < 4) and the scales (and sums) of blocks
+// tid / 128 + 2 i (i < 2) of column tid % 128.  Column c of the tile reads
+// quantised column (c0 + c) / x_div; columns past the end are clamped to
+// the last one (computed, never stored).  The source pointers are made
+// once: the divisions by x_div are 64-bit.
+struct m2_xsrc {
+    static const int NC = M2_BN * (M2_KT / 16) / M2_THREADS, NS = M2_BN * M2_NSUB / M2_THREADS;
+    const int8_t *q[NC];
+    const float  *d, *s;
+    int           ch;
+
+    __device__ __forceinline__ void init(const int8_t *xq, const float *xd, const float *xs, int64_t in, int64_t ncols,
+                                         int64_t x_div, int64_t c0, int tid)
+    {
+        ch = tid % (M2_KT / 16);
+#pragma unroll
+        for (int i = 0; i < NC; i++) {
+            int64_t j = c0 + tid / (M2_KT / 16) + i * (M2_THREADS / (M2_KT / 16));
+            j = j < ncols ? j : ncols - 1;
+            q[i] = xq + (j / x_div) * in + 16 * ch;
+        }
+        int64_t j = c0 + tid % M2_BN;
+        j = j < ncols ? j : ncols - 1;
+        d = xd + (j / x_div) * (in / 32);
+        s = xs + (j / x_div) * (in / 32);
+    }
 };
 
-// Column c of the tile reads quantised column (c0 + c) / x_div; columns past
-// the end are clamped to the last one (computed, never stored).
-__device__ __forceinline__ int64_t m2_xcol(const m2_xt &t, int c)
-{
-    int64_t j = t.c0 + c;
-    j = j < t.ncols ? j : t.ncols - 1;
-    return j / t.x_div;
-}
-
 template <bool MIN>
-__device__ __forceinline__ void m2_x_issue(uint8_t *X, float *xc, const m2_xt &t, int64_t kt, int tid)
+__device__ __forceinline__ void m2_x_issue(uint8_t *X, float *xc, const m2_xsrc &x, int64_t in, int64_t kt, int tid)
 {
     const int64_t k0 = kt * M2_KT;
+    if (k0 + 16 * x.ch < in) {
 #pragma unroll
-    for (int i = 0; i < M2_BN * (M2_KT / 16) / M2_THREADS; i++) {   // 4 chunks of 16 B
-        const int id = tid + i * M2_THREADS, c = id / (M2_KT / 16), ch = id % (M2_KT / 16);
-        if (k0 + 16 * ch < t.in)
-            cp_async16(X + c * M2_LD + 16 * ch, t.xq + m2_xcol(t, c) * t.in + k0 + 16 * ch);
+        for (int i = 0; i < m2_xsrc::NC; i++)
+            cp_async16(X + (tid / (M2_KT / 16) + i * (M2_THREADS / (M2_KT / 16))) * M2_LD + 16 * x.ch, x.q[i] + k0);
+    }
+    const int c = tid % M2_BN;
+#pragma unroll
+    for (int i = 0; i < m2_xsrc::NS; i++) {
+        const int b = tid / M2_BN + i * (M2_THREADS / M2_BN);
+        const int64_t gb = kt * M2_NSUB + b;
+        if (gb < in / 32) {
+            cp_async4(xc + (b * 2) * M2_BN + m2_cperm(c), x.d + gb);
+            if (MIN)
+                cp_async4(xc + (b * 2 + 1) * M2_BN + m2_cperm(c), x.s + gb);
+        }
+    }
+}
+
+// One 32-wide block b of the k-tile for this warp: fragments, scales,
+// MT x NT mma and the scaled terms into acc.
+template <int T, int BM>
+__device__ __forceinline__ void m2_block(float (&acc)[BM / 32][4][4], const uint8_t *W, const uint8_t *X, const float *ws,
+                                         const float *xc, int b, int a_off, int b_off, int wr, int wc, int g, int t4)
+{
+    const bool MIN = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
+    const int MT = BM / 32, NT = 4;
+    uint32_t bf[NT][2];
+#pragma unroll
+    for (int p = 0; p < NT / 2; p++) {
+        uint32_t r[4];
+        ldsm_x4(r, X + b_off + p * 16 * M2_LD + 32 * b);
+        bf[2 * p][0] = r[0];
+        bf[2 * p][1] = r[1];
+        bf[2 * p + 1][0] = r[2];
+        bf[2 * p + 1][1] = r[3];
+    }
+    float dx[NT][2], sx[NT][2];
+    {
+        const float4 *p = (const float4 *)(xc + (2 * b) * M2_BN + wc + 8 * t4);
+        const float4 u0 = p[0], u1 = p[1];
+        dx[0][0] = u0.x; dx[0][1] = u0.y; dx[1][0] = u0.z; dx[1][1] = u0.w;
+        dx[2][0] = u1.x; dx[2][1] = u1.y; dx[3][0] = u1.z; dx[3][1] = u1.w;
+        if (MIN) {
+            const float4 *q = (const float4 *)(xc + (2 * b + 1) * M2_BN + wc + 8 * t4);
+            const float4 v0 = q[0], v1 = q[1];
+            sx[0][0] = v0.x; sx[0][1] = v0.y; sx[1][0] = v0.z; sx[1][1] = v0.w;
+            sx[2][0] = v1.x; sx[2][1] = v1.y; sx[3][0] = v1.z; sx[3][1] = v1.w;
+        }
     }
 #pragma unroll
-    for (int i = 0; i < M2_BN * M2_NSUB / M2_THREADS; i++) {   // 2 scales (and sums)
-        const int id = tid + i * M2_THREADS, c = id % M2_BN, b = id / M2_BN;
-        const int64_t gb = kt * M2_NSUB + b;
-        if (gb < t.nb) {
-            const int64_t o = m2_xcol(t, c) * t.nb + gb;
-            cp_async4(xc + (b * 2) * M2_BN + m2_cperm(c), t.xd + o);
-            if (MIN)
-                cp_async4(xc + (b * 2 + 1) * M2_BN + m2_cperm(c), t.xs + o);
+    for (int mt = 0; mt < MT; mt++) {
+        uint32_t af[4];
+        ldsm_x4(af, W + a_off + mt * 16 * M2_LD + 32 * b);
+        // this lane's rows g and g+8 of m-tile mt: float2 per scale
+        const int ro = wr + g * (2 * MT) + 2 * mt;
+        const float2 s0 = *(const float2 *)(ws + (b * 4 + 0) * BM + ro);
+        const float2 s1 = *(const float2 *)(ws + (b * 4 + 1) * BM + ro);
+        float2 s2 = make_float2(0.0f, 0.0f), s3 = s2;
+        if (MIN || T == SI_TYPE_Q6_K)
+            s2 = *(const float2 *)(ws + (b * 4 + 2) * BM + ro);
+        if (T == SI_TYPE_Q6_K)
+            s3 = *(const float2 *)(ws + (b * 4 + 3) * BM + ro);
+        const float dw[2] = { s0.x, s0.y }, nm[2] = { s1.x, s1.y };
+        const float q2[2] = { s2.x, s2.y }, q3[2] = { s3.x, s3.y };
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            if (T == SI_TYPE_Q6_K) {
+                int lo[4], hi[4];
+                mma_k16c(lo, af[0], af[1], bf[nt][0], M2_MAGIC);
+                mma_k16c(hi, af[2], af[3], bf[nt][1], M2_MAGIC);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {   // |lo|, |hi| <= 16 * 32 * 127 < 2^22
+                    const int ri = e >> 1, ci = e & 1;
+                    acc[mt][nt][e] = fmaf(m2_scale(lo[e], dw[ri], nm[ri]), dx[nt][ci], acc[mt][nt][e]);
+                    acc[mt][nt][e] = fmaf(m2_scale(hi[e], q2[ri], q3[ri]), dx[nt][ci], acc[mt][nt][e]);
+                }
+            } else {
+                int c[4];
+                mma_k32c(c, af, bf[nt][0], bf[nt][1], M2_MAGIC);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {   // |c| <= 32 * 31 * 127 < 2^22 (Q8_0: 32 * 128 * 127)
+                    const int ri = e >> 1, ci = e & 1;
+                    acc[mt][nt][e] = fmaf(m2_scale(c[e], dw[ri], nm[ri]), dx[nt][ci], acc[mt][nt][e]);
+                    if (MIN)
+                        acc[mt][nt][e] = fmaf(q2[ri], sx[nt][ci], acc[mt][nt][e]);
+                }
+            }
         }
     }
 }
@@ -386,7 +476,7 @@ __device__ __forceinline__ void m2_x_issue(uint8_t *X, float *xc, const m2_xt &t
 // together, so it comes from DRAM about once), y = row tiles.
 
 template <int T, int BM>
-__global__ void __launch_bounds__(M2_THREADS, 1)
+__global__ void __launch_bounds__(M2_THREADS, BM == 64 ? 2 : 1)
 mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     typedef m2_smem<BM> L;
@@ -403,7 +493,9 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
     const int b_off = (wc + (lane & 7) + (lane >> 4) * 8) * M2_LD + 16 * ((lane >> 3) & 1);
     const int64_t nb = mm.in / 32, nkt = (mm.in + M2_KT - 1) / M2_KT;
     const m2_wt wt = { mm.w, mm.row_bytes, (int64_t)blockIdx.y * BM, mm.rows, nb };
-    const m2_xt xt = { xq, xd, xs, mm.in, nb, mm.ncols, mm.x_div, (int64_t)blockIdx.x * M2_BN };
+    const int64_t c0 = (int64_t)blockIdx.x * M2_BN;
+    m2_xsrc xsrc;
+    xsrc.init(xq, xd, xs, mm.in, mm.ncols, mm.x_div, c0, tid);
     uint8_t *const W0 = sm + L::W, *const X0 = sm + L::X;
     float *const WS0 = (float *)(sm + L::WS), *const XC0 = (float *)(sm + L::XC);
     const int WSZ = M2_NSUB * 4 * BM, XCZ = M2_NSUB * 2 * M2_BN;   // floats per scale buffer
@@ -423,7 +515,7 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 #pragma unroll
     for (int s = 0; s < M2_XS - 1; s++) {
         if (s < nkt)
-            m2_x_issue<MIN>(X0 + s * (M2_BN * M2_LD), XC0 + s * XCZ, xt, s, tid);
+            m2_x_issue<MIN>(X0 + s * (M2_BN * M2_LD), XC0 + s * XCZ, xsrc, mm.in, s, tid);
         cp_async_commit();
     }
     m2_raw<T, BM> raw;
@@ -440,7 +532,7 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
         __syncthreads();
         const int64_t kn = kt + M2_XS - 1;
         if (kn < nkt)
-            m2_x_issue<MIN>(X0 + (kn % M2_XS) * (M2_BN * M2_LD), XC0 + (kn % M2_XS) * XCZ, xt, kn, tid);
+            m2_x_issue<MIN>(X0 + (kn % M2_XS) * (M2_BN * M2_LD), XC0 + (kn % M2_XS) * XCZ, xsrc, mm.in, kn, tid);
         cp_async_commit();
         if (kt + 1 < nkt) {
             m2_store<T, BM>(raw, W0 + (wb ^ 1) * (BM * M2_LD), WS0 + (wb ^ 1) * WSZ, kt + 1, tid, nb);
@@ -452,72 +544,17 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
         const float *ws = WS0 + wb * WSZ, *xc = XC0 + xs_ * XCZ;
         const int64_t left = nb - kt * M2_NSUB;
         const int nsub = left < M2_NSUB ? (int)left : M2_NSUB;
+        // (Q6_K, with twice the row scales, spills when all 4 are unrolled)
+        if constexpr (T == SI_TYPE_Q6_K) {
+#pragma unroll 1
+            for (int b = 0; b < M2_NSUB; b++)
+                m2_block<T, BM>(acc, W, X, ws, xc, b, a_off, b_off, wr, wc, g, t4);
+        } else {
 #pragma unroll
-        for (int b = 0; b < M2_NSUB; b++) {
-            if (b >= nsub)   // Q8_0 row tails only
-                break;
-            uint32_t bf[NT][2];
-#pragma unroll
-            for (int p = 0; p < NT / 2; p++) {
-                uint32_t r[4];
-                ldsm_x4(r, X + b_off + p * 16 * M2_LD + 32 * b);
-                bf[2 * p][0] = r[0];
-                bf[2 * p][1] = r[1];
-                bf[2 * p + 1][0] = r[2];
-                bf[2 * p + 1][1] = r[3];
-            }
-            float dx[NT][2], sx[NT][2];
-            {
-                const float4 *p = (const float4 *)(xc + (2 * b) * M2_BN + wc + 8 * t4);
-                const float4 u0 = p[0], u1 = p[1];
-                dx[0][0] = u0.x; dx[0][1] = u0.y; dx[1][0] = u0.z; dx[1][1] = u0.w;
-                dx[2][0] = u1.x; dx[2][1] = u1.y; dx[3][0] = u1.z; dx[3][1] = u1.w;
-                if (MIN) {
-                    const float4 *q = (const float4 *)(xc + (2 * b + 1) * M2_BN + wc + 8 * t4);
-                    const float4 v0 = q[0], v1 = q[1];
-                    sx[0][0] = v0.x; sx[0][1] = v0.y; sx[1][0] = v0.z; sx[1][1] = v0.w;
-                    sx[2][0] = v1.x; sx[2][1] = v1.y; sx[3][0] = v1.z; sx[3][1] = v1.w;
-                }
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                uint32_t af[4];
-                ldsm_x4(af, W + a_off + mt * 16 * M2_LD + 32 * b);
-                // this lane's rows g and g+8 of m-tile mt: float2 per scale
-                const int ro = wr + g * (2 * MT) + 2 * mt;
-                const float2 s0 = *(const float2 *)(ws + (b * 4 + 0) * BM + ro);
-                const float2 s1 = *(const float2 *)(ws + (b * 4 + 1) * BM + ro);
-                float2 s2 = make_float2(0.0f, 0.0f), s3 = s2;
-                if (MIN || T == SI_TYPE_Q6_K)
-                    s2 = *(const float2 *)(ws + (b * 4 + 2) * BM + ro);
-                if (T == SI_TYPE_Q6_K)
-                    s3 = *(const float2 *)(ws + (b * 4 + 3) * BM + ro);
-                const float dw[2] = { s0.x, s0.y }, nm[2] = { s1.x, s1.y };
-                const float q2[2] = { s2.x, s2.y }, q3[2] = { s3.x, s3.y };
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    if (T == SI_TYPE_Q6_K) {
-                        int lo[4], hi[4];
-                        mma_k16(lo, af[0], af[1], bf[nt][0]);
-                        mma_k16(hi, af[2], af[3], bf[nt][1]);
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {   // |lo|, |hi| <= 16 * 32 * 127 < 2^22
-                            const int ri = e >> 1, ci = e & 1;
-                            acc[mt][nt][e] = fmaf(m2_scale(lo[e], dw[ri], nm[ri]), dx[nt][ci], acc[mt][nt][e]);
-                            acc[mt][nt][e] = fmaf(m2_scale(hi[e], q2[ri], q3[ri]), dx[nt][ci], acc[mt][nt][e]);
-                        }
-                    } else {
-                        int c[4];
-                        mma_k32(c, af, bf[nt][0], bf[nt][1]);
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {   // |c| <= 32 * 31 * 127 < 2^22 (Q8_0: 32 * 128 * 127)
-                            const int ri = e >> 1, ci = e & 1;
-                            acc[mt][nt][e] = fmaf(m2_scale(c[e], dw[ri], nm[ri]), dx[nt][ci], acc[mt][nt][e]);
-                            if (MIN)
-                                acc[mt][nt][e] = fmaf(q2[ri], sx[nt][ci], acc[mt][nt][e]);
-                        }
-                    }
-                }
+            for (int b = 0; b < M2_NSUB; b++) {
+                if (b >= nsub)   // Q8_0 row tails only
+                    break;
+                m2_block<T, BM>(acc, W, X, ws, xc, b, a_off, b_off, wr, wc, g, t4);
             }
         }
     }
@@ -530,7 +567,7 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t r = wt.r0 + wr + mt * 16 + g + 8 * (e >> 1);
-                const int64_t c = xt.c0 + wc + nt * 8 + 2 * t4 + (e & 1);
+                const int64_t c = c0 + wc + nt * 8 + 2 * t4 + (e & 1);
                 if (r < mm.rows && c < mm.ncols)
                     mm.y[c * mm.y_stride + r] = acc[mt][nt][e];
             }
@@ -553,10 +590,12 @@ static cudaError_t mma2_go(const cu_mm *mm, const int8_t *xq, const float *xd, c
     return cudaGetLastError();
 }
 
-// 128-row tiles unless they would leave a quarter of the SMs without a
-// block (k/v projections, small models): then 64-row ones.
+// bm 0: 128-row tiles unless they would leave a quarter of the SMs
+// without a block (k/v projections, small models): then 64-row ones (two
+// blocks per SM on sm_90: 128 registers, 70 KiB).
 template <int T>
-static cudaError_t mma2_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+static cudaError_t mma2_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm,
+                               cudaStream_t s)
 {
     static int n_sm = 0;   // of the current device; a benign race (same value)
     if (n_sm == 0) {
@@ -568,23 +607,29 @@ static cudaError_t mma2_launch(const cu_mm *mm, const int8_t *xq, const float *x
             n_sm = 1;
     }
     const int64_t blocks128 = ((mm->ncols + M2_BN - 1) / M2_BN) * ((mm->rows + 127) / 128);
-    if (blocks128 * 4 < (int64_t)n_sm * 3)
+    if (bm == 64 || (bm == 0 && blocks128 * 4 < (int64_t)n_sm * 3))
         return mma2_go<T, 64>(mm, xq, xd, xs, s);
     return mma2_go<T, 128>(mm, xq, xd, xs, s);
 }
 
-extern "C" int si_cu_matmul_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
+extern "C" int si_cu_matmul_mma2_bm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm,
+                                    void *stream)
 {
     if (mm->rows <= 0 || mm->ncols <= 0)
         return 0;
-    if (mm->x_div < 1 || !si_cu_mma_ok(mm))
+    if (mm->x_div < 1 || !si_cu_mma_ok(mm) || (bm != 0 && bm != 64 && bm != 128))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
-    case SI_TYPE_Q8_0: return (int)mma2_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q4_K: return (int)mma2_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q5_K: return (int)mma2_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q6_K: return (int)mma2_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q8_0: return (int)mma2_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, bm, s);
+    case SI_TYPE_Q4_K: return (int)mma2_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, bm, s);
+    case SI_TYPE_Q5_K: return (int)mma2_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, bm, s);
+    case SI_TYPE_Q6_K: return (int)mma2_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, bm, s);
     default: return (int)cudaErrorInvalidValue;
     }
+}
+
+extern "C" int si_cu_matmul_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
+{
+    return si_cu_matmul_mma2_bm(mm, xq, xd, xs, 0, stream);
 }

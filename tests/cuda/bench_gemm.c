@@ -5,6 +5,8 @@
  * each run, as a prefill step finds the weights in DRAM), printed with
  * 2 rows in cols / t as TOPS, and v2's max |v2 - v1| / max |v1| (the two
  * tilings sum the same int32 terms: ~1e-6; a broken kernel: O(1)).
+ * Rows: v1 (mma_tile = v1), v2 (the launcher's row tile), v2/64 and
+ * v2/128 (the row tile forced: whether the launcher picks well).
  * Random weight bytes with sane f16 scales, random activations quantised
  * by si_cu_quantize_x.  Exits 77 without a usable GPU.
  * Usage: bench_gemm [--reps N] [--cols N,N,..] [--only q4_k|q5_k|q6_k|q8_0] */
@@ -110,7 +112,7 @@ int main(int argc, char **argv)
     }
     printf("bench_gemm: %s, sm_%d%d, %d SMs; median of %d runs, L2 flushed before each\n", prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, reps);
-    printf("%-5s %6s %6s %5s  %-3s %9s %7s  %-10s %s\n", "type", "rows", "in", "cols", "mma", "us", "TOPS", "v2-v1",
+    printf("%-5s %6s %6s %5s  %-6s %9s %7s  %-8s %s\n", "type", "rows", "in", "cols", "mma", "us", "TOPS", "vs v1",
            "(shape)");
 
     int64_t maxc = 0, maxin = 0, maxrows = 0;
@@ -199,14 +201,17 @@ int main(int argc, char **argv)
                         (long long)sh->in);
                 return 1;
             }
-            for (int v = 1; v <= 2; v++) {
-                mm.y = v == 1 ? y1 : y2;
+            static const char *const vname[] = { "v1", "v2", "v2/64", "v2/128" };
+            static const int vbm[] = { 0, 0, 64, 128 };
+            for (int v = 0; v < 4; v++) {
+                mm.y = v == 0 ? y1 : y2;
                 for (int r = -3; r < reps; r++) {   /* 3 warm-up runs */
                     CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes, NULL));
                     CK(cudaEventRecord(e0, NULL));
-                    rc = v == 1 ? si_cu_matmul_mma(&mm, xq, xd, xsum, NULL) : si_cu_matmul_mma2(&mm, xq, xd, xsum, NULL);
+                    rc = v == 0 ? si_cu_matmul_mma(&mm, xq, xd, xsum, NULL)
+                                : si_cu_matmul_mma2_bm(&mm, xq, xd, xsum, vbm[v], NULL);
                     if (rc != 0) {
-                        fprintf(stderr, "bench_gemm: v%d %s: %s\n", v, sh->name, cudaGetErrorString((cudaError_t)rc));
+                        fprintf(stderr, "bench_gemm: %s %s: %s\n", vname[v], sh->name, cudaGetErrorString((cudaError_t)rc));
                         return 1;
                     }
                     CK(cudaEventRecord(e1, NULL));
@@ -218,7 +223,7 @@ int main(int argc, char **argv)
                 const double us = 1e3 * (double)ts[reps / 2];
                 const double tops = 2.0 * (double)sh->rows * (double)sh->in * (double)n / (us * 1e-6) / 1e12;
                 char cmp[32] = "";
-                if (v == 2) {
+                if (v > 0) {
                     const size_t ny = (size_t)(n * sh->rows);
                     CK(cudaMemcpy(h1, y1, ny * 4, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(h2, y2, ny * 4, cudaMemcpyDeviceToHost));
@@ -231,8 +236,8 @@ int main(int argc, char **argv)
                     }
                     snprintf(cmp, sizeof cmp, "%.2g", md / fmax(mx, 1e-30));
                 }
-                printf("%-5s %6lld %6lld %5lld  v%d  %9.1f %7.1f  %-10s %s\n", sh->name, (long long)sh->rows,
-                       (long long)sh->in, (long long)n, v, us, tops, cmp, sh->what);
+                printf("%-5s %6lld %6lld %5lld  %-6s %9.1f %7.1f  %-8s %s\n", sh->name, (long long)sh->rows,
+                       (long long)sh->in, (long long)n, vname[v], us, tops, cmp, sh->what);
                 fflush(stdout);
             }
         }

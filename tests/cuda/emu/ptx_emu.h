@@ -4,7 +4,8 @@
 // "Matrix Fragments for mma.m16n8k32", 9.7.9.25 cp.async), NOT from the
 // kernel's comments, so a wrong layout assumption there shows as a mismatch.
 // The functions stand in for the kernel's PTX wrappers (same names and
-// operands as their asm: C = 0 in, D out); run-mma-emu.sh cuts the wrappers.
+// operands as their asm: C = 0 in, D out; the *c ones take a C value for
+// all four elements); run-mma-emu.sh cuts the wrappers.
 //
 // mma.sync: every lane scatters its A and B registers into the warp's full
 // 16xK and Kx8 matrices at the (row, col) the ISA gives for each element,
@@ -27,7 +28,7 @@ inline warp_mat wm[32];
 inline const char *mma_name(int k) { return k == 32 ? "mma.m16n8k32.s8" : "mma.m16n8k16.s8"; }
 
 // a: K/8 registers, b: K/16 registers (4 s8 each, element i in byte i % 4)
-inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
+inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b, int c0 = 0)
 {
     const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
     const int gid = lane >> 2, tig = lane % 4;
@@ -62,9 +63,9 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
             for (int c = 0; c < 8; c++)
                 if (M.nb[k][c] != (k < K)) { fprintf(stderr, "emu: %s: warp %d: B[%d][%d] given %d times\n", mma_name(K), w, k, c, M.nb[k][c]); abort(); }
     }
-    for (int i = 0; i < 4; i++) {       // D (C = 0): row gid / gid+8, col 2*tig + (i & 1)
+    for (int i = 0; i < 4; i++) {       // D (C = c0): row gid / gid+8, col 2*tig + (i & 1)
         const int row = i < 2 ? gid : gid + 8, col = tig * 2 + (i & 1);
-        uint32_t s = 0;
+        uint32_t s = (uint32_t)c0;   // C: every element c0; int32 wraps
         for (int k = 0; k < K; k++)
             s += (uint32_t)((int)M.A[row][k] * (int)M.B[k][col]);
         d[i] = (int)s;
@@ -145,6 +146,11 @@ static inline void mma_k32(int c[4], const uint32_t a[4], uint32_t b0, uint32_t 
 { const uint32_t b[2] = { b0, b1 }; emu_ptx::mma_s8(32, c, a, b); }
 static inline void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
 { const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, c, a, b); }
+// C = {c0, c0, c0, c0} (cuda_mma2.cu)
+static inline void mma_k32c(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int c0)
+{ const uint32_t b[2] = { b0, b1 }; emu_ptx::mma_s8(32, d, a, b, c0); }
+static inline void mma_k16c(int d[4], uint32_t a0, uint32_t a1, uint32_t b0, int c0)
+{ const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, d, a, b, c0); }
 static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); }
 static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
 static inline void cp_async_commit() { emu_ptx::commit(); }
