@@ -169,9 +169,12 @@ template <int T, int BM> struct m2_raw;
 // Q4_K/Q5_K, tile kt = half h of super-block kt / 2: unit j = (g, hh) is
 // qs[32 G + 16 hh ..], G = 2 h + g: 16 low nibbles of sub-block 2G (local
 // block 2g) and 16 high nibbles of 2G+1; Q5_K adds qh[16 hh ..], bits 2G
-// and 2G+1.  The 16-byte header (d, dmin, scales) of row tid < BM.
+// and 2G+1.  The 16-byte header (d, dmin, scales) of row tid % BM, for
+// its HB blocks of the tile from (tid / BM) * HB on (every thread takes a
+// share: warps stay in step to the next barrier).
 template <int T, int BM> struct m2_raw_k45 {
     static const int U = 4, N = BM * U / M2_THREADS, BYTES = T == SI_TYPE_Q4_K ? 144 : 176;
+    static const int HB = M2_NSUB * BM / M2_THREADS;
     static const int QS = T == SI_TYPE_Q4_K ? 16 : 48;
     uint32_t q[N][4], h[T == SI_TYPE_Q5_K ? N : 1][4], hdr[4];
 
@@ -185,8 +188,7 @@ template <int T, int BM> struct m2_raw_k45 {
             if (T == SI_TYPE_Q5_K)
                 cu_ld16(B + 16 + 16 * hh, h[i]);
         }
-        if (tid < BM)
-            cu_ld16(m2_row(t, tid) + (kt >> 1) * BYTES, hdr);
+        cu_ld16(m2_row(t, tid % BM) + (kt >> 1) * BYTES, hdr);
     }
 
     __device__ __forceinline__ void store(uint8_t *W, float *ws, int64_t kt, int tid) const
@@ -208,24 +210,27 @@ template <int T, int BM> struct m2_raw_k45 {
             m2_st16(W + r * M2_LD + 64 * g + 16 * hh, lo);
             m2_st16(W + r * M2_LD + 64 * g + 32 + 16 * hh, hi);
         }
-        if (tid < BM) {
+        {
             const float d = __half2float(__ushort_as_half((unsigned short)(hdr[0] & 0xffff)));
             const float dmin = __half2float(__ushort_as_half((unsigned short)(hdr[0] >> 16)));
             uint8_t b[12];
 #pragma unroll
             for (int k = 0; k < 12; k++)
                 b[k] = (uint8_t)(hdr[1 + k / 4] >> (8 * (k % 4)));
+            const int r = tid % BM, grp = tid / BM;
 #pragma unroll
             for (int lb = 0; lb < M2_NSUB; lb++) {
+                if (lb / HB != grp)
+                    continue;
                 int sc, m;   // constant indices into b: registers, not local memory
                 if (kt & 1)
                     cu_scale_min_k4(b, 4 + lb, &sc, &m);
                 else
                     cu_scale_min_k4(b, lb, &sc, &m);
                 const float dw = d * (float)sc;   // the cpu's d16 and m32
-                m2_ws<BM>(ws, lb, 0, tid, dw);
-                m2_ws<BM>(ws, lb, 1, tid, -M2_MAGICF * dw);
-                m2_ws<BM>(ws, lb, 2, tid, -(dmin * (float)m));
+                m2_ws<BM>(ws, lb, 0, r, dw);
+                m2_ws<BM>(ws, lb, 1, r, -M2_MAGICF * dw);
+                m2_ws<BM>(ws, lb, 2, r, -(dmin * (float)m));
             }
         }
     }
@@ -236,10 +241,11 @@ template <int BM> struct m2_raw<SI_TYPE_Q5_K, BM> : m2_raw_k45<SI_TYPE_Q5_K, BM>
 // Q6_K (210 B, 2-byte aligned), tile kt = half h: unit j = (s, k) is
 // ql[64 h + 32 s + 16 k ..] with qh[128 + 32 h + 16 k ..]: local values
 // 32 s + 16 k .. (low nibbles, qh bits 2s) and 64 + 32 s + 16 k ..
-// (high nibbles, qh bits 2s+4), as the cpu's dec_q6_k.  Row tid < BM:
-// its 8 int8 scales of this half and d.
+// (high nibbles, qh bits 2s+4), as the cpu's dec_q6_k.  Row tid % BM:
+// d and the 8 int8 scales of this half; its HB blocks from (tid / BM) *
+// HB on, as for Q4_K.
 template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
-    static const int U = 4, N = BM * U / M2_THREADS;
+    static const int U = 4, N = BM * U / M2_THREADS, HB = M2_NSUB * BM / M2_THREADS;
     uint32_t ql[N][4], qh[N][4], sc[2];
     unsigned short dh;
 
@@ -252,8 +258,8 @@ template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
             cu_ld16_a2(B + 64 * h + 32 * s + 16 * k, ql[i]);
             cu_ld16_a2(B + 128 + 32 * h + 16 * k, qh[i]);
         }
-        if (tid < BM) {
-            const unsigned short *p = (const unsigned short *)(m2_row(t, tid) + (kt >> 1) * 210 + 192 + 8 * h);
+        {
+            const unsigned short *p = (const unsigned short *)(m2_row(t, tid % BM) + (kt >> 1) * 210 + 192 + 8 * h);
             sc[0] = (uint32_t)__ldg(p) | ((uint32_t)__ldg(p + 1) << 16);
             sc[1] = (uint32_t)__ldg(p + 2) | ((uint32_t)__ldg(p + 3) << 16);
             dh = __ldg(p + 8 - 4 * h);   // byte 208 of the block
@@ -277,16 +283,19 @@ template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
             m2_st16(W + r * M2_LD + 32 * s + 16 * k, a);
             m2_st16(W + r * M2_LD + 64 + 32 * s + 16 * k, b);
         }
-        if (tid < BM) {
+        {
             const float d = __half2float(__ushort_as_half(dh));
+            const int r = tid % BM, grp = tid / BM;
 #pragma unroll
             for (int lb = 0; lb < M2_NSUB; lb++) {   // scales 2lb, 2lb+1 of this half
+                if (lb / HB != grp)
+                    continue;
                 const float lo = d * (float)(int8_t)(sc[lb / 2] >> (16 * (lb % 2)));
                 const float hi = d * (float)(int8_t)(sc[lb / 2] >> (16 * (lb % 2) + 8));
-                m2_ws<BM>(ws, lb, 0, tid, lo);
-                m2_ws<BM>(ws, lb, 1, tid, -M2_MAGICF * lo);
-                m2_ws<BM>(ws, lb, 2, tid, hi);
-                m2_ws<BM>(ws, lb, 3, tid, -M2_MAGICF * hi);
+                m2_ws<BM>(ws, lb, 0, r, lo);
+                m2_ws<BM>(ws, lb, 1, r, -M2_MAGICF * lo);
+                m2_ws<BM>(ws, lb, 2, r, hi);
+                m2_ws<BM>(ws, lb, 3, r, -M2_MAGICF * hi);
             }
         }
     }
@@ -584,6 +593,12 @@ static cudaError_t mma2_go(const cu_mm *mm, const int8_t *xq, const float *xd, c
     const int bytes = m2_smem<BM>::TOTAL;
     // Above the 48 KiB default: opt in (per device and function; cheap).
     cudaError_t e = cudaFuncSetAttribute(mma2_kernel<T, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        return e;
+    // All of L1 that can be shared memory: two 64-row blocks per SM need
+    // 140 KiB (the weights stream past L1 anyway).
+    e = cudaFuncSetAttribute(mma2_kernel<T, BM>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess)
         return e;
     mma2_kernel<T, BM><<<dim3((unsigned)gx, (unsigned)gy), M2_THREADS, bytes, s>>>(*mm, xq, xd, xs);
