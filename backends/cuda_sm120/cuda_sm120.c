@@ -32,7 +32,8 @@
  *                         weights: mma (default) quantises the activations
  *                         as dp4a does (bit-identical to the cpu backend's
  *                         int8 path) and runs an int8 tensor-core GEMM
- *                         (cuda_mma.cu), reading each weight once per 64
+ *                         (cuda_mma2.cu / cuda_mma.cu, see mma_tile),
+ *                         reading each weight once per 128 (v1: 64)
  *                         columns; gemv keeps the `matmul` path above, 8
  *                         columns per pass.  `matmul` still governs <= 8
  *                         columns (decode) and the per-token experts.

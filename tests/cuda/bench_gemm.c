@@ -4,7 +4,8 @@
  * (CUDA events around the GEMM alone, after warm-up; L2 flushed before
  * each run, as a prefill step finds the weights in DRAM), printed with
  * 2 rows in cols / t as TOPS, and v2's max |v2 - v1| / max |v1| (the two
- * tilings sum the same int32 terms: ~1e-6; a broken kernel: O(1)).
+ * tilings sum the same int32 terms: ~1e-6; a broken kernel: O(1); above
+ * 1e-4 it prints BAD and the exit status is 1).
  * Rows: v1 (mma_tile = v1), v2 (the launcher's row tile), v2/64 and
  * v2/128 (the row tile forced: whether the launcher picks well).
  * Random weight bytes with sane f16 scales, random activations quantised
@@ -99,6 +100,7 @@ int main(int argc, char **argv)
     }
     if (reps < 1)
         reps = 1;
+    int status = 0;   /* 1 when a v2 result is off v1's (see the header) */
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
         printf("bench_gemm: no CUDA device: SKIP\n");
@@ -234,7 +236,10 @@ int main(int argc, char **argv)
                         if (isinf(md))
                             break;
                     }
-                    snprintf(cmp, sizeof cmp, "%.2g", md / fmax(mx, 1e-30));
+                    const double rel = md / fmax(mx, 1e-30);
+                    snprintf(cmp, sizeof cmp, "%.2g%s", rel, rel <= 1e-4 ? "" : " BAD");
+                    if (!(rel <= 1e-4))
+                        status = 1;
                 }
                 printf("%-5s %6lld %6lld %5lld  %-6s %9.1f %7.1f  %-8s %s\n", sh->name, (long long)sh->rows,
                        (long long)sh->in, (long long)n, vname[v], us, tops, cmp, sh->what);
@@ -246,5 +251,7 @@ int main(int argc, char **argv)
     free(ts);
     free(h1);
     free(h2);
-    return 0;
+    if (status != 0)
+        printf("bench_gemm: v2 differs from v1 by more than 1e-4 of max |y| somewhere (BAD above)\n");
+    return status;
 }

@@ -5,7 +5,9 @@
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
 # Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~20 s).
 # The EMU_DRIFT runs let warps drift apart between block barriers: with
-# either __syncthreads of mma_kernel's loop removed they FAIL (checked).
+# either __syncthreads of mma_kernel's loop removed they FAIL (checked);
+# so do v2's (mma2_kernel's one barrier per k-tile removed, or its
+# cp.async.wait_group waiting for one group too few: checked).
 # v2 (cuda_mma2.cu, knob mma_tile = v2) runs in every mode; "v2" runs only
 # its cases (~3 min), "v2quick" a few (~30 s).
 # Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]
