@@ -23,8 +23,8 @@
 //     would leave SMs idle): the weights are decoded once per 128 columns.
 //   - one barrier per k-tile: the decoded weight tile is double-buffered
 //     (the raw blocks of tile k+2 are in registers while tile k computes,
-//     decoded into the free buffer before it), the activations come by
-//     cp.async through XS stages.
+//     decoded into the free buffer before it; tile k+4 is prefetched into
+//     L2), the activations come by cp.async through XS stages.
 //   - fragments by ldmatrix (rows padded to 144 bytes: conflict-free), the
 //     per-row and per-column scales stored permuted so each lane reads its
 //     own 2 rows x MT and 8 columns with 64/128-bit loads.
@@ -47,6 +47,9 @@
 #define M2_LD      (M2_KT + 16)        // bytes per smem tile row (36 words: ldmatrix conflict-free)
 #ifndef M2_XS
 #define M2_XS 2                        // activation stages (3 would not fit sm_120 at BM 128)
+#endif
+#ifndef M2_PF
+#define M2_PF 4                        // weight k-tiles prefetched into L2 ahead
 #endif
 #define M2_MAGIC   0x4B400000          // bits of M = 1.5 * 2^23
 #define M2_MAGICF  12582912.0f
@@ -101,6 +104,9 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *g)
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(g));
 }
+
+// Into L2 only: no register, nothing to wait for.
+__device__ __forceinline__ void prefetch_l2(const void *g) { asm volatile("prefetch.global.L2 [%0];" ::"l"(g)); }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait_group()
@@ -191,6 +197,19 @@ template <int T, int BM> struct m2_raw_k45 {
         cu_ld16(m2_row(t, tid % BM) + (kt >> 1) * BYTES, hdr);
     }
 
+    // the bytes load(kt) will read, into L2 (the header shares a line)
+    __device__ __forceinline__ void prefetch(const m2_wt &t, int64_t kt, int tid) const
+    {
+        const int j = tid % U, G = 2 * (int)(kt & 1) + (j >> 1), hh = j & 1;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * BYTES;
+            prefetch_l2(B + QS + 32 * G + 16 * hh);
+            if (T == SI_TYPE_Q5_K && j < 2)
+                prefetch_l2(B + 16 + 16 * hh);
+        }
+    }
+
     __device__ __forceinline__ void store(uint8_t *W, float *ws, int64_t kt, int tid) const
     {
         const int j = tid % U, g = j >> 1, G = 2 * (int)(kt & 1) + g, hh = j & 1;
@@ -266,6 +285,19 @@ template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
         }
     }
 
+    __device__ __forceinline__ void prefetch(const m2_wt &t, int64_t kt, int tid) const
+    {
+        const int j = tid % U, s = j >> 1, k = j & 1, h = (int)(kt & 1);
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * 210;
+            prefetch_l2(B + 64 * h + 32 * s + 16 * k);
+            prefetch_l2(B + 128 + 32 * h + 16 * k);
+            if (j == 0)
+                prefetch_l2(B + 192 + 8 * h);
+        }
+    }
+
     __device__ __forceinline__ void store(uint8_t *W, float *ws, int64_t kt, int tid) const
     {
         const int j = tid % U, s = j >> 1, k = j & 1;
@@ -323,6 +355,17 @@ template <int BM> struct m2_raw<SI_TYPE_Q8_0, BM> {
             if (h == 0)
                 dh[i] = __ldg((const unsigned short *)B);
         }
+    }
+
+    __device__ __forceinline__ void prefetch(const m2_wt &t, int64_t kt, int tid) const
+    {
+        const int j = tid % U, blk = j >> 1, h = j & 1;
+        const int64_t b = kt * M2_NSUB + blk;
+        if (b >= t.nb)
+            return;
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            prefetch_l2(m2_row(t, tid / U + i * (M2_THREADS / U)) + b * 34 + 2 + 16 * h);
     }
 
     __device__ __forceinline__ void store(uint8_t *W, float *ws, int64_t kt, int tid, int64_t nb) const
@@ -548,6 +591,10 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
             if (kt + 2 < nkt)
                 raw.load(wt, kt + 2, tid);   // lands while the tensor cores work
         }
+        // The registers hold one tile ahead, about one tile's compute time:
+        // short of DRAM latency under load, so M2_PF tiles ahead go to L2.
+        if (kt + M2_PF < nkt)
+            raw.prefetch(wt, kt + M2_PF, tid);
 
         const uint8_t *W = W0 + wb * (BM * M2_LD), *X = X0 + xs_ * (M2_BN * M2_LD);
         const float *ws = WS0 + wb * WSZ, *xc = XC0 + xs_ * XCZ;
