@@ -52,6 +52,9 @@ for m in 9b 35b; do
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 3
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
 done
+# 3b. the prefill GEMM alone at the 9b shapes: mma_tile v1 against v2 (and
+#     v2's row tile forced), TOPS per shape; BAD marks a v2 result off v1's
+step bench_gemm 90 '^type| v1 | v2 |BAD|rror|SKIP' "$T/bench_gemm" --reps 10
 # 4. where the time goes
 for m in 9b 35b; do
     step "prof_dec_$m" 20 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $D $P
@@ -83,6 +86,7 @@ step ab_kv_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 
     --set backend.cuda_sm120.kv_type=i8
 step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
     --set kernel.moe_grouped_i8.enabled=false
+step ab_mma_v1_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 2 --set backend.cuda_sm120.mma_tile=v1
 step ab_gemv_pp512 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512 --reps 2 --set backend.cuda_sm120.prefill_mm=gemv
 step tg_bs_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
 step tg_bs_35b 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5 $D
