@@ -3,13 +3,13 @@
 # (cuda_mma.cu) and the activation quantiser (cuda_mmq.cu quant_x_kernel)
 # under the host emulation with the PTX of ptx_emu.h, against the cpu
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
-# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~20 s).
+# Needs gcc/g++ (x86-64).  ~5 min on 2 cores (quick: ~45 s).
 # The EMU_DRIFT runs let warps drift apart between block barriers: with
 # either __syncthreads of mma_kernel's loop removed they FAIL (checked);
 # so do v2's (mma2_kernel's one barrier per k-tile removed, or its
 # cp.async.wait_group waiting for one group too few: checked).
-# v2 (cuda_mma2.cu, knob mma_tile = v2) runs in every mode; "v2" runs only
-# its cases (~3 min), "v2quick" a few (~30 s).
+# v2 (cuda_mma2.cu, knob mma_tile = v2) runs in every mode (quick: 4
+# cases); "v2" runs only its cases (~3 min), "v2quick" 5 of them (~40 s).
 # Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -136,10 +136,7 @@ run() { "$out/mma_emu" "$@" || rc=1; }
 # v2 (cuda_mma2.cu): EMU_BM 128 and 64 row tiles
 run2() { EMU_KERNEL=mma2 EMU_BM=128 "$out/mma_emu" "$@" || rc=1; }
 run2s() { EMU_KERNEL=mma2 EMU_BM=64 "$out/mma_emu" "$@" || rc=1; }
-if [ "$2" = v2quick ] || [ "$2" = v2 ]; then
-    run2 q4_k 77 256 9; run2s q6_k 77 512 9; run2 q8_0 77 352 9; run2s q5_k 70 256 131 2
-    EMU_DRIFT=1 run2 q4_k 130 1024 70
-    [ "$2" = v2quick ] && exit $rc
+v2full() {
     for t in q4_k q5_k q6_k q8_0; do
         for r in 1 77 272; do
             for i in 256 2048; do
@@ -150,6 +147,11 @@ if [ "$2" = v2quick ] || [ "$2" = v2 ]; then
         EMU_DRIFT=7 run2 $t 130 1024 70; EMU_DRIFT=3 run2s $t 70 512 140
     done
     for r in 1 77 272; do for n in 9 129; do run2 q8_0 $r 352 $n; run2s q8_0 $r 352 $n; done; done
+}
+if [ "$2" = v2quick ] || [ "$2" = v2 ]; then
+    run2 q4_k 77 256 9; run2s q6_k 77 512 9; run2 q8_0 77 352 9; run2s q5_k 70 256 131 2
+    EMU_DRIFT=1 run2 q4_k 130 1024 70
+    [ "$2" = v2 ] && v2full
     exit $rc
 fi
 # the dp4a decode GEMV (EMU_KERNEL=dp4a: <= 8 columns) against the same
@@ -176,4 +178,5 @@ for t in q4_k q5_k q6_k q8_0; do run $t 130 512 129 3; run $t 77 256 200 1 1; do
 run q8_0 77 352 129 2 2
 # warps drifting apart between block barriers (emu.cc EMU_DRIFT)
 for t in q4_k q5_k q6_k q8_0; do EMU_DRIFT=7 run $t 130 2048 70 1 1; done
+v2full
 exit $rc
