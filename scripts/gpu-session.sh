@@ -104,4 +104,5 @@ step pp_128k_9b 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 131072 --rep
 # decode picks on the device (TOPK, the default) vs whole logits rows to the host
 step ab_full_logits_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 1,8 --tg 32 --reps 5 \
     --full-logits
+step ab_mma_v1_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 2 --set backend.cuda_sm120.mma_tile=v1
 echo "== gpu-session done ($(( deadline - $(date +%s) ))s before the deadline)"

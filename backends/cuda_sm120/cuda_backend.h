@@ -35,6 +35,7 @@ struct si_backend {
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
     bool           mm_prefill_mma;  /* knob prefill_mm = mma (else gemv)     */
     bool           gemv_v2;         /* knob gemv = v2 (else v1, cuda_mmq.cu) */
+    bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */

@@ -20,7 +20,8 @@
  *   cuda_gemv.cu    the dp4a GEMV v2 (gemv = v2): many weight loads in
  *                   flight per lane, stacked gate+up
  *   cuda_mma.cu     prefill MATMUL (> 8 columns) as an int8 tensor-core GEMM
- *                   (prefill_mm = mma)
+ *                   (prefill_mm = mma, mma_tile = v1)
+ *   cuda_mma2.cu    the same GEMM with 128x128 tiles (mma_tile = v2)
  *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
  *   cuda_attn.cu    RoPE table, K/V append (int8 quantisation for the
  *                   paged cache), causal GQA attention over the dense
@@ -117,6 +118,13 @@ int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, cons
  * si_cu_quantize_x; column j reads quantised column j / x_div. */
 bool si_cu_mma_ok(const cu_mm *mm);
 int  si_cu_matmul_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* The same product, v2 tiling (cuda_mma2.cu, knob mma_tile = v2): takes
+ * what si_cu_mma_ok accepts; same int32 block terms, f32 rounding of the
+ * scaled terms in a different place (see the file). */
+int  si_cu_matmul_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* ... with the row tile forced (bm 64 or 128; 0: the launcher's choice),
+ * for tests/cuda/bench_gemm's A/B. */
+int  si_cu_matmul_mma2_bm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm, void *stream);
 
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
 typedef struct cu_rows {

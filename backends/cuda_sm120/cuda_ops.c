@@ -152,6 +152,8 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, &q, &d, &s, err);
     if (rc != SI_OK)
         return rc;
+    if (mma && b->mm_mma_v2)
+        return launched(si_cu_matmul_mma2(&m, q, d, s, b->stream), "MATMUL (int8 mma v2)", err);
     if (mma)
         return launched(si_cu_matmul_mma(&m, q, d, s, b->stream), "MATMUL (int8 mma)", err);
     if (!b->gemv_v2)

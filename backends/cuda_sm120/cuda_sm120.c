@@ -42,10 +42,17 @@
  *                         weights: mma (default) quantises the activations
  *                         as dp4a does (bit-identical to the cpu backend's
  *                         int8 path) and runs an int8 tensor-core GEMM
- *                         (cuda_mma.cu), reading each weight once per 64
+ *                         (cuda_mma2.cu / cuda_mma.cu, see mma_tile),
+ *                         reading each weight once per 128 (v1: 64)
  *                         columns; gemv keeps the `matmul` path above, 8
  *                         columns per pass.  `matmul` still governs <= 8
  *                         columns (decode) and the per-token experts.
+ *   mma_tile = v2 | v1    the prefill_mm = mma GEMM: v2 (default) 128x128
+ *                         tiles (64x128 where 128-row ones leave SMs idle),
+ *                         one fma per scaled block term, one barrier per
+ *                         k-tile (cuda_mma2.cu); v1 the 128x64 kernel
+ *                         (cuda_mma.cu), kept for A/B.  Same int32 block
+ *                         terms; f32 rounding differs in the last bits.
  *   attn    = split | simple  ATTN core: split (default) cuts each token's
  *                         context into chunks handled by separate blocks,
  *                         each reading K/V once for all query heads of a
@@ -194,8 +201,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, gemv_v2 = true, prefill_mma = true, attn_split = true, attn_fa = true, gdn_chunked = true,
-         gdn_rows = true, profile = false;
+    bool dp4a = true, gemv_v2 = true, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true,
+         gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true;
     const struct {
         const char *key, *yes, *no;
@@ -204,6 +211,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "matmul", "dp4a", "f32", &dp4a },
         { "gemv", "v2", "v1", &gemv_v2 },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
+        { "mma_tile", "v2", "v1", &mma_v2 },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
@@ -257,6 +265,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_dp4a = dp4a;
     b->mm_prefill_mma = prefill_mma;
     b->gemv_v2 = gemv_v2;
+    b->mm_mma_v2 = mma_v2;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
     b->gdn_rows = gdn_rows;
@@ -292,13 +301,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME,
-           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s, prefill_mm %s, attn %s, attn_prefill %s, "
+           "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s, prefill_mm %s%s, attn %s, attn_prefill %s, "
            "gdn_rows %s, gdn_prefill %s, graph %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
-           gemv_v2 ? "v2" : "v1", prefill_mma ? "mma" : "gemv", attn_split ? "split" : "simple",
-           attn_fa ? "fa" : "split", gdn_rows ? "true" : "false", gdn_chunked ? "chunked" : "seq",
-           b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
+           gemv_v2 ? "v2" : "v1", prefill_mma ? "mma" : "gemv", prefill_mma ? (mma_v2 ? " (v2)" : " (v1)") : "",
+           attn_split ? "split" : "simple", attn_fa ? "fa" : "split", gdn_rows ? "true" : "false",
+           gdn_chunked ? "chunked" : "seq", b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
     *out = b;
     return SI_OK;
 }

@@ -1405,24 +1405,32 @@ static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int
     dt_free(p, &y);
 }
 
-/* Every int8 weight type, row tails (1, 77: not a multiple of the 128-row
- * tile; 272 = 2 tiles + 16), one and eight k-tiles, column tails (9, 129,
- * 515) and a whole 64-column tile; a Q8_0 row of 11 blocks (a partial
- * k-tile); then the gemv A/B path (prefill_mm = gemv, f32 GEMV against the
+/* Both tilings (mma_tile = v2, v1): every int8 weight type, row tails (1,
+ * 77: not a multiple of the 128-row tile; 272 = 2 tiles + 16), one and
+ * eight k-tiles, column tails (9, 129, 515) and a whole 64-column tile; a
+ * Q8_0 row of 11 blocks (a partial k-tile); 4100 x 515 products (v2's
+ * 128-row tiles); then the gemv A/B path (prefill_mm = gemv, f32 GEMV against the
  * cpu's f32 reference) and a MOE whose shared expert runs through the GEMM. */
 START_TEST(test_matmul_mma)
 {
     static const uint32_t types[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
     static const int64_t rows[] = { 1, 77, 272 }, ins[] = { 256, 2048 }, ns[] = { 9, 64, 129, 515 };
+    static const char *const mmas[] = { "backend.cuda_mma", "backend.cuda_mma1" };   /* mma_tile = v2, v1 */
     pair p;
-    pair_open(&p, "backend.cpu_fast", "backend.cuda_mma");
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-            for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
-                for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
-                    matmul_mma_case(&p, types[t], ins[i], rows[r], ns[k]);
-    matmul_mma_case(&p, SI_TYPE_Q8_0, 352, 130, 70);
-    pair_close(&p);
+    for (size_t v = 0; v < 2; v++) {
+        pair_open(&p, "backend.cpu_fast", mmas[v]);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+                for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+                    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+                        matmul_mma_case(&p, types[t], ins[i], rows[r], ns[k]);
+        matmul_mma_case(&p, SI_TYPE_Q8_0, 352, 130, 70);
+        /* enough blocks for v2's 128-row tiles (the small ones above run
+         * its 64-row variant) */
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            matmul_mma_case(&p, types[t], 512, 4100, 515);
+        pair_close(&p);
+    }
 
     pair_open(&p, "backend.cpu", "backend.cuda_gemv");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
@@ -1607,6 +1615,7 @@ int main(void)
     /* (as_cpu: cuda_mma becomes the cpu's default int8 path, which it
      * must equal; cuda_gemv the cpu's f32 reference) */
     const char *mma_extra = as_cpu ? "threads = 2\n" : "";
+    const char *mma1_extra = as_cpu ? "threads = 2\n" : "mma_tile = v1\n";
     const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
@@ -1634,13 +1643,15 @@ int main(void)
              "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 0\n"
              "[backend.cuda_mma]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_mma1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
              "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, dp_extra,
-             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, gemv_extra, cu_extra, seq_extra, v1_extra);
+             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
+             v1_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;

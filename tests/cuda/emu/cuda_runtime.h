@@ -24,6 +24,7 @@ struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 struct alignas(8) uint2 { unsigned x, y; };
 static inline uint2 make_uint2(unsigned a, unsigned b) { uint2 r; r.x = a; r.y = b; return r; }
+static inline float2 make_float2(float a, float b) { float2 r; r.x = a; r.y = b; return r; }
 typedef void *cudaStream_t;
 #ifndef EMU_OWN_RUNTIME_API   /* moe/cuda_runtime_api.h declares its own */
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };

@@ -7,15 +7,21 @@
 // the kernels' comments, so a wrong layout assumption there shows as a
 // mismatch.
 // The functions stand in for the kernel's PTX wrappers (same names and
-// operands as their asm: C = 0 in, D out); run-mma-emu.sh cuts the wrappers.
+// operands as their asm: C = 0 in, D out; the *c ones take a C value for
+// all four elements); run-mma-emu.sh cuts the wrappers.
 //
 // mma.sync: every lane scatters its A and B registers into the warp's full
 // 16xK and Kx8 matrices at the (row, col) the ISA gives for each element,
 // the warp meets (all 32 lanes: checked, every element written exactly
 // once), each lane computes its four D elements, int32 wrapping.
 // cp.async: the copy is queued per thread and the destination poisoned
-// (0x7f) at issue; the data lands at the thread's cp.async.wait_all, the
-// latest the ISA allows, so reading it before the wait + barrier shows.
+// (0x7f) at issue; the data lands at the thread's cp.async.wait_all, or at
+// the cp.async.wait_group N that leaves its commit group no longer among
+// the N most recent (9.7.9.25.3.2): the latest the ISA allows, so reading
+// it before the wait + barrier shows.
+// ldmatrix.m8n8.x4.b16 (9.7.14.5.15): every lane gives one row address
+// (lanes 8j..8j+7: the 8 rows of matrix j, 16-byte aligned, in shared
+// memory); register j of lane l is matrix j, row l / 4, 32-bit word l % 4.
 #pragma once
 #include "cuda_runtime.h"
 
@@ -25,7 +31,7 @@ inline warp_mat wm[32];
 inline const char *mma_name(int k) { return k == 32 ? "mma.m16n8k32.s8" : "mma.m16n8k16.s8"; }
 
 // a: K/8 registers, b: K/16 registers (4 s8 each, element i in byte i % 4)
-inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
+inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b, int c0 = 0)
 {
     const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
     const int gid = lane >> 2, tig = lane % 4;
@@ -60,9 +66,9 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
             for (int c = 0; c < 8; c++)
                 if (M.nb[k][c] != (k < K)) { fprintf(stderr, "emu: %s: warp %d: B[%d][%d] given %d times\n", mma_name(K), w, k, c, M.nb[k][c]); abort(); }
     }
-    for (int i = 0; i < 4; i++) {       // D (C = 0): row gid / gid+8, col 2*tig + (i & 1)
+    for (int i = 0; i < 4; i++) {       // D (C = c0): row gid / gid+8, col 2*tig + (i & 1)
         const int row = i < 2 ? gid : gid + 8, col = tig * 2 + (i & 1);
-        uint32_t s = 0;
+        uint32_t s = (uint32_t)c0;   // C: every element c0; int32 wraps
         for (int k = 0; k < K; k++)
             s += (uint32_t)((int)M.A[row][k] * (int)M.B[k][col]);
         d[i] = (int)s;
@@ -84,6 +90,7 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b)
 // gid; of C/D (0..3): row gid (+8 for i >= 2), col 2*tig + (i & 1).  The
 // f16 products are exact in f32; the sum is taken in double and rounded
 // once (the hardware's order and rounding of the sum are unspecified).
+
 inline size_t smem_bytes;   // set by the test before a launch
 
 struct warp_mat16 { float A[16][16], B[16][8]; unsigned char na[16][16], nb[16][8]; };
@@ -157,8 +164,9 @@ inline void ldsm(uint32_t r[4], uint32_t s, bool trans)
     __syncwarp();
 }
 
-struct pend { void *dst; unsigned char data[16]; int n; };
+struct pend { void *dst; unsigned char data[16]; int n; unsigned group; };
 inline std::vector<pend> q[1024];
+inline unsigned committed[1024];   // commit groups closed so far, per thread
 
 inline void cp_async(int n, const char *what, void *smem, const void *g)
 {
@@ -170,7 +178,7 @@ inline void cp_async(int n, const char *what, void *smem, const void *g)
     }
     emu::gread(g, (size_t)n, (size_t)n, what);
     pend p;
-    p.dst = smem; p.n = n;
+    p.dst = smem; p.n = n; p.group = committed[threadIdx.x];
     memcpy(p.data, g, (size_t)n);
     memset(smem, 0x7f, (size_t)n);
     q[threadIdx.x].push_back(p);
@@ -179,6 +187,35 @@ inline void wait_all()
 {
     for (auto &p : q[threadIdx.x]) memcpy(p.dst, p.data, (size_t)p.n);
     q[threadIdx.x].clear();
+}
+inline void commit() { committed[threadIdx.x]++; }
+// lands the copies of every group but the n most recently committed (and
+// not those issued after the last commit)
+inline void wait_group(unsigned n)
+{
+    auto &v = q[threadIdx.x];
+    const unsigned c = committed[threadIdx.x];
+    std::vector<pend> keep;
+    for (auto &p : v) {
+        if (p.group + n < c) memcpy(p.dst, p.data, (size_t)p.n);
+        else keep.push_back(p);
+    }
+    v.swap(keep);
+}
+inline const void *ldsm_tbl[32][32];
+inline void ldsm_x4(uint32_t r[4], const void *smem)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const char *s0 = (const char *)emu::dyn_smem();
+    if ((uintptr_t)smem % 16 || (const char *)smem < s0 || (const char *)smem + 16 > s0 + smem_bytes) {
+        fprintf(stderr, "emu: ldmatrix: lane %d row address %p not 16-aligned in the dynamic shared memory\n", lane, smem);
+        abort();
+    }
+    ldsm_tbl[w][lane] = smem;
+    __syncwarp();
+    for (int j = 0; j < 4; j++)
+        memcpy(&r[j], (const char *)ldsm_tbl[w][8 * j + lane / 4] + 4 * (lane % 4), 4);
+    __syncwarp();
 }
 inline void check_drained()
 {
@@ -192,12 +229,21 @@ static inline void mma_k32(int c[4], const uint32_t a[4], uint32_t b0, uint32_t 
 { const uint32_t b[2] = { b0, b1 }; emu_ptx::mma_s8(32, c, a, b); }
 static inline void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
 { const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, c, a, b); }
+// C = {c0, c0, c0, c0} (cuda_mma2.cu)
+static inline void mma_k32c(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int c0)
+{ const uint32_t b[2] = { b0, b1 }; emu_ptx::mma_s8(32, d, a, b, c0); }
+static inline void mma_k16c(int d[4], uint32_t a0, uint32_t a1, uint32_t b0, int c0)
+{ const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, d, a, b, c0); }
 static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); }
 static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
-static inline void cp_async_commit() {}
+// prefetch.global.L2: no effect on data; the address must be in a buffer
+static inline void prefetch_l2(const void *g) { emu::gread(g, 1, 1, "prefetch.global.L2"); }
+static inline void cp_async_commit() { emu_ptx::commit(); }
 static inline void cp_async_wait_all() { emu_ptx::wait_all(); }
 // cuda_attn_fa.cu's wrappers
 static inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { emu_ptx::mma_f16(c, a, b0, b1); }
 static inline uint32_t smem_u32(const void *p) { return (uint32_t)((const char *)p - (const char *)emu::dyn_smem()); }
 static inline void ldsm_x4(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, false); }
 static inline void ldsm_x4_t(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, true); }
+template <int N> static inline void cp_async_wait_group() { emu_ptx::wait_group((unsigned)N); }
+static inline void ldsm_x4(uint32_t r[4], const void *smem) { emu_ptx::ldsm_x4(r, smem); }
