@@ -1,9 +1,11 @@
 #!/bin/sh
 # Sourced ON the GPU machine from the repo root: points the test
-# environment at the carried build (build-gpu/) and libraries (.gpu/lib),
+# environment at the carried build (.gpu/build, else build-gpu/) and
+# libraries (.gpu/lib),
 # and re-creates the uninstalled plugin folder for this path.
 top=$(pwd)
 b="$top/build-gpu"
+[ -d "$top/.gpu/build" ] && b="$top/.gpu/build"   # the slim copy gpu-prepare.sh makes
 export LD_LIBRARY_PATH="$top/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SI_TOP_SRCDIR="$top" SI_TOP_BUILDDIR="$b" SI_SHARED_DATA="$top/../shared/data"
 export CK_DEFAULT_TIMEOUT=600

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run HERE (the build machine) before a GPU-machine call: builds sparkinfer
-# in build-gpu/ (with CUDA, sm_90+sm_120) and copies the few shared
-# libraries the binaries need that the GPU machine lacks into .gpu/lib.
-# Both folders are git-ignored; name them in the device call's `carry`.
+# in build-gpu/ (with CUDA, sm_90+sm_120), copies the few shared libraries
+# the binaries need that the GPU machine lacks into .gpu/lib and the
+# runnable part of the build into .gpu/build.  .gpu is git-ignored; name it
+# (only it) in the device call's `carry`.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR="$top/build-gpu" CONFIGURE_ARGS="--with-cuda --with-cuda-arch=90,120" "$top/scripts/build.sh"
@@ -12,4 +13,10 @@ for so in libinih.so.1 libsubunit.so.0 libutf8proc.so.2 libcjson.so.1; do
     p=$(ldconfig -p | awk -v s="$so" '$1 == s { print $NF; exit }')
     [ -n "$p" ] && cp -L "$p" "$top/.gpu/lib/$so"
 done
+# What the GPU machine runs, without objects and archives (the device
+# tool carries at most 64 MiB): .gpu/build, used by gpu-env.sh.
+rm -rf "$top/.gpu/build"
+mkdir -p "$top/.gpu/build"
+(cd "$top/build-gpu" && tar cf - --exclude='*.o' --exclude='*.a' --exclude='.deps' --exclude='config.log' \
+    --exclude='*.trs' --exclude='*.log' --exclude='autom4te.cache' .) | (cd "$top/.gpu/build" && tar xf -)
 du -sh "$top/build-gpu" "$top/.gpu"
