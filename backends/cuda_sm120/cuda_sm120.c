@@ -29,14 +29,17 @@
  *                         decodes the weights to f32 and accumulates in f32
  *                         (parity with the cpu backend's matmul = ref, for
  *                         fidelity comparisons; 2.5x slower at 9b decode).
- *   gemv    = v2 | v1     the dp4a decode GEMV above: v2 (default,
- *                         cuda_gemv.cu) keeps several rows per lane group
+ *   gemv    = v1 | v2     the dp4a decode GEMV above: v1 (default,
+ *                         cuda_mmq.cu) is one warp per row; v2
+ *                         (cuda_gemv.cu) keeps several rows per lane group
  *                         and the next unit's weights in flight, and runs
  *                         an expert's gate and up projections (MOE) in one
- *                         launch; v1 (cuda_mmq.cu) is one warp per row.
- *                         Same integer terms; f32 summation order differs
- *                         only for rows of < 32 units (in < 1024; < 512 for
- *                         Q8_0).
+ *                         launch.  Same integer terms; f32 summation order
+ *                         differs only for rows of < 32 units (in < 1024;
+ *                         < 512 for Q8_0).  v1 is the default because it
+ *                         measured faster on the H200: 9b decode 206.7 vs
+ *                         191.6 tok/s (ctx 4096); bench_gemv Q4_K 12288x4096
+ *                         1510 vs 1324 GB/s (35b MoE decode: v2 1.1x).
  *   prefill_mm = mma | gemv  dense MATMUL/MOE products of more than 8
  *                         columns (prefill) with Q8_0/Q4_K/Q5_K/Q6_K
  *                         weights: mma (default) quantises the activations
@@ -201,7 +204,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, gemv_v2 = true, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true,
+    bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true;
     const struct {
@@ -209,7 +212,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         bool       *out;
     } two[] = {
         { "matmul", "dp4a", "f32", &dp4a },
-        { "gemv", "v2", "v1", &gemv_v2 },
+        { "gemv", "v2", "v1", &gemv_v2 },   /* default v1: see above */
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
         { "attn", "split", "simple", &attn_split },

@@ -1257,8 +1257,8 @@ START_TEST(test_moe_dp4a)
 }
 END_TEST
 
-/* gemv = v1 (the A/B baseline of the decode GEMV) against the cpu, as
- * test_matmul_dp4a and test_moe_dp4a hold the default v2; then v2 against
+/* gemv = v1 (the default decode GEMV) against the cpu, as
+ * test_matmul_dp4a and test_moe_dp4a hold v2 (named in cuda_dp4a); then v2 against
  * v1 on the GPU: the same integer terms, only the f32 summation order may
  * differ (rows of a non-power-of-two count of < 32 units: in 768, Q8_0 in
  * 96/352), so 1e-5 for MATMUL (1e-3 for MOE, whose SwiGLU output is
@@ -1610,7 +1610,7 @@ int main(void)
     /* (as_cpu: the stand-in cpu backend runs the reference path too) */
     /* (as_cpu: cuda_dp4a becomes the cpu's own int8 path, the analogue) */
     const char *cu_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "matmul = f32\nprefill_mm = gemv\n";
-    const char *dp_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
+    const char *dp_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v2\n";
     const char *v1_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\n";
     /* (as_cpu: cuda_mma becomes the cpu's default int8 path, which it
      * must equal; cuda_gemv the cpu's f32 reference) */
