@@ -24,6 +24,7 @@ for f in "$b"/tests/cuda/check_cuda_*; do
     case $n in *.*|*-*|check_cuda_backend) continue ;; esac
     [ -x "$f" ] && progs="$progs $n"
 done
+[ -n "$SI_TESTS" ] && progs=$SI_TESTS   # a chosen few (names as above)
 for t in $progs; do
     bin="$b/tests/cuda/$t"
     # libtool may have left a wrapper script; the real binary is in .libs

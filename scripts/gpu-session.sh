@@ -19,9 +19,11 @@ nvidia-smi --query-gpu=name,compute_cap,memory.total,clocks.max.sm --format=csv,
 
 # step NAME SECONDS GREP-PATTERN CMD...: runs CMD (stdout+stderr to the log)
 # unless fewer than SECONDS remain before the deadline.
+# SI_ONLY (an extended regex) runs only the steps whose names match it.
 step() {
     name=$1 t=$2 pat=$3
     shift 3
+    if [ -n "$SI_ONLY" ] && ! echo "$name" | grep -Eq "$SI_ONLY"; then last_rc=0; return; fi
     left=$(( deadline - $(date +%s) ))
     if [ "$left" -lt "$t" ]; then echo "== $name: SKIPPED (${left}s left, needs $t)"; last_rc=0; return; fi
     s=$(date +%s)
@@ -100,6 +102,20 @@ step pp_i8_9b_attn_off 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4
     --set kernel.attn_mma_i8.enabled=false
 step tg_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 $I8
 step check_9b_i8 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $I8
+# the prefill chunk (n_batch, 512 by default): the MoE plugin's expert groups
+# hold n_batch * 8 / 256 tokens on average, so the 35b wants larger chunks
+for nb in 2048 4096; do
+    step "pp_nb${nb}_35b" 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 4096,32768 --reps 2 --warmup 1 \
+        --set runtime.n_batch=$nb
+    step "pp_nb${nb}_9b" 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 4096,32768 --reps 2 --warmup 1 \
+        --set runtime.n_batch=$nb
+done
+step tg_i8_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096,32768 --bs 1 --tg 32 --reps 5 $I8
+step tg_i8_32k_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 4096,32768 --bs 1 --tg 32 --reps 5 $I8
+step ab_gemv_v2 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1,8 --tg 32 --reps 5 \
+    --set backend.cuda_sm120.gemv=v2
+step ab_gemv_v2_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1,8 --tg 32 --reps 5 \
+    --set backend.cuda_sm120.gemv=v2
 step pp_128k_9b 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 131072 --reps 1 --warmup 0
 # decode picks on the device (TOPK, the default) vs whole logits rows to the host
 step ab_full_logits_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 1,8 --tg 32 --reps 5 \
