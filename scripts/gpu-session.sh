@@ -105,9 +105,9 @@ step check_9b_i8 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $I8
 # the prefill chunk (n_batch, 512 by default): the MoE plugin's expert groups
 # hold n_batch * 8 / 256 tokens on average, so the 35b wants larger chunks
 for nb in 2048 4096; do
-    step "pp_nb${nb}_35b" 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 4096,32768 --reps 2 --warmup 1 \
+    step "pp_nb${nb}_35b" 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 4096,32768 --reps 1 --warmup 0 \
         --set runtime.n_batch=$nb
-    step "pp_nb${nb}_9b" 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 4096,32768 --reps 2 --warmup 1 \
+    step "pp_nb${nb}_9b" 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 4096,32768 --reps 1 --warmup 0 \
         --set runtime.n_batch=$nb
 done
 step tg_i8_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096,32768 --bs 1 --tg 32 --reps 5 $I8
