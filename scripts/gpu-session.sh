@@ -85,6 +85,13 @@ step check_9b_f32_vs_dp4a 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK --set 
 step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK
 step check_35b_f32 60 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $F32 --set backend.cuda_sm120.prefill_mm=gemv \
     --set kernel.moe_grouped_i8.enabled=false
+# the depths: prefix 4k and 32k, defaults (int8 products, the plugins)
+for d in 4096 32768; do
+    for m in 9b 35b; do
+        step "check_${m}_prefix$d" 45 'top-1|rror' "$SI" check -m /tmp/$m.gguf -c $((d + 256)) --prefix $d \
+            --batched-prefix --cont 128
+    done
+done
 step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK --set kernel.moe_grouped_i8.enabled=false
 # 7. long prompts and long contexts
 step pp_32k_9b 60 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 32768 --reps 2 --warmup 0
