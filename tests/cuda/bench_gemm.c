@@ -22,14 +22,9 @@
 
 #include "cuda_internal.h"
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t r32(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)(rs >> 16);
-}
+#define BENCH_NAME "bench_gemm"
+#include "bench_util.h"
+
 
 /* f16 bits of a random sign and magnitude 2^(e-15) * 1.m, e in [lo, hi] */
 static uint16_t rnd_f16(int lo, int hi)
@@ -38,14 +33,6 @@ static uint16_t rnd_f16(int lo, int hi)
     return (uint16_t)(((r32() & 1) << 15) | (e << 10) | (r32() & 0x3ff));
 }
 
-#define CK(x)                                                                                       \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "bench_gemm: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
 
 typedef struct {
     uint32_t    type;
@@ -66,17 +53,6 @@ static const shape shapes[] = {
     { SI_TYPE_Q8_0, "q8_0", 4096, 1024, "attn_k/v" },
     { SI_TYPE_Q8_0, "q8_0", 4096, 12288, "q8_0 at gate/up shape" },
 };
-
-static int blk_bytes(uint32_t t)
-{
-    return t == SI_TYPE_Q8_0 ? 34 : t == SI_TYPE_Q4_K ? 144 : t == SI_TYPE_Q5_K ? 176 : 210;
-}
-
-static int cmpf(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -158,7 +134,7 @@ int main(int argc, char **argv)
         const shape *sh = &shapes[s];
         if (only != NULL && strcmp(only, sh->name) != 0)
             continue;
-        const int bb = blk_bytes(sh->type), be = sh->type == SI_TYPE_Q8_0 ? 32 : 256;
+        const int bb = bench_blk_bytes(sh->type), be = sh->type == SI_TYPE_Q8_0 ? 32 : 256;
         const uint64_t row_bytes = (uint64_t)(sh->in / be) * (uint64_t)bb;
         const size_t wbytes = (size_t)row_bytes * (size_t)sh->rows;
         uint8_t *hw = malloc(wbytes), *w;
@@ -221,7 +197,7 @@ int main(int argc, char **argv)
                     if (r >= 0)
                         CK(cudaEventElapsedTime(&ts[r], e0, e1));
                 }
-                qsort(ts, (size_t)reps, sizeof ts[0], cmpf);
+                qsort(ts, (size_t)reps, sizeof ts[0], bench_cmpf);
                 const double us = 1e3 * (double)ts[reps / 2];
                 const double tops = 2.0 * (double)sh->rows * (double)sh->in * (double)n / (us * 1e-6) / 1e12;
                 char cmp[32] = "";

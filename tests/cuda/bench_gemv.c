@@ -30,43 +30,20 @@
 
 #include "cuda_internal.h"
 
+#define BENCH_NAME "bench_gemv"
+#include "bench_util.h"
+
 #define FLUSH_BYTES ((size_t)256 << 20)
 
 static int g_reps = 25;
 static void *g_flush;
 static cudaEvent_t g_e0, g_e1;
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "bench_gemv: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t r32(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)(rs >> 16);
-}
 
 static const char *tname(uint32_t t)
 {
     return t == SI_TYPE_Q4_K ? "Q4_K" : t == SI_TYPE_Q5_K ? "Q5_K" : t == SI_TYPE_Q6_K ? "Q6_K" : "Q8_0";
-}
-
-static int64_t row_bytes(uint32_t t, int64_t in)
-{
-    switch (t) {
-    case SI_TYPE_Q4_K: return in / 256 * 144;
-    case SI_TYPE_Q5_K: return in / 256 * 176;
-    case SI_TYPE_Q6_K: return in / 256 * 210;
-    default: return in / 32 * 34;
-    }
 }
 
 /* f16 bits of a small positive or negative scale (|v| in [2^-10, 2^-7)). */
@@ -75,7 +52,7 @@ static uint16_t small_f16(void) { return (uint16_t)(((r32() & 1) << 15) | ((5 + 
 /* n rows of random quants with sane f16 scales (no Inf/NaN), on the device. */
 static uint8_t *make_weights(uint32_t t, int64_t in, int64_t rows)
 {
-    const int64_t rb = row_bytes(t, in), bb = t == SI_TYPE_Q8_0 ? 34 : row_bytes(t, 256);
+    const int64_t rb = bench_row_bytes(t, in), bb = t == SI_TYPE_Q8_0 ? 34 : bench_row_bytes(t, 256);
     const size_t n = (size_t)(rb * rows);
     uint8_t *h = malloc(n), *d = NULL;
     if (h == NULL) {
@@ -134,12 +111,6 @@ static void free_x(xq_set *x)
     cudaFree(x->s);
 }
 
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One timed run: the products of `run` (v: 1 or 2) between two events. */
 typedef void (*run_fn)(void *ctx, int v);
 
@@ -156,7 +127,7 @@ static float time_median(run_fn run, void *ctx, int v)
         CK(cudaEventSynchronize(g_e1));
         CK(cudaEventElapsedTime(&ms[i], g_e0, g_e1));
     }
-    qsort(ms, (size_t)g_reps, sizeof(float), cmp_f);
+    qsort(ms, (size_t)g_reps, sizeof(float), bench_cmpf);
     float m = ms[g_reps / 2];
     free(ms);
     return m * 1000.0f;   /* us */
@@ -201,7 +172,7 @@ static int g_bad;
 static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
 {
     uint8_t *w = make_weights(t, in, rows);
-    const double gb = (double)row_bytes(t, in) * (double)rows / 1e9;
+    const double gb = (double)bench_row_bytes(t, in) * (double)rows / 1e9;
     const int ncs[] = { 1, 2, 8 };
     for (int k = 0; k < 3; k++) {
         const int64_t nc = ncs[k];
@@ -210,7 +181,7 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         CK(cudaMalloc((void **)&y1, (size_t)(rows * nc) * sizeof(float)));
         CK(cudaMalloc((void **)&y2, (size_t)(rows * nc) * sizeof(float)));
         dense_ctx c = { .x = &x };
-        c.mm = (cu_mm){ .w = w, .type = t, .in = in, .rows = rows, .row_bytes = (uint64_t)row_bytes(t, in),
+        c.mm = (cu_mm){ .w = w, .type = t, .in = in, .rows = rows, .row_bytes = (uint64_t)bench_row_bytes(t, in),
                         .x_div = 1, .x_stride = in, .y = y1, .y_stride = rows, .ncols = nc };
         const float us1 = time_median(run_dense, &c, 1);
         c.mm.y = y2;
@@ -279,7 +250,7 @@ static void bench_moe(void)
 {
     const int64_t H = 2048, E = 256, K = 8, F = 512;
     const uint32_t t = SI_TYPE_Q4_K;
-    const int64_t rb_up = row_bytes(t, H), rb_dn = row_bytes(t, F);
+    const int64_t rb_up = bench_row_bytes(t, H), rb_dn = bench_row_bytes(t, F);
     uint8_t *wg = make_weights(t, H, E * F), *wu = make_weights(t, H, E * F), *wd = make_weights(t, F, E * H);
     uint8_t *sg = make_weights(t, H, F), *su = make_weights(t, H, F), *sd = make_weights(t, F, H);
     int32_t sel[8], *dsel;

@@ -66,39 +66,6 @@ static void test_log(const si_host *h, int level, const char *who, const char *f
         fprintf(stderr, "[%s] %s\n", who, msg);
 }
 
-typedef struct run {
-    const struct si_backend_ops *bops;
-    si_backend *b;
-    si_model   *m;
-    const struct si_model_ops *mops;
-} run;
-
-static void run_open(run *r, const char *section, const si_plugin *model, si_gguf *g)
-{
-    si_err err = { { 0 } };
-    memset(r, 0, sizeof *r);
-    r->bops = p_cu->ops;
-    r->mops = model->ops;
-    ck_assert_msg(r->bops->open(&host, section, &r->b, &err) == SI_OK, "%s: %s", section, err.msg);
-    si_backend_ref ref = { .ops = r->bops, .b = r->b, .name = p_cu->name };
-    ck_assert(r->mops->accepts(&host, g));
-    ck_assert_msg(r->mops->load(&host, g, &ref, N_SEQ, N_CTX, &r->m, &err) == SI_OK, "load (%s): %s", section,
-                  err.msg);
-}
-
-static void run_close(run *r)
-{
-    r->mops->unload(r->m);
-    r->bops->close(r->b);
-}
-
-static int32_t tok_at(uint32_t i, uint32_t salt, uint32_t V)
-{
-    uint32_t x = (i + 1) * 2654435761u ^ (salt * 40503u);
-    x ^= x >> 13;
-    return (int32_t)(x % V);
-}
-
 typedef struct stats {
     uint64_t logits, exact;
     double   worst;
@@ -106,7 +73,7 @@ typedef struct stats {
 
 /* The same batch on both (every token wants logits); compared value by
  * value. */
-static void step_both(run *ra, run *rb, const si_batch *bt, uint32_t V, stats *st, const char *what)
+static void step_both(si_ct_model *ra, si_ct_model *rb, const si_batch *bt, uint32_t V, stats *st, const char *what)
 {
     const size_t nv = (size_t)bt->n * V;
     float *la = malloc(nv * sizeof *la), *lb = malloc(nv * sizeof *lb);
@@ -128,7 +95,7 @@ static void step_both(run *ra, run *rb, const si_batch *bt, uint32_t V, stats *s
     free(lb);
 }
 
-static void prefill(run *ra, run *rb, uint32_t V, stats *st, const int32_t *seqs, const int32_t *pos0,
+static void prefill(si_ct_model *ra, si_ct_model *rb, uint32_t V, stats *st, const int32_t *seqs, const int32_t *pos0,
                     const uint32_t *lens, int n_parts, uint32_t salt)
 {
     uint32_t n = 0;
@@ -142,7 +109,7 @@ static void prefill(run *ra, run *rb, uint32_t V, stats *st, const int32_t *seqs
         for (uint32_t j = 0; j < lens[p]; j++, i++) {
             seq[i] = seqs[p];
             pos[i] = pos0[p] + (int32_t)j;
-            tok[i] = tok_at(j, salt + (uint32_t)seqs[p], V);
+            tok[i] = si_ct_tok(j, salt + (uint32_t)seqs[p], V);
             want[i] = 1;
         }
     si_batch bt = { .n = n, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
@@ -155,13 +122,13 @@ static void prefill(run *ra, run *rb, uint32_t V, stats *st, const int32_t *seqs
 
 /* `steps` decode steps of the sequences seqs[0..ns), which stand at
  * positions pos[] (advanced). */
-static void decode(run *ra, run *rb, uint32_t V, stats *st, const int32_t *seqs, int32_t *pos, int ns, int steps)
+static void decode(si_ct_model *ra, si_ct_model *rb, uint32_t V, stats *st, const int32_t *seqs, int32_t *pos, int ns, int steps)
 {
     for (int s = 0; s < steps; s++) {
         int32_t t[N_SEQ], p[N_SEQ], q[N_SEQ];
         uint8_t w[N_SEQ];
         for (int k = 0; k < ns; k++) {
-            t[k] = tok_at((uint32_t)pos[k], 31u + (uint32_t)seqs[k], V);
+            t[k] = si_ct_tok((uint32_t)pos[k], 31u + (uint32_t)seqs[k], V);
             p[k] = pos[k]++;
             q[k] = seqs[k];
             w[k] = 1;
@@ -190,9 +157,9 @@ static void graph_case(bool moe, const char *kv)
     char sec_g[64], sec_n[64];
     snprintf(sec_g, sizeof sec_g, "backend.graph_%s", kv);
     snprintf(sec_n, sizeof sec_n, "backend.nograph_%s", kv);
-    run ra, rb;
-    run_open(&ra, sec_g, model, g);
-    run_open(&rb, sec_n, model, g);
+    si_ct_model ra, rb;
+    si_ct_model_open(&ra, &host, p_cu, sec_g, model, g, N_SEQ, N_CTX);
+    si_ct_model_open(&rb, &host, p_cu, sec_n, model, g, N_SEQ, N_CTX);
     const uint32_t V = c.V;
     stats st = { 0 };
 
@@ -211,10 +178,10 @@ static void graph_case(bool moe, const char *kv)
     decode(&ra, &rb, V, &st, both, pos, 2, DEC2B);    /* after the workspaces grew */
 
     g_lines = 0;
-    run_close(&ra);
+    si_ct_model_close(&ra);
     ck_assert_msg(g_lines == 1, "the graph backend logged no graphs: line at close");
     const unsigned long long replays = g_replays, captured = g_captured, never = g_never;
-    run_close(&rb);
+    si_ct_model_close(&rb);
     ck_assert_msg(g_lines == 1, "the graph = false backend must not run graphs");
     printf("  %s kv %s: %llu logits, %llu bit-identical, worst rel diff %.3g; graphs: %llu captured, %llu replays, "
            "%llu not capturable\n",

@@ -22,6 +22,7 @@
 #include <sparkinfer/plugin.h>
 
 #include "config.h"
+#include "cuda_test.h"
 #include "gguf.h"
 #include "host.h"
 #include "tiny.h"
@@ -50,40 +51,6 @@ static const si_plugin *open_plugin(int slot, const char *rel)
     }
     si_entry_fn entry = (si_entry_fn)(uintptr_t)dlsym(dl[slot], SI_ENTRY_SYMBOL);
     return entry != NULL ? entry(&host) : NULL;
-}
-
-/* One model on one backend. */
-typedef struct run {
-    const struct si_backend_ops *bops;
-    si_backend *b;
-    si_model   *m;
-    const struct si_model_ops *mops;
-} run;
-
-static void run_open(run *r, const si_plugin *be, const char *section, const si_plugin *model, si_gguf *g)
-{
-    si_err err = { { 0 } };
-    memset(r, 0, sizeof *r);
-    r->bops = be->ops;
-    r->mops = model->ops;
-    ck_assert_msg(r->bops->open(&host, section, &r->b, &err) == SI_OK, "%s: %s", section, err.msg);
-    si_backend_ref ref = { .ops = r->bops, .b = r->b, .name = be->name };
-    ck_assert(r->mops->accepts(&host, g));
-    ck_assert_msg(r->mops->load(&host, g, &ref, N_SEQ, N_CTX, &r->m, &err) == SI_OK, "load on %s: %s", be->name,
-                  err.msg);
-}
-
-static void run_close(run *r)
-{
-    r->mops->unload(r->m);
-    r->bops->close(r->b);
-}
-
-static int32_t tok_at(uint32_t i, uint32_t salt, uint32_t V)
-{
-    uint32_t x = (i + 1) * 2654435761u ^ (salt * 40503u);
-    x ^= x >> 13;
-    return (int32_t)(x % V);
 }
 
 typedef struct stats {
@@ -127,7 +94,7 @@ static void compare_rows(const float *c, const float *g, uint32_t V, uint32_t ro
 }
 
 /* The same batch on both; logits compared row by row. */
-static void step_both(run *rc, run *rg, const si_batch *bt, uint32_t V, stats *st)
+static void step_both(si_ct_model *rc, si_ct_model *rg, const si_batch *bt, uint32_t V, stats *st)
 {
     uint32_t want = 0;
     for (uint32_t i = 0; i < bt->n; i++)
@@ -158,9 +125,9 @@ static void model_case(bool moe, uint32_t weight_type)
     si_gguf *g = NULL;
     ck_assert_msg(si_gguf_open(path, &g, &err) == SI_OK, "%s", err.msg);
     const si_plugin *model = moe ? p_q36 : p_q35;
-    run rc, rg;
-    run_open(&rc, p_cpu, "backend.cpu", model, g);
-    run_open(&rg, p_cu, "backend.cuda_sm120", model, g);
+    si_ct_model rc, rg;
+    si_ct_model_open(&rc, &host, p_cpu, "backend.cpu", model, g, N_SEQ, N_CTX);
+    si_ct_model_open(&rg, &host, p_cu, "backend.cuda_sm120", model, g, N_SEQ, N_CTX);
 
     const uint32_t V = c.V, n0 = PREFILL0 + PREFILL1;
     int32_t tok[PREFILL0 + PREFILL1], pos[PREFILL0 + PREFILL1], seq[PREFILL0 + PREFILL1];
@@ -168,14 +135,14 @@ static void model_case(bool moe, uint32_t weight_type)
     for (uint32_t i = 0; i < n0; i++) {
         seq[i] = i < PREFILL0 ? 0 : 1;
         pos[i] = (int32_t)(i < PREFILL0 ? i : i - PREFILL0);
-        tok[i] = tok_at(i, 7u + (uint32_t)seq[i], V);
+        tok[i] = si_ct_tok(i, 7u + (uint32_t)seq[i], V);
         want[i] = 1;
     }
     stats st = { 0 };
     si_batch bt = { .n = n0, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
     step_both(&rc, &rg, &bt, V, &st);
     for (uint32_t s = 0; s < DECODE; s++) {
-        int32_t t2[2] = { tok_at(PREFILL0 + s, 11u, V), tok_at(PREFILL1 + s, 12u, V) };
+        int32_t t2[2] = { si_ct_tok(PREFILL0 + s, 11u, V), si_ct_tok(PREFILL1 + s, 12u, V) };
         int32_t p2[2] = { (int32_t)(PREFILL0 + s), (int32_t)(PREFILL1 + s) };
         int32_t s2[2] = { 0, 1 };
         uint8_t w2[2] = { 1, 1 };
@@ -187,8 +154,8 @@ static void model_case(bool moe, uint32_t weight_type)
            moe ? "qwen36" : "qwen35", host.type_name(weight_type), kv_name, st.rows, agree, kl, st.kl_max);
     ck_assert_msg(agree >= 0.99, "top-1 agreement %.4f < 0.99", agree);
     ck_assert_msg(kl <= 0.01, "mean KL %g > 0.01", kl);
-    run_close(&rc);
-    run_close(&rg);
+    si_ct_model_close(&rc);
+    si_ct_model_close(&rg);
     si_gguf_close(g);
     unlink(path);
 }

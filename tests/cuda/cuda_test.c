@@ -33,3 +33,31 @@ int si_ct_run(Suite *s)
     srunner_free(sr);
     return failed;
 }
+
+void si_ct_model_open(si_ct_model *r, const si_host *h, const si_plugin *backend, const char *section,
+                      const si_plugin *model, const si_gguf *g, uint32_t n_seq, uint32_t n_ctx)
+{
+    si_err err = { { 0 } };
+    r->bops = backend->ops;
+    r->mops = model->ops;
+    r->b = NULL;
+    r->m = NULL;
+    ck_assert_msg(r->bops->open(h, section, &r->b, &err) == SI_OK, "%s: %s", section, err.msg);
+    si_backend_ref ref = { .ops = r->bops, .b = r->b, .name = backend->name };
+    ck_assert(r->mops->accepts(h, g));
+    ck_assert_msg(r->mops->load(h, g, &ref, n_seq, n_ctx, &r->m, &err) == SI_OK, "load on %s: %s", section,
+                  err.msg);
+}
+
+void si_ct_model_close(si_ct_model *r)
+{
+    r->mops->unload(r->m);
+    r->bops->close(r->b);
+}
+
+int32_t si_ct_tok(uint32_t i, uint32_t salt, uint32_t V)
+{
+    uint32_t x = (i + 1) * 2654435761u ^ (salt * 40503u);
+    x ^= x >> 13;
+    return (int32_t)(x % V);
+}
