@@ -8,15 +8,16 @@
 # mma_tile = v2: 128- and 64-row tiles), the decode GEMVs v1 (cuda_mmq.cu)
 # and v2 (cuda_gemv.cu, every type, ncols 1..8, experts, stacked matrices).
 # The EMU_DRIFT runs let warps drift apart between block barriers.
-# Planted bugs: each kernel (but GEMV v1) edited by one line must FAIL a
-# given case, so the checks are shown to see such bugs: the GEMM barriers
-# (v1: either __syncthreads of mma_kernel's loop; v2: the one per k-tile,
-# and its cp.async.wait_group waiting for one group too few) and a dozen
-# of GEMV v2's indexing; PLANT=no skips them.
-# Modes: full (default, ~10 min on 2 cores, every case and plant),
+# Planted bugs: each kernel edited by one line must FAIL a given case,
+# so the checks are shown to see such bugs: the GEMM barriers (v1: either
+# __syncthreads of mma_kernel's loop; v2: the one per k-tile, and its
+# cp.async.wait_group waiting for one group too few), the quantiser's
+# rounding, GEMV v1's Q6_K offset and experts, a dozen of GEMV v2's
+# indexing; PLANT=no skips them.
+# Modes: full (default, ~5 min on 2 cores, every case and plant),
 # quick (~1 min: a few cases of each kernel, a few plants of each; what
 # tests/cuda/emu.test runs), v2 (only the GEMM v2: its cases and plants,
-# ~3 min), v2quick (a few of those, ~40 s).
+# ~1.5 min), v2quick (a few of those, ~30 s).
 # Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]
 set -e
 mode=${2:-full}
@@ -92,11 +93,12 @@ mma_src > "$out/k_mma.cc"
 mma2_src > "$out/k_mma2.cc"
 # the quantiser and the dp4a GEMV: cuda_mmq.cu without its launchers
 # (from mmq_go on), si_cu_mmq_ok kept
-awk '/^template </ { if (held != "" && !skip) print held; held = $0; next }
-     /^static cudaError_t mmq_go/ { skip = 1 } /^extern "C" bool si_cu_mmq_ok/ { skip = 0 }
-     /^extern "C" int si_cu_quantize_x/ { skip = 1 }
-     { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu" > "$out/k_quant.cc"
-cat >> "$out/k_quant.cc" <<'EOT'
+quant_src() {
+    awk '/^template </ { if (held != "" && !skip) print held; held = $0; next }
+         /^static cudaError_t mmq_go/ { skip = 1 } /^extern "C" bool si_cu_mmq_ok/ { skip = 0 }
+         /^extern "C" int si_cu_quantize_x/ { skip = 1 }
+         { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu"
+    cat <<'EOT'
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
 {
     emu_launch(dim3(blocks), dim3(256), 0, [&] { quant_x_kernel(x, x_stride, in, ncx, q, d, s); });
@@ -125,6 +127,8 @@ void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     }
 }
 EOT
+}
+quant_src > "$out/k_quant.cc"
 # the decode GEMV v2: cuda_gemv.cu without its launchers (from the
 # "---- launchers" line on, si_cu_gemv_ok kept); emu_gemv repeats gemv_go's
 # grid.
@@ -201,16 +205,17 @@ link() {   # link OUTPUT: the kernels' objects, k_bug.o for $bug
 bug=none; link "$out/mma_emu"
 rc=0
 run() { "$out/mma_emu" "$@" || rc=1; }
-# Planted bugs: KERNEL (mma, mma2 or gemv) with one edit must FAIL the
-# given case (the checks below would see that bug).
+# Planted bugs: KERNEL (an EMU_KERNEL: mma, mma2, gemv, or dp4a, whose
+# source also holds the quantiser) with one edit must FAIL the given case
+# (the checks below would see that bug).
 #   plant KERNEL NAME SED-EXPR "ENV" ARGS...
 plant() {
-    bug=k_$1; name=$1/$2; expr=$3; envs=$4; shift 4
+    bug=k_$1; [ "$1" = dp4a ] && bug=k_quant; name=$1/$2; expr=$3; envs=$4; shift 4
     ${bug#k_}_src | sed -e "$expr" > "$out/k_bug.cc"
     if cmp -s "$out/k_bug.cc" "$out/$bug.cc"; then echo "plant $name: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/k_bug.cc" -o "$out/k_bug.o"
     link "$out/mma_bug"
-    if env EMU_KERNEL=${bug#k_} $envs "$out/mma_bug" "$@" > "$out/bug.log" 2>&1; then
+    if env EMU_KERNEL=${name%%/*} $envs "$out/mma_bug" "$@" > "$out/bug.log" 2>&1; then
         echo "plant $name: NOT detected by $envs $*"; rc=1
     else
         # (a FAIL, or the emulator stopping on a misuse it checks)
@@ -228,6 +233,13 @@ mma2_plants() {
     plant mma2 wait-short 's/cp_async_wait_group<M2_XS - 2>()/cp_async_wait_group<M2_XS - 1>()/' "" q4_k 130 1024 70
     [ "$1" = all ] || return 0
     plant mma2 no-sync-bm64 's/^        __syncthreads();$/;/' "EMU_DRIFT=3 EMU_BM=64" q6_k 70 512 140
+}
+# the GEMV v1 and the quantiser (checked bit for bit in every run)
+dp4a_plants() {
+    plant dp4a quant-trunc 's/int qi = __float2int_rn(__fmul_rn(v, id));/int qi = (int)__fmul_rn(v, id);/' "" q4_k 9 256 1
+    [ "$1" = all ] || return 0
+    plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
+    plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
 }
 gemv_plants() {
     plant gemv no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
@@ -326,8 +338,8 @@ case $mode in
 v2quick) mma2_cases quick; plants mma2_plants ;;
 v2)      mma2_cases full; plants mma2_plants all ;;
 quick)   dp4a_cases quick; gemv_cases quick; mma_cases quick; mma2_cases quick
-         plants gemv_plants; plants mma_plants; plants mma2_plants ;;
+         plants dp4a_plants; plants gemv_plants; plants mma_plants; plants mma2_plants ;;
 full)    dp4a_cases full; gemv_cases full; mma_cases full; mma2_cases full
-         plants gemv_plants all; plants mma_plants all; plants mma2_plants all ;;
+         plants dp4a_plants all; plants gemv_plants all; plants mma_plants all; plants mma2_plants all ;;
 esac
 exit $rc
