@@ -1,6 +1,8 @@
-// tests/cuda/emu/mma_emu.cc — the prefill int8 GEMM of cuda_sm120
-// (cuda_mma.cu, mma_kernel) and its activation quantiser (cuda_mmq.cu,
-// quant_x_kernel) under the host emulation, with the PTX of ptx_emu.h.
+// tests/cuda/emu/mma_emu.cc — the int8 matmuls of cuda_sm120 (the
+// prefill GEMMs v1 cuda_mma.cu and v2 cuda_mma2.cu, the decode GEMVs v1
+// cuda_mmq.cu and v2 cuda_gemv.cu: EMU_KERNEL below) and their activation
+// quantiser (cuda_mmq.cu, quant_x_kernel) under the host emulation, with
+// the PTX of ptx_emu.h.
 //   quantiser: q, d, s bit for bit against the cpu backend's
 //     cpu_quantize_row_q8 (random columns, a column of exact .5 ties, a
 //     zero block), at the launcher's grid and at a 1-block grid-stride one;
@@ -14,6 +16,7 @@
 // Usage: mma_emu TYPE ROWS IN NCOLS [X_DIV [GY]]  (TYPE q4_k q5_k q6_k q8_0;
 //   GY: blocks along the columns, default the launcher's: fewer exercise
 //   the kernel's loop over column tiles)
+// EMU_KERNEL unset (or mma): the GEMM v1 (cuda_mma.cu).
 // EMU_KERNEL=dp4a: the decode GEMV v1 (cuda_mmq.cu); EMU_KERNEL=gemv: v2
 // (cuda_gemv.cu).  For those, EMU_EXPERTS=E gives every column its own
 // expert (random of E; the MOE products) and EMU_STACK=1 stacks a second
@@ -21,6 +24,8 @@
 // (v2 only), as moe_exec's gate+up launch does; EMU_DIRECT=1 keeps v2 off
 // its staged path (cu_mm.gemv_direct), EMU_ROWS=1|4 sets its rows per
 // lane group at one column (cu_mm.gemv_rows; small cases pick 1 by size).
+// EMU_KERNEL=mma2: the prefill GEMM v2 (cuda_mma2.cu) with EMU_BM=128
+// (default) or 64 row tiles (GY ignored).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 #include "ptx_emu.h"
@@ -39,6 +44,8 @@ uint16_t si_f32_to_fp16(float f);
 }
 size_t emu_mma_smem();
 void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy);
+size_t emu_mma2_smem(int bm);
+void emu_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm);
 void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs);
 void emu_gemv(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy);
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks);
@@ -98,6 +105,8 @@ int main(int argc, char **argv)
 
     const char *ek = getenv("EMU_KERNEL");
     const bool dp4a = ek != NULL && !strcmp(ek, "dp4a"), gemv = ek != NULL && !strcmp(ek, "gemv");
+    const bool mma2 = ek != NULL && !strcmp(ek, "mma2");
+    const int bm = getenv("EMU_BM") != NULL ? atoi(getenv("EMU_BM")) : 128;
     const int64_t n_exp = getenv("EMU_EXPERTS") ? atoll(getenv("EMU_EXPERTS")) : 0;
     const bool stack = getenv("EMU_STACK") != NULL && atoi(getenv("EMU_STACK")) != 0;
     const int64_t split = stack ? rows / 2 : rows;   // rows of the first matrix
@@ -207,13 +216,16 @@ int main(int argc, char **argv)
                      { xd.data(), xd.data() + xd.size(), "xd" }, { xs.data(), xs.data() + xs.size(), "xs" },
                      { expert_dev.data(), expert_dev.data() + expert_dev.size(), "expert" } };
     if (stack) emu::granges.push_back({ w2, w2 + w2bytes, "w2" });
-    emu_ptx::smem_bytes = emu_mma_smem();
+    emu_ptx::smem_bytes = mma2 ? emu_mma2_smem(bm) : emu_mma_smem();
     if (gemv) {
         printf("  (GEMV v2)\n");
         emu_gemv(&mm, xq.data(), xd.data(), xs.data(), gy);
     } else if (dp4a) {
         printf("  (dp4a GEMV)\n");
         emu_mmq(&mm, xq.data(), xd.data(), xs.data());
+    } else if (mma2) {
+        printf("  (mma v2, %d-row tiles)\n", bm);
+        emu_mma2(&mm, xq.data(), xd.data(), xs.data(), bm);
     } else {
         emu_mma(&mm, xq.data(), xd.data(), xs.data(), gy);
     }

@@ -1,16 +1,27 @@
 #!/bin/sh
-# tests/cuda/emu/run-mma-emu.sh — runs the cuda_sm120 prefill int8 GEMM
-# (cuda_mma.cu) and the activation quantiser (cuda_mmq.cu quant_x_kernel)
-# under the host emulation with the PTX of ptx_emu.h, against the cpu
+# tests/cuda/emu/run-mma-emu.sh — runs the cuda_sm120 int8 matmuls (below)
+# and the activation quantiser (cuda_mmq.cu quant_x_kernel) under the
+# host emulation with the PTX of ptx_emu.h, against the cpu
 # backend's int8 matmul and core's dequantisation (mma_emu.cc).  No GPU.
-# Needs gcc/g++ (x86-64).  ~4 min on 2 cores (quick: ~50 s).
-# The EMU_DRIFT runs let warps drift apart between block barriers: with
-# either __syncthreads of mma_kernel's loop removed they FAIL (checked).
-# The decode GEMVs: v1 (cuda_mmq.cu) and v2 (cuda_gemv.cu, every type,
-# ncols 1..8, experts, stacked matrices), and bugs planted into v2 that
-# must be caught (quick: 2 of them; PLANT=no skips them).
-# Usage: run-mma-emu.sh [builddir] [quick]
+# Needs gcc/g++ (x86-64).
+# Kernels: the GEMM v1 (cuda_mma.cu) and v2 (cuda_mma2.cu, knob
+# mma_tile = v2: 128- and 64-row tiles), the decode GEMVs v1 (cuda_mmq.cu)
+# and v2 (cuda_gemv.cu, every type, ncols 1..8, experts, stacked matrices).
+# The EMU_DRIFT runs let warps drift apart between block barriers.
+# Planted bugs: each kernel edited by one line must FAIL a given case,
+# so the checks are shown to see such bugs: the GEMM barriers (v1: either
+# __syncthreads of mma_kernel's loop; v2: the one per k-tile, and its
+# cp.async.wait_group waiting for one group too few), the quantiser's
+# rounding, GEMV v1's Q6_K offset and experts, a dozen of GEMV v2's
+# indexing; PLANT=no skips them.
+# Modes: full (default, ~5 min on 2 cores, every case and plant),
+# quick (~1 min: a few cases of each kernel, a few plants of each; what
+# tests/cuda/emu.test runs), v2 (only the GEMM v2: its cases and plants,
+# ~1.5 min), v2quick (a few of those, ~30 s).
+# Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]
 set -e
+mode=${2:-full}
+case $mode in full|quick|v2|v2quick) ;; *) echo "usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
@@ -19,13 +30,16 @@ mkdir -p "$out"
 trap 'rm -rf "$out"' EXIT
 # The kernel as host C++: its PTX wrappers cut (ptx_emu.h stands in), the
 # launchers cut (<<<>>>), dynamic shared memory from the emulator.
-sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ int32 -> f32/{/^\/\/ int32 -> f32/!d;}' \
-    -e 's/^#include "cuda_quant.cuh"/#include "cuda_quant.cuh"\n#include "ptx_emu.h"/' \
-    -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
-    -e '/^template <int T> static cudaError_t mma_launch/,/^}/d' \
-    -e '/^extern "C" int si_cu_matmul_mma/,$d' \
-    "$src/cuda_mma.cu" > "$out/k_mma.cc"
-cat >> "$out/k_mma.cc" <<'EOT'
+# (The *_src functions print the host C++ of a kernel; the planted-bug
+# runs below edit it.)
+mma_src() {
+    sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ int32 -> f32/{/^\/\/ int32 -> f32/!d;}' \
+        -e 's/^#include "cuda_quant.cuh"/#include "cuda_quant.cuh"\n#include "ptx_emu.h"/' \
+        -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
+        -e '/^template <int T> static cudaError_t mma_launch/,/^}/d' \
+        -e '/^extern "C" int si_cu_matmul_mma/,$d' \
+        "$src/cuda_mma.cu"
+    cat <<'EOT'
 size_t emu_mma_smem() { return SM_TOTAL; }
 template <int T> static void emu_mma_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, unsigned gy)
 {
@@ -43,13 +57,48 @@ void emu_mma(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     }
 }
 EOT
+}
+# v2 (cuda_mma2.cu, EMU_KERNEL=mma2, EMU_BM=64|128): the same cuts
+mma2_src() {
+    sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' \
+        -e 's/^#include "cuda_quant.cuh"/#include "cuda_quant.cuh"\n#include "ptx_emu.h"/' \
+        -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
+        -e '/^\/\/ ---- launchers/,$d' \
+        "$src/cuda_mma2.cu"
+    cat <<'EOT'
+size_t emu_mma2_smem(int bm) { return bm == 64 ? m2_smem<64>::TOTAL : m2_smem<128>::TOTAL; }
+template <int T, int BM> static void emu_mma2_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    const unsigned gx = (unsigned)((mm->ncols + M2_BN - 1) / M2_BN), gy = (unsigned)((mm->rows + BM - 1) / BM);
+    emu_launch(dim3(gx, gy), dim3(M2_THREADS), m2_smem<BM>::TOTAL, [&] { mma2_kernel<T, BM>(*mm, xq, xd, xs); });
+}
+template <int BM> static void emu_mma2_b(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    switch (mm->type) {
+    case SI_TYPE_Q8_0: emu_mma2_t<SI_TYPE_Q8_0, BM>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q4_K: emu_mma2_t<SI_TYPE_Q4_K, BM>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q5_K: emu_mma2_t<SI_TYPE_Q5_K, BM>(mm, xq, xd, xs); break;
+    case SI_TYPE_Q6_K: emu_mma2_t<SI_TYPE_Q6_K, BM>(mm, xq, xd, xs); break;
+    default: abort();
+    }
+}
+void emu_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm)
+{
+    if (bm == 64) emu_mma2_b<64>(mm, xq, xd, xs);
+    else emu_mma2_b<128>(mm, xq, xd, xs);
+}
+EOT
+}
+mma_src > "$out/k_mma.cc"
+mma2_src > "$out/k_mma2.cc"
 # the quantiser and the dp4a GEMV: cuda_mmq.cu without its launchers
 # (from mmq_go on), si_cu_mmq_ok kept
-awk '/^template </ { if (held != "" && !skip) print held; held = $0; next }
-     /^static cudaError_t mmq_go/ { skip = 1 } /^extern "C" bool si_cu_mmq_ok/ { skip = 0 }
-     /^extern "C" int si_cu_quantize_x/ { skip = 1 }
-     { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu" > "$out/k_quant.cc"
-cat >> "$out/k_quant.cc" <<'EOT'
+quant_src() {
+    awk '/^template </ { if (held != "" && !skip) print held; held = $0; next }
+         /^static cudaError_t mmq_go/ { skip = 1 } /^extern "C" bool si_cu_mmq_ok/ { skip = 0 }
+         /^extern "C" int si_cu_quantize_x/ { skip = 1 }
+         { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu"
+    cat <<'EOT'
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
 {
     emu_launch(dim3(blocks), dim3(256), 0, [&] { quant_x_kernel(x, x_stride, in, ncx, q, d, s); });
@@ -78,9 +127,11 @@ void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs
     }
 }
 EOT
+}
+quant_src > "$out/k_quant.cc"
 # the decode GEMV v2: cuda_gemv.cu without its launchers (from the
 # "---- launchers" line on, si_cu_gemv_ok kept); emu_gemv repeats gemv_go's
-# grid.  PLANT=... (the planted-bug runs below) edits the kernel first.
+# grid.
 gemv_src() {
     sed -e '/^\/\/ ---- launchers/,/^extern "C" bool si_cu_gemv_ok/{/^extern "C" bool si_cu_gemv_ok/!d;}' \
         -e '/^extern "C" int si_cu_matmul_q8/,$d' "$src/cuda_gemv.cu"
@@ -122,11 +173,13 @@ EOT
 gemv_src > "$out/k_gemv.cc"
 grep -q 'gemv_kernel' "$out/k_gemv.cc" && ! grep -q '<<<' "$out/k_gemv.cc" && grep -q 'si_cu_gemv_ok' "$out/k_gemv.cc" || {
     echo "run-mma-emu: cuda_gemv.cu changed shape; update gemv_src" >&2; exit 1; }
-grep -q 'emu::dyn_smem' "$out/k_mma.cc" && ! grep -q 'asm' "$out/k_mma.cc" && grep -q 'quant_x_kernel' "$out/k_quant.cc" || {
-    echo "run-mma-emu: cuda_mma.cu / cuda_mmq.cu changed shape; update the sed lines" >&2; exit 1; }
+grep -q 'emu::dyn_smem' "$out/k_mma.cc" && ! grep -q 'asm' "$out/k_mma.cc" && grep -q 'quant_x_kernel' "$out/k_quant.cc" &&
+    grep -q 'emu::dyn_smem' "$out/k_mma2.cc" && ! grep -q 'asm\|<<<' "$out/k_mma2.cc" || {
+    echo "run-mma-emu: cuda_mma.cu / cuda_mma2.cu / cuda_mmq.cu changed shape; update the sed lines" >&2; exit 1; }
 F="-std=c++17 -O2 -g -I$here -I$src -I$top/core/include -I$top/core -I$top/backends/cpu -Wno-unused-function -fsanitize=alignment -fno-sanitize-recover=alignment"
 C="-std=c11 -O2 -g -I$top/core/include -I$top/core -I$top/backends/cpu"
-for f in k_mma k_quant k_gemv; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
+kobjs="k_mma k_mma2 k_quant k_gemv"
+for f in $kobjs; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 # the references: the cpu backend's int8 path (AVX2 kernels stubbed: simd
 # off) and core's dequantisation
 cat > "$out/stubs.c" <<'EOT'
@@ -145,58 +198,88 @@ for c in "$top/backends/cpu/cpu_quant_dot.c" "$top/core/quant.c" "$top/core/quan
 done
 g++ $F -c "$here/mma_emu.cc" -o "$out/main.o"
 g++ $F -c "$here/emu.cc" -o "$out/emu.o"
-g++ $F "$out/main.o" "$out/emu.o" "$out/k_mma.o" "$out/k_quant.o" "$out/k_gemv.o" $objs -o "$out/mma_emu"
+link() {   # link OUTPUT: the kernels' objects, k_bug.o for $bug
+    ko=""; for f in $kobjs; do if [ "$f" = "$bug" ]; then ko="$ko $out/k_bug.o"; else ko="$ko $out/$f.o"; fi; done
+    g++ $F "$out/main.o" "$out/emu.o" $ko $objs -o "$1"
+}
+bug=none; link "$out/mma_emu"
 rc=0
 run() { "$out/mma_emu" "$@" || rc=1; }
-# Planted bugs: the v2 kernel with one edit must FAIL the given case (the
-# checks above would see that bug).  plant NAME SED-EXPR "ENV" ARGS...
+# Planted bugs: KERNEL (an EMU_KERNEL: mma, mma2, gemv, or dp4a, whose
+# source also holds the quantiser) with one edit must FAIL the given case
+# (the checks below would see that bug).
+#   plant KERNEL NAME SED-EXPR "ENV" ARGS...
 plant() {
-    name=$1; expr=$2; envs=$3; shift 3
-    gemv_src | sed -e "$expr" > "$out/k_bug.cc"
-    if cmp -s "$out/k_bug.cc" "$out/k_gemv.cc"; then echo "plant $name: the edit did not apply (kernel changed?)"; rc=1; return; fi
+    bug=k_$1; [ "$1" = dp4a ] && bug=k_quant; name=$1/$2; expr=$3; envs=$4; shift 4
+    ${bug#k_}_src | sed -e "$expr" > "$out/k_bug.cc"
+    if cmp -s "$out/k_bug.cc" "$out/$bug.cc"; then echo "plant $name: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/k_bug.cc" -o "$out/k_bug.o"
-    g++ $F "$out/main.o" "$out/emu.o" "$out/k_mma.o" "$out/k_quant.o" "$out/k_bug.o" $objs -o "$out/mma_bug"
-    if env EMU_KERNEL=gemv $envs "$out/mma_bug" "$@" > "$out/bug.log" 2>&1; then
+    link "$out/mma_bug"
+    if env EMU_KERNEL=${name%%/*} $envs "$out/mma_bug" "$@" > "$out/bug.log" 2>&1; then
         echo "plant $name: NOT detected by $envs $*"; rc=1
     else
-        echo "plant $name: detected ($(grep -c FAIL "$out/bug.log") FAIL lines; $(tail -1 "$out/bug.log" | cut -c1-60))"
+        # (a FAIL, or the emulator stopping on a misuse it checks)
+        echo "plant $name: detected ($(grep -c FAIL "$out/bug.log") FAIL lines; $({ grep -m1 '^emu:' "$out/bug.log" || tail -1 "$out/bug.log"; } | cut -c1-90))"
     fi
 }
-plant_checks() {
-    plant no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
-    plant staged-no-syncwarp 's/__syncwarp();   \/\/ every lane is done with the previous stage/;/' "" q8_0 37 2048 1
+# the GEMMs' barriers: warps drifting apart see each missing one
+mma_plants() {
+    plant mma no-sync-landed 's/__syncthreads();   \/\/ W(kt) stored and X(kt) landed, for every thread/;/' "EMU_DRIFT=1" q5_k 77 2048 70 1 1
     [ "$1" = all ] || return 0
-    plant prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
-    plant q6-offset 's/- 32 \* gv_xsum(x1)/- 31 * gv_xsum(x1)/' "" q6_k 37 512 2
-    plant store-guard 's/t < nt \&\& r < mm.rows)/t < nt)/' "EMU_ROWS=4" q4_k 37 512 1
-    plant row-slots 's/w\[q\] = gv_row(mm, r < mm.rows ? r : mm.rows - 1, e);/w[q] = gv_row(mm, r0 < mm.rows ? r0 : mm.rows - 1, e);/' "EMU_ROWS=4" q6_k 37 4096 1
-    plant no-expert 's/mm.expert\[j0\] : 0/0 : 0/' "EMU_EXPERTS=5" q4_k 33 512 8
-    plant no-stack 's/r >= mm.rows_split/r > mm.rows/' "EMU_STACK=1" q8_0 41 512 1
-    plant scale-hi 's/int b = 8 \* (j - 4)/int b = 8 * (j - 3)/' "" q4_k 19 512 1
-    plant staged-next 's/(st + 1) \* S::BYTES/st * S::BYTES/' "" q6_k 21 4096 1
-    plant staged-q5-qh 's/B + 16 + 16 \* h);$/B + 16);/' "" q5_k 21 2048 1
-    plant staged-q6-scale 's/scs\[k + 2 \* (s + 2)\] << 24/scs[k + 2 * s] << 24/' "" q6_k 21 2048 1
+    plant mma no-sync-read 's/__syncthreads();   \/\/ every warp is done reading W(kt)/;/' "EMU_DRIFT=1" q5_k 77 2048 70 1 1
+}
+mma2_plants() {
+    plant mma2 no-sync 's/^        __syncthreads();$/;/' "EMU_DRIFT=1" q4_k 130 1024 70
+    plant mma2 wait-short 's/cp_async_wait_group<M2_XS - 2>()/cp_async_wait_group<M2_XS - 1>()/' "" q4_k 130 1024 70
+    [ "$1" = all ] || return 0
+    plant mma2 no-sync-bm64 's/^        __syncthreads();$/;/' "EMU_DRIFT=3 EMU_BM=64" q6_k 70 512 140
+}
+# the GEMV v1 and the quantiser (checked bit for bit in every run)
+dp4a_plants() {
+    plant dp4a quant-trunc 's/int qi = __float2int_rn(__fmul_rn(v, id));/int qi = (int)__fmul_rn(v, id);/' "" q4_k 9 256 1
+    [ "$1" = all ] || return 0
+    plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
+    plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
+}
+gemv_plants() {
+    plant gemv no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
+    plant gemv staged-no-syncwarp 's/__syncwarp();   \/\/ every lane is done with the previous stage/;/' "" q8_0 37 2048 1
+    [ "$1" = all ] || return 0
+    plant gemv prefetch-same 's/gv_load<T>(w\[q\], u + G, i, nxt\[q\])/gv_load<T>(w[q], u, i, nxt[q])/' "EMU_DIRECT=1" q4_k 37 4096 1
+    plant gemv q6-offset 's/- 32 \* gv_xsum(x1)/- 31 * gv_xsum(x1)/' "" q6_k 37 512 2
+    plant gemv store-guard 's/t < nt \&\& r < mm.rows)/t < nt)/' "EMU_ROWS=4" q4_k 37 512 1
+    plant gemv row-slots 's/w\[q\] = gv_row(mm, r < mm.rows ? r : mm.rows - 1, e);/w[q] = gv_row(mm, r0 < mm.rows ? r0 : mm.rows - 1, e);/' "EMU_ROWS=4" q6_k 37 4096 1
+    plant gemv no-expert 's/mm.expert\[j0\] : 0/0 : 0/' "EMU_EXPERTS=5" q4_k 33 512 8
+    plant gemv no-stack 's/r >= mm.rows_split/r > mm.rows/' "EMU_STACK=1" q8_0 41 512 1
+    plant gemv scale-hi 's/int b = 8 \* (j - 4)/int b = 8 * (j - 3)/' "" q4_k 19 512 1
+    plant gemv staged-next 's/(st + 1) \* S::BYTES/st * S::BYTES/' "" q6_k 21 4096 1
+    plant gemv staged-q5-qh 's/B + 16 + 16 \* h);$/B + 16);/' "" q5_k 21 2048 1
+    plant gemv staged-q6-scale 's/scs\[k + 2 \* (s + 2)\] << 24/scs[k + 2 * s] << 24/' "" q6_k 21 2048 1
 }
 # the dp4a decode GEMV v1 (EMU_KERNEL=dp4a: <= 8 columns) against the same
 # references
 dp4a() { EMU_KERNEL=dp4a "$out/mma_emu" "$@" || rc=1; }
-for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
-dp4a q4_k 20 256 6 3
+dp4a_cases() {
+    if [ "$1" = quick ]; then dp4a q4_k 77 512 1; dp4a q6_k 33 256 3; dp4a q8_0 9 2048 8; dp4a q4_k 20 256 6 3; return 0; fi
+    for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
+    dp4a q4_k 20 256 6 3
+}
 # v2 (EMU_KERNEL=gemv): every type, ncols 1..8, odd rows, rows of 8/16/32+
 # lanes (in 256, 512, 2048+; Q8_0 in 32..), per-column experts, stacked
 # matrices, the column loop (GY 1); the staged path (in % 2048; Q8_0
 # in % 512: several stages, experts, stacking) and the direct path at the
 # same widths (EMU_DIRECT).  Quick: a few of each kind.
 gemv() { EMU_KERNEL=gemv "$out/mma_emu" "$@" || rc=1; }
-# (one column: 1 row a lane group at these sizes, EMU_ROWS=4 the 4 of
-# large products)
-for t in q4_k q5_k q6_k q8_0; do
-    gemv $t 37 512 1; EMU_ROWS=4 gemv $t 37 512 1; gemv $t 37 512 5; EMU_ROWS=4 EMU_EXPERTS=3 gemv $t 17 256 3 3
-    EMU_ROWS=4 EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_ROWS=4 EMU_STACK=1 gemv $t 26 4096 1
-    EMU_DIRECT=1 gemv $t 23 4096 2; EMU_DIRECT=1 EMU_ROWS=4 gemv $t 23 4096 1
-done
-gemv q8_0 5 32 1; gemv q8_0 9 352 5; EMU_SAY=1 gemv q6_k 21 4096 2; EMU_SAY=1 gemv q6_k 21 4096 1
-if [ "$2" != quick ]; then
+gemv_cases() {
+    # (one column: 1 row a lane group at these sizes, EMU_ROWS=4 the 4 of
+    # large products)
+    for t in q4_k q5_k q6_k q8_0; do
+        gemv $t 37 512 1; EMU_ROWS=4 gemv $t 37 512 1; gemv $t 37 512 5; EMU_ROWS=4 EMU_EXPERTS=3 gemv $t 17 256 3 3
+        EMU_ROWS=4 EMU_EXPERTS=6 gemv $t 17 2048 8; EMU_ROWS=4 EMU_STACK=1 gemv $t 26 4096 1
+        EMU_DIRECT=1 gemv $t 23 4096 2; EMU_DIRECT=1 EMU_ROWS=4 gemv $t 23 4096 1
+    done
+    gemv q8_0 5 32 1; gemv q8_0 9 352 5; EMU_SAY=1 gemv q6_k 21 4096 2; EMU_SAY=1 gemv q6_k 21 4096 1
+    [ "$1" = quick ] && return 0
     for t in q4_k q5_k q6_k q8_0; do
         for n in 2 3 4 8; do gemv $t 37 512 $n; done
         gemv $t 7 256 1; EMU_ROWS=4 gemv $t 7 256 1; gemv $t 45 2560 6; gemv $t 19 2048 7 2 1
@@ -208,25 +291,55 @@ if [ "$2" != quick ]; then
     for n in 1 2 5; do gemv q6_k 21 4096 $n; gemv q8_0 21 1536 $n; gemv q4_k 21 4096 $n; done
     EMU_ROWS=4 gemv q8_0 21 1536 1; EMU_ROWS=4 gemv q6_k 21 4096 1
     EMU_EXPERTS=6 gemv q8_0 17 1024 8 4; EMU_STACK=1 EMU_EXPERTS=3 gemv q8_0 26 1024 3 3
-fi
-if [ "$2" = quick ]; then
-    [ "$PLANT" = no ] || plant_checks
-    run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
-    EMU_DRIFT=1 run q5_k 77 2048 70 1 1
-    exit $rc
-fi
-for t in q4_k q5_k q6_k q8_0; do
-    for r in 1 77 272; do
-        for i in 256 2048; do
-            for n in 9 64 129; do run $t $r $i $n; done
+}
+# the GEMM v1 (no EMU_KERNEL)
+mma_cases() {
+    if [ "$1" = quick ]; then
+        run q4_k 77 256 9; run q6_k 77 256 9; run q8_0 77 352 9
+        EMU_DRIFT=1 run q5_k 77 2048 70 1 1
+        return 0
+    fi
+    for t in q4_k q5_k q6_k q8_0; do
+        for r in 1 77 272; do
+            for i in 256 2048; do
+                for n in 9 64 129; do run $t $r $i $n; done
+            done
         done
     done
-done
-for r in 1 77 272; do for n in 9 64 129; do run q8_0 $r 352 $n; done; done
-# several columns per quantised column; the kernel's loop over column tiles
-for t in q4_k q5_k q6_k q8_0; do run $t 130 512 129 3; run $t 77 256 200 1 1; done
-run q8_0 77 352 129 2 2
-# warps drifting apart between block barriers (emu.cc EMU_DRIFT)
-for t in q4_k q5_k q6_k q8_0; do EMU_DRIFT=7 run $t 130 2048 70 1 1; done
-[ "$PLANT" = no ] || plant_checks all
+    for r in 1 77 272; do for n in 9 64 129; do run q8_0 $r 352 $n; done; done
+    # several columns per quantised column; the kernel's loop over column tiles
+    for t in q4_k q5_k q6_k q8_0; do run $t 130 512 129 3; run $t 77 256 200 1 1; done
+    run q8_0 77 352 129 2 2
+    # warps drifting apart between block barriers (emu.cc EMU_DRIFT)
+    for t in q4_k q5_k q6_k q8_0; do EMU_DRIFT=7 run $t 130 2048 70 1 1; done
+}
+# the GEMM v2 (EMU_KERNEL=mma2): EMU_BM 128 and 64 row tiles; v2quick's
+# cases, then (full) every type at 1 / 77 / 272 rows, K of one and of
+# several k-tiles, one and two column tiles, x_div, drifting warps
+run2() { EMU_KERNEL=mma2 EMU_BM=128 "$out/mma_emu" "$@" || rc=1; }
+run2s() { EMU_KERNEL=mma2 EMU_BM=64 "$out/mma_emu" "$@" || rc=1; }
+mma2_cases() {
+    run2 q4_k 77 256 9; run2s q6_k 77 512 9; run2 q8_0 77 352 9; run2s q5_k 70 256 131 2
+    EMU_DRIFT=1 run2 q4_k 130 1024 70
+    [ "$1" = quick ] && return 0
+    for t in q4_k q5_k q6_k q8_0; do
+        for r in 1 77 272; do
+            for i in 256 2048; do
+                for n in 9 129; do run2 $t $r $i $n; done
+            done
+        done
+        run2s $t 77 512 200; run2 $t 130 512 129 3; run2s $t 130 768 70 2
+        EMU_DRIFT=7 run2 $t 130 1024 70; EMU_DRIFT=3 run2s $t 70 512 140
+    done
+    for r in 1 77 272; do for n in 9 129; do run2 q8_0 $r 352 $n; run2s q8_0 $r 352 $n; done; done
+}
+plants() { [ "$PLANT" = no ] || "$@"; }
+case $mode in
+v2quick) mma2_cases quick; plants mma2_plants ;;
+v2)      mma2_cases full; plants mma2_plants all ;;
+quick)   dp4a_cases quick; gemv_cases quick; mma_cases quick; mma2_cases quick
+         plants dp4a_plants; plants gemv_plants; plants mma_plants; plants mma2_plants ;;
+full)    dp4a_cases full; gemv_cases full; mma_cases full; mma2_cases full
+         plants dp4a_plants all; plants gemv_plants all; plants mma_plants all; plants mma2_plants all ;;
+esac
 exit $rc
