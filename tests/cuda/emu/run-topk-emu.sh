@@ -1,12 +1,14 @@
 #!/bin/sh
 # tests/cuda/emu/run-topk-emu.sh — cuda_topk.cu's TOPK kernels under the host
 # emulation (topk_emu.cc) against a brute-force reference.  No GPU; g++
-# (x86-64).  Usage: run-topk-emu.sh [quick]  (quick: ~1 min on 2 cores)
+# (x86-64).  Usage: run-topk-emu.sh [builddir] [quick]  (quick: ~1 min on 2 cores)
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
-out=${TMPDIR:-/tmp}/topk-emu.$$
+base=${TMPDIR:-/tmp}
+if [ -n "$1" ] && [ -d "$1" ]; then base=$1; shift; fi   # as the other run-*-emu.sh
+out=$base/topk-emu.$$
 mkdir -p "$out"
 trap 'rm -rf "$out"' EXIT
 # the kernels and si_cu_topk_slices; the launcher (<<<>>>) is cut
