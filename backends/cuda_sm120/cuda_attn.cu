@@ -22,6 +22,9 @@
 //        (out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s);
 //        over the paged int8 cache the same scheme runs split_i8_kernel
 //        (cuda_attn_i8.cu), always (attn = simple there means n_split = 1);
+//        with knob attn_gqa = shared the dense cache runs split_gqa_kernel
+//        (cuda_attn_gqa.cu) instead: the same plan and partials, the K/V
+//        tiles staged in shared memory by cp.async (more bytes in flight);
 //      simple (attn = simple, or head_dim not in 16..256 a power of two):
 //        attend_kernel per (token, head), one serial online softmax over
 //        the whole context in chunks of 128;
@@ -559,6 +562,8 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         if (a->i8)
             cu_launch_split_i8(a, pl.rb, pl.chunk, pl.n_split,
                                ((size_t)pl.rb * a->head_dim + (size_t)pl.rb * SPLIT_TILE) * sizeof(float), s);
+        else if (a->gqa_shared)
+            cu_launch_split_gqa(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->f16)
             launch_split<true>(a, &pl, s);
         else

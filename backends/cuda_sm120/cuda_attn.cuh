@@ -58,6 +58,10 @@ static __device__ __forceinline__ uint64_t kv_page_row(const cu_attn &a, int32_t
 // Launches the split kernel over the paged int8 cache (cuda_attn_i8.cu):
 // grid (n, n_head / rb, n_split), partials in a->part as the dense split's.
 void cu_launch_split_i8(const cu_attn *a, int rb, int32_t chunk, int n_split, size_t smem, cudaStream_t s);
+// Launches the dense-cache split kernel that stages K/V tiles in shared
+// memory by cp.async (knob attn_gqa = shared, cuda_attn_gqa.cu): the same
+// grid, plan and partials as split_kernel.
+void cu_launch_split_gqa(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
 
 
 // The end of both split kernels (dense and paged int8): fold the lanes'

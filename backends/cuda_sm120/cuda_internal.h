@@ -173,6 +173,8 @@ typedef struct cu_attn {
     /* Attention core (all zero = the simple kernel): */
     bool         split;          /* knob attn = split (else simple)        */
     int          n_sm;           /* multiprocessors: sizes the split grid  */
+    bool         gqa_shared;     /* knob attn_gqa = shared: split K/V tiles
+                                  * staged by cp.async (cuda_attn_gqa.cu) */
     int32_t      max_len;        /* max over the tokens of pos + 1         */
     float       *part;           /* device, si_cu_attn_part_bytes() bytes  */
     /* Knob attn_prefill = fa and an op of runs of >= SI_CU_FA_MIN_RUN

@@ -63,6 +63,18 @@
  *                         GPU stays full for one decoding token at long
  *                         context); simple is one block per (token, head)
  *                         over the whole context.  Both exact (cuda_attn.cu).
+ *   attn_gqa = per_head | shared  the split core over the dense f16/f32
+ *                         cache: per_head (default) split_kernel, each lane
+ *                         loading its K/V rows into registers a few at a
+ *                         time; shared runs split_gqa_kernel
+ *                         (cuda_attn_gqa.cu): the block's K and V tiles
+ *                         (16 KB each) fetched by cp.async into shared
+ *                         memory, once for all query heads of the kv head,
+ *                         the next K tile in flight during the softmax and
+ *                         V pass (more bytes in flight at long context).
+ *                         Same plan, partials and combine; f32 order
+ *                         differs only where the tile is < 64 positions.
+ *                         Opt-in until measured (A/B).
  *   attn_prefill = fa | split  ATTN ops over the f16 dense cache whose
  *                         tokens come in runs of >= 16 consecutive
  *                         positions on average (prefill): fa (default) runs
@@ -204,7 +216,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true,
+    bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = false,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true;
     const struct {
@@ -217,6 +229,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "mma_tile", "v2", "v1", &mma_v2 },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
+        { "attn_gqa", "shared", "per_head", &attn_gqa },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
         { "profile", "true", "false", &profile },
@@ -271,6 +284,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_mma_v2 = mma_v2;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
+    b->attn_gqa = attn_gqa;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
     b->n_sm = p.multiProcessorCount;
@@ -305,11 +319,11 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
     h->log(h, SI_LOG_INFO, CU_NAME,
            "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s, prefill_mm %s%s, attn %s, attn_prefill %s, "
-           "gdn_rows %s, gdn_prefill %s, graph %s",
+           "attn_gqa %s, gdn_rows %s, gdn_prefill %s, graph %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
            gemv_v2 ? "v2" : "v1", prefill_mma ? "mma" : "gemv", prefill_mma ? (mma_v2 ? " (v2)" : " (v1)") : "",
-           attn_split ? "split" : "simple", attn_fa ? "fa" : "split", gdn_rows ? "true" : "false",
+           attn_split ? "split" : "simple", attn_fa ? "fa" : "split", attn_gqa ? "shared" : "per_head", gdn_rows ? "true" : "false",
            gdn_chunked ? "chunked" : "seq", b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
     *out = b;
     return SI_OK;
@@ -425,6 +439,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
             runs++;
     }
     a->split = b->attn_split;
+    a->gqa_shared = b->attn_gqa;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
     a->n_sm = b->n_sm;
     a->max_len = si_cu_attn_bucket(max_len);

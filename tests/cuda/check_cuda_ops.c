@@ -743,6 +743,41 @@ START_TEST(test_attn_long_simple)
 }
 END_TEST
 
+/* attn_gqa = shared (cuda_attn_gqa.cu: K/V tiles staged by cp.async for
+ * all query heads of a kv head), attn_prefill = split so every batch, not
+ * only decode, takes it: the short sequence (error paths, seq_reset), then
+ * the long-context steps (many splits, a sequence whose later splits are
+ * empty) 35B-like (8 heads per kv head, f16, 32-position tiles), 9B-like
+ * (16 on 4), and on the f32 cache (3 per kv head: one head per block;
+ * 16-position tiles at head_dim 256). */
+START_TEST(test_attn_gqa_shared)
+{
+    attn_env a;
+    attn_open(&a, "backend.cpu16", "backend.cuda16_gqa", 0.0f);
+    attn_sequence(&a, 1e-3);
+    attn_close(&a);
+}
+END_TEST
+
+START_TEST(test_attn_long_gqa_35b)
+{
+    attn_long("backend.cpu16", "backend.cuda16_gqa", 8, 1, 256, 1e-3);
+}
+END_TEST
+
+START_TEST(test_attn_long_gqa_9b)
+{
+    attn_long("backend.cpu16", "backend.cuda16_gqa", 16, 4, 256, 1e-3);
+}
+END_TEST
+
+START_TEST(test_attn_long_gqa_f32)
+{
+    attn_long("backend.cpu", "backend.cuda_gqa32", 6, 2, 128, 1e-4);
+    attn_long("backend.cpu", "backend.cuda_gqa32", 4, 2, 256, 1e-4);
+}
+END_TEST
+
 /* f32 cache, head_dim 128, 3 query heads per kv head (one head per block). */
 START_TEST(test_attn_long_f32)
 {
@@ -1625,7 +1660,9 @@ int main(void)
     const char *seq_extra = as_cpu ? "" : "gdn_prefill = seq\n";
     /* (as_cpu: nor an attn_prefill knob) */
     const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
-    char text[4096];
+    /* (nor attn_gqa) */
+    const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
+    char text[8192];
     snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
              "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
@@ -1647,11 +1684,13 @@ int main(void)
              "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
-             "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
-             v1_extra);
+             v1_extra, cu_extra, gqa, cu_extra, gqa);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -1702,6 +1741,10 @@ int main(void)
     tcase_add_test(tc, test_attn_long_fa_9b);
     tcase_add_test(tc, test_attn_long_simple);
     tcase_add_test(tc, test_attn_long_f32);
+    tcase_add_test(tc, test_attn_gqa_shared);
+    tcase_add_test(tc, test_attn_long_gqa_35b);
+    tcase_add_test(tc, test_attn_long_gqa_9b);
+    tcase_add_test(tc, test_attn_long_gqa_f32);
     tcase_add_test(tc, test_kv_too_big);
     tcase_add_loop_test(tc, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
     tcase_add_test(tc, test_attn_i8_pages);

@@ -14,13 +14,20 @@
 // cached row is compared with an independent quantisation of the same k/v
 // (scale exact, int8 exact), and the output with attention over the
 // dequantised rows (tight) and over the f32 rows (the int8 error, loose).
+// SPLIT 2 (attn_gqa = shared, f16/f32): split_gqa_kernel (cuda_attn_gqa.cu)
+// against the reference as above, and every attended op run a second time
+// with the per-head split_kernel (attn_gqa = per_head) on the same cache:
+// the two outputs must agree within the same tolerance (bit-identical is
+// not required: the staged tile may be shorter than 64 positions).
 // Usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...
-//   KV i8|f16|f32, SPLIT 1 = attn split (else simple), NSM multiprocessors
+//   KV i8|f16|f32, SPLIT 1 = attn split, 2 = split with attn_gqa = shared
+//   (else simple), NSM multiprocessors
 //   (sizes the split grid: small = many splits), PF 0 = the prefill op runs
 //   rope + append only (long contexts: its attention is not checked).
 #include "cuda_runtime.h"
 #include "cuda_fp16.h"
 #include "cuda_internal.h"
+#include "ptx_emu.h"
 __global__ void rope_kernel(cu_attn a);
 __global__ void append_kernel(cu_attn a);
 extern "C" int si_cu_attn_front(const cu_attn *a, float *q, void *stream);
@@ -92,6 +99,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     const int n = (int)seq.size(), hd = C.hd, nh = C.nh, nkv = C.nkv;
     const size_t qs = (size_t)nh * 2 * hd + 5, ks = (size_t)nkv * hd + 3, ds = (size_t)nh * hd + 7;
     std::vector<float> qg(n * qs), k(n * ks), v(n * ks), dst(n * ds, NAN), rope(n * C.nrot + 1, NAN);
+    std::vector<float> dst_ph(n * ds, NAN);   // SPLIT 2: the per-head split kernel's output
     for (auto &x : qg) x = 2 * fr();
     for (auto &x : k) x = 2 * fr();
     for (auto &x : v) x = fr();
@@ -126,13 +134,32 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     // cu_attn_prepare
     int32_t ml = 0;
     for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
-    a.split = C.split; a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
+    a.split = C.split != 0; a.gqa_shared = C.split == 2; a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
     size_t pb = si_cu_attn_part_bytes(&a);
     std::vector<float> part(pb / 4 + 1, NAN);
     a.part = pb ? part.data() : nullptr;
+    if (a.gqa_shared) {
+        // split_gqa_kernel's shared memory as cuda_attn_gqa.cu's comment
+        // gives it: q [rb][hd] and p [rb][64] f32, then a K and a V tile of
+        // `rows` positions, the most of 64/32/16 whose K tile is <= 16 KB
+        // (but >= 1024 / hd rows); the cp.asyncs must land inside it
+        const int r = nh / nkv, rb = r % 8 == 0 ? 8 : r % 4 == 0 ? 4 : r % 2 == 0 ? 2 : 1;
+        const int rowb = hd * (C.f16 ? 2 : 4);
+        int rows = 64;
+        while (rows > 16 && rows > 1024 / hd && rows * rowb > 16384) rows /= 2;
+        emu_ptx::smem_bytes = (size_t)(rb * hd + rb * 64) * 4 + 2 * (size_t)rows * rowb;
+    }
     if (attend) {
         int rc = si_cu_attn(&a, nullptr);
         if (rc != 0) { printf("  %s: si_cu_attn returned %d\n", what, rc); return 1; }
+        if (a.gqa_shared) {   // the per-head split kernel on the same cache (re-appends the same rows)
+            a.gqa_shared = false;
+            a.dst = dst_ph.data();
+            rc = si_cu_attn(&a, nullptr);
+            a.gqa_shared = true;
+            a.dst = dst.data();
+            if (rc != 0) { printf("  %s: si_cu_attn (per_head) returned %d\n", what, rc); return 1; }
+        }
     } else {
         if (C.nrot > 0) emu_launch(dim3(n), dim3(64), 0, [&] { rope_kernel(a); });
         emu_launch(dim3(n, nkv), dim3(128), hd * 4, [&] { append_kernel(a); });
@@ -249,6 +276,21 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         }
     const double tol = 2e-5;
     bool ok = nan == 0 && md <= tol * mx && (!C.i8 || mq <= 0.05 * mx);
+    if (C.split == 2) {   // shared vs per_head
+        double pd = 0;
+        long same = 0, all = 0;
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < nh * hd; i++) {
+                const float x = dst[t * ds + i], y = dst_ph[t * ds + i];
+                pd = std::isfinite(x) && std::isfinite(y) ? std::max(pd, (double)std::fabs(x - y)) : INFINITY;
+                same += x == y;
+                all++;
+            }
+        const bool pok = pd <= tol * mx;
+        printf("  %s: attn_gqa shared vs per_head: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what,
+               pd, pd / mx, same, all, pok ? "ok" : "FAIL");
+        ok = ok && pok;
+    }
     const int nsp = pb ? (int)(pb / ((size_t)n * nh * (hd + 2) * 4)) : 1;
     printf("  %s: %d tokens, %d splits, max |out - ref(stored rows)| %.3g = %.3g of max %.3g (token %d head %d); vs f32 rows %.3g; %d non-finite: %s\n",
            what, n, nsp, md, md / mx, mx, at_t, at_h, mq, nan, ok ? "ok" : "FAIL");

@@ -5,8 +5,9 @@
 # emulation with the PTX of ptx_emu.h, against a double-precision reference
 # (fa_emu.cc says what is compared).  No GPU; g++ >= 12 (x86-64).
 # quick: the cases of emu.test (~30 s on 2 cores); objs: only compile
-# cuda_attn_fa.cu as host C++ into builddir/cuda_attn_fa.o (run-attn-emu.sh
-# links it: si_cu_attn's dispatch calls it).  Usage:
+# cuda_attn_fa.cu and cuda_attn_gqa.cu (the attn_gqa = shared split kernel:
+# cp.async too) as host C++ into builddir/cuda_attn_fa.o, cuda_attn_gqa.o
+# (run-attn-emu.sh links them: si_cu_attn's dispatch calls them).  Usage:
 # run-fa-emu.sh [builddir] [quick|objs]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,9 +15,11 @@ top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
 F="-std=c++17 -O2 -fno-strict-aliasing -I$here -I$src -I$top/core/include -Wno-unused-function"
 launch='s/\([A-Za-z_][A-Za-z_0-9]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>(\(.*\));/emu_launch_s(\3, [\&] { \1(\4); });/'
-# cuda_attn_fa.cu: its PTX wrappers cut (ptx_emu.h stands in), the device
-# queries and the shared-memory opt-in answered as an sm_90 would
+# cuda_attn_fa.cu and cuda_attn_gqa.cu ($2): their PTX wrappers cut
+# (ptx_emu.h stands in), the device queries and the shared-memory opt-in
+# answered as an sm_90 would
 fa_obj() {
+    f=${2:-cuda_attn_fa}
     {
         cat <<'EOT'
 #include "cuda_runtime.h"
@@ -27,15 +30,16 @@ static inline cudaError_t cudaDeviceGetAttribute(int *v, int, int) { *v = 232448
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F, int, int v) { return v <= 232448 ? cudaSuccess : cudaErrorInvalidValue; }
 EOT
         sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' \
-            -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' -e "$launch" "$src/cuda_attn_fa.cu"
-    } > "$1/cuda_attn_fa.cc"
-    if grep -q '<<<\|extern __shared__\|asm' "$1/cuda_attn_fa.cc"; then
-        echo "run-fa-emu: cuda_attn_fa.cu: a launch, shared declaration or asm the sed lines miss" >&2; exit 1
+            -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' -e "$launch" "$src/$f.cu"
+    } > "$1/$f.cc"
+    if grep -q '<<<\|extern __shared__\|asm' "$1/$f.cc"; then
+        echo "run-fa-emu: $f.cu: a launch, shared declaration or asm the sed lines miss" >&2; exit 1
     fi
-    g++ $F -c "$1/cuda_attn_fa.cc" -o "$1/cuda_attn_fa.o"
+    g++ $F -c "$1/$f.cc" -o "$1/$f.o"
 }
 if [ "$2" = objs ]; then
     fa_obj "${1:?builddir}"
+    fa_obj "$1" cuda_attn_gqa
     exit 0
 fi
 out=${1:-${TMPDIR:-/tmp}}/fa-emu.$$
@@ -45,7 +49,7 @@ mkdir -p "$out"
 for f in cuda_attn cuda_attn_i8; do
     sed -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' -e "$launch" "$src/$f.cu" > "$out/$f.cc"
 done
-fa_obj "$out" &
+{ fa_obj "$out" && fa_obj "$out" cuda_attn_gqa; } &
 fa_pid=$!
 for f in cuda_attn cuda_attn_i8; do
     if grep -q '<<<\|extern __shared__' "$out/$f.cc"; then
@@ -54,7 +58,7 @@ for f in cuda_attn cuda_attn_i8; do
     g++ $F -c "$out/$f.cc" -o "$out/$f.o"
 done
 wait $fa_pid
-g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" -o "$out/fa_emu"
+g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_gqa.o" -o "$out/fa_emu"
 rc=0
 # HD NH NKV NROT NSM ORDER PRIOR:NEW...   (quick set first; EMU_DRIFT lets
 # warps drift apart between block barriers)

@@ -1,0 +1,247 @@
+// backends/cuda_sm120/cuda_attn_gqa.cu — knob attn_gqa = shared: split-K
+// decode attention over the dense f16/f32 cache whose K/V tiles come into
+// shared memory by cp.async, once per block, for all RB query heads of the
+// block's kv head (RB = n_head / n_head_kv when that is 1, 2, 4 or 8; 8
+// heads per block when 16 share a kv head: q and the sums of RB heads live
+// in registers).  Same grid, split plan, lane layout, online softmax and
+// partials as split_kernel (cuda_attn.cu), so combine_kernel and
+// split_finish are reused as they are; what differs is how the rows arrive:
+//   split_kernel loads U rows per lane into registers, then computes, so a
+//   block has only 128 * U * 16 bytes in flight and none while it computes
+//   (decode at long context is latency bound, not bandwidth bound);
+//   here every thread issues its share of the whole K tile and the whole
+//   V tile at once (16 KB each), the scores start when K has landed while
+//   V is still in flight, and the next tile's K is issued as soon as the
+//   scores are done, so it flies during the softmax and the V pass.
+// Tile: `rows` positions (64, 32 or 16: a divisor of SPLIT_TILE, so chunk
+// boundaries are tile boundaries) such that one K or V tile is at most
+// GQA_STAGE bytes; rows past the context are neither loaded nor read.
+// Exact attention; differs from split_kernel only in f32 summation order
+// where the tile is smaller than SPLIT_TILE (more, shorter online-softmax
+// steps), and not at all where rows = 64.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "cuda_attn.cuh"
+
+#define GQA_STAGE 16384   /* bytes of one K (or V) tile in shared memory */
+
+// ---- PTX wrappers (tests/cuda/emu/ptx_emu.h stands in for them) ---------
+__device__ __forceinline__ void cp_async16(void *smem, const void *g)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait_group()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// ---- end of PTX wrappers ------------------------------------------------
+
+// Rows [p0, p0 + cnt) of one kv head (row p at byte offset p * stepb from
+// src) into dst, rowb bytes each, 16 bytes per copy, spread over the block.
+__device__ __forceinline__ void gqa_issue(char *dst, const char *src, uint64_t stepb, int64_t p0, int cnt, int rowb)
+{
+    const int cpr = rowb >> 4;
+    for (int i = threadIdx.x; i < cnt * cpr; i += blockDim.x) {
+        const int r = i / cpr, c = i % cpr;
+        cp_async16(dst + r * rowb + c * 16, src + (uint64_t)(p0 + r) * stepb + c * 16);
+    }
+}
+
+// 8 cache elements of a staged row (16 bytes of f16, 32 of f32) as f32.
+template <bool F16> __device__ __forceinline__ void smem8(const char *p, float *x)
+{
+    if (F16) {
+        const uint4 r = *(const uint4 *)p;
+        const __half2 *h = (const __half2 *)&r;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 f = __half22float2(h[j]);
+            x[2 * j] = f.x;
+            x[2 * j + 1] = f.y;
+        }
+    } else {
+        const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+        x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+        x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+    }
+}
+
+// Block (token t, heads h0..h0+RB of kv head g, split s), as split_kernel.
+template <bool F16, int RB>
+__global__ void __launch_bounds__(SPLIT_THREADS) split_gqa_kernel(cu_attn a, int32_t chunk, int n_split, int rows)
+{
+    // q, later the folded sums: [RB][hd] f32; p: [RB][SPLIT_TILE] f32;
+    // then the K tile and the V tile: [rows][hd] of the cache's type
+    extern __shared__ float sm[];
+    __shared__ double red[33];
+    __shared__ float m_s[RB], l_s[RB], f_s[RB];
+    const int hd = a.head_dim;
+    const int64_t t = blockIdx.x;
+    const int h0 = blockIdx.y * RB, s = blockIdx.z;
+    const int g = h0 / (a.n_head / a.n_head_kv);
+    const int64_t pos = a.pos[t];
+    const int64_t c0 = (int64_t)s * chunk;
+    if (c0 > pos)
+        return;   // beyond this token's context: combine reads only splits <= pos / chunk
+    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int lpr = hd >> 3, ppw = 32 / lpr;
+    const int sub = lane / lpr, cl = lane % lpr;
+    const int iters = rows / (SPLIT_WARPS * ppw);   // >= 1: the launcher's choice of rows
+    const int esz = F16 ? 2 : 4, rowb = hd * esz;
+    float *qs = sm, *ps = sm + RB * hd;
+    char *kt = (char *)(ps + RB * SPLIT_TILE), *vt = kt + rows * rowb;
+
+    // K and V of the first tile fly while q is normed and roped
+    const uint64_t stepb = (uint64_t)a.n_head_kv * rowb;
+    const uint64_t rowb0 = (((uint64_t)a.seq[t] * a.n_ctx) * a.n_head_kv + (uint64_t)g) * rowb;
+    const char *kg = (const char *)a.kc + rowb0, *vg = (const char *)a.vc + rowb0;
+    {
+        const int cnt = c1 - c0 < rows ? (int)(c1 - c0) : rows;
+        gqa_issue(kt, kg, stepb, c0, cnt, rowb);
+        cp_async_commit();
+        gqa_issue(vt, vg, stepb, c0, cnt, rowb);
+        cp_async_commit();
+    }
+
+    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
+        qs[i] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
+    if (threadIdx.x < RB) {
+        m_s[threadIdx.x] = -INFINITY;
+        l_s[threadIdx.x] = 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < RB; r++)
+        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
+    float q[RB][8], acc[RB][8];
+#pragma unroll
+    for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            q[r][j] = qs[r * hd + cl * 8 + j];
+            acc[r][j] = 0.0f;
+        }
+
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t p0 = c0; p0 < c1; p0 += rows) {
+        const int cnt = c1 - p0 < rows ? (int)(c1 - p0) : rows;
+        const int64_t pn = p0 + rows;
+        const int cnt_n = pn < c1 ? (c1 - pn < rows ? (int)(c1 - pn) : rows) : 0;
+        // in flight: K and V of this tile; land K
+        cp_async_wait_group<1>();
+        __syncthreads();
+        // scores of the tile: ps[r][i] = q_r . k_i * scale
+        for (int it = 0; it < iters; it++) {
+            const int ii = (it * SPLIT_WARPS + warp) * ppw + sub;
+            float kx[8];
+            if (ii < cnt)
+                smem8<F16>(kt + ii * rowb + cl * 8 * esz, kx);
+            else
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    kx[j] = 0.0f;
+#pragma unroll
+            for (int r = 0; r < RB; r++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    d = fmaf(q[r][j], kx[j], d);
+                for (int o = lpr >> 1; o > 0; o >>= 1)
+                    d += __shfl_xor_sync(0xffffffffu, d, o);
+                if (cl == 0 && ii < cnt)
+                    ps[r * SPLIT_TILE + ii] = d * scale;
+            }
+        }
+        __syncthreads();   // the K tile is free, the scores complete
+        gqa_issue(kt, kg, stepb, pn, cnt_n, rowb);   // nothing past the last tile
+        cp_async_commit();
+        // online softmax, one warp per head, as split_kernel
+        for (int r = warp; r < RB; r += SPLIT_WARPS) {
+            float *pr = ps + r * SPLIT_TILE;
+            const float v0 = lane < cnt ? pr[lane] : -INFINITY;
+            const float v1 = lane + 32 < cnt ? pr[lane + 32] : -INFINITY;
+            const float mo = m_s[r], mn = fmaxf(mo, warp_max(fmaxf(v0, v1)));
+            const float f = mo == -INFINITY ? 0.0f : expf(mo - mn);
+            const float e0 = lane < cnt ? expf(v0 - mn) : 0.0f;
+            const float e1 = lane + 32 < cnt ? expf(v1 - mn) : 0.0f;
+            pr[lane] = e0;
+            pr[lane + 32] = e1;
+            const float sum = cu_warp_sum(e0 + e1);
+            if (lane == 0) {
+                m_s[r] = mn;
+                l_s[r] = l_s[r] * f + sum;
+                f_s[r] = f;
+            }
+        }
+        // in flight: V of this tile, K of the next; land V
+        cp_async_wait_group<1>();
+        __syncthreads();
+        // acc = acc * f + sum_i p_i v_i
+#pragma unroll
+        for (int r = 0; r < RB; r++) {
+            const float f = f_s[r];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[r][j] *= f;
+        }
+        for (int it = 0; it < iters; it++) {
+            const int ii = (it * SPLIT_WARPS + warp) * ppw + sub;
+            if (ii >= cnt)
+                continue;
+            float vx[8];
+            smem8<F16>(vt + ii * rowb + cl * 8 * esz, vx);
+#pragma unroll
+            for (int r = 0; r < RB; r++) {
+                const float p = ps[r * SPLIT_TILE + ii];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[r][j] = fmaf(p, vx[j], acc[r][j]);
+            }
+        }
+        __syncthreads();   // the V tile, ps and f_s are rewritten by the next tile
+        gqa_issue(vt, vg, stepb, pn, cnt_n, rowb);
+        cp_async_commit();
+    }
+
+    split_finish<RB>(a, acc, lpr, warp, sub, cl, qs, hd, m_s, l_s, qg, t, h0, n_split, s);
+}
+
+// Positions per staged tile: SPLIT_TILE halved until one K tile fits in
+// GQA_STAGE, but never below one pass of the block (SPLIT_WARPS rows per
+// lane group: 1024 / hd).
+static int gqa_rows(int hd, bool f16)
+{
+    const int rowb = hd * (f16 ? 2 : 4), least = SPLIT_WARPS * (256 / hd);
+    int rows = SPLIT_TILE;
+    while (rows > least && rows > 16 && rows * rowb > GQA_STAGE)
+        rows >>= 1;
+    return rows;
+}
+
+template <bool F16>
+static void launch(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s)
+{
+    const dim3 grid((unsigned)a->n, (unsigned)(a->n_head / rb), (unsigned)n_split);
+    const int hd = a->head_dim, rows = gqa_rows(hd, F16);
+    const size_t smem = ((size_t)rb * hd + (size_t)rb * SPLIT_TILE) * sizeof(float) + 2 * (size_t)rows * hd * (F16 ? 2 : 4);
+    switch (rb) {
+    case 8: split_gqa_kernel<F16, 8><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
+    case 4: split_gqa_kernel<F16, 4><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
+    case 2: split_gqa_kernel<F16, 2><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
+    default: split_gqa_kernel<F16, 1><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
+    }
+}
+
+void cu_launch_split_gqa(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s)
+{
+    if (a->f16)
+        launch<true>(a, rb, chunk, n_split, s);
+    else
+        launch<false>(a, rb, chunk, n_split, s);
+}
