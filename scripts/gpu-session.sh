@@ -123,6 +123,12 @@ step ab_gemv_v2 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4
     --set backend.cuda_sm120.gemv=v2
 step ab_gemv_v2_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1,8 --tg 32 --reps 5 \
     --set backend.cuda_sm120.gemv=v2
+# decode attention over the dense cache: K/V tiles staged for the whole GQA
+# group (attn_gqa = shared, opt-in) against the default, at 4k and 32k
+for m in 9b 35b; do
+    step "ab_attn_gqa_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096,32768 --bs 1 --tg 32 \
+        --reps 5 --set backend.cuda_sm120.attn_gqa=shared
+done
 step pp_128k_9b 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 131072 --reps 1 --warmup 0
 # decode picks on the device (TOPK, the default) vs whole logits rows to the host
 step ab_full_logits_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 1,8 --tg 32 --reps 5 \
