@@ -180,15 +180,7 @@ __device__ __forceinline__ void gv_mul(const gv_unit &w, int64_t u, int i, const
         const int64_t blk = u >> 3;
         const int g = i >> 1, h = i & 1;
         uint32_t lo[4], hi[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            lo[k] = w.q[k] & 0x0F0F0F0Fu;
-            hi[k] = (w.q[k] >> 4) & 0x0F0F0F0Fu;
-            if (T == SI_TYPE_Q5_K) {
-                lo[k] |= ((w.x[k] >> (2 * g)) & 0x01010101u) << 4;
-                hi[k] |= ((w.x[k] >> (2 * g + 1)) & 0x01010101u) << 4;
-            }
-        }
+        cu_unpack_q45<T>(w.q, w.x, 2 * g, lo, hi);
         const float d = gv_h2f(w.h[0]), dmin = gv_h2f(w.h[0] >> 16);
         int sc0, m0, sc1, m1;
         gv_scale_min(w.h[1], w.h[2], w.h[3], 2 * g, sc0, m0);
@@ -213,11 +205,7 @@ __device__ __forceinline__ void gv_mul(const gv_unit &w, int64_t u, int i, const
         const int64_t blk = u >> 3;
         const int half = i >> 2, s = (i >> 1) & 1, k = i & 1;
         uint32_t qa[4], qb[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            qa[j] = (w.q[j] & 0x0F0F0F0Fu) | (((w.h[j] >> (2 * s)) & 0x03030303u) << 4);
-            qb[j] = ((w.q[j] >> 4) & 0x0F0F0F0Fu) | (((w.h[j] >> (2 * s + 4)) & 0x03030303u) << 4);
-        }
+        cu_unpack_q6(w.q, w.h, s, qa, qb);
         const float d = gv_h2f(w.s);
         const float da = d * (float)(int8_t)(w.s >> 16), db = d * (float)(int8_t)(w.s >> 24);
         const int64_t ea = blk * 256 + 128 * half + 32 * s + 16 * k, eb = ea + 64;
@@ -501,10 +489,7 @@ extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *x
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
-    case SI_TYPE_Q8_0: return (int)gemv_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q4_K: return (int)gemv_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q5_K: return (int)gemv_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q6_K: return (int)gemv_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    CU_I8_TYPE_CASES(gemv_launch, mm, xq, xd, xs, s)
     default: return (int)cudaErrorInvalidValue;
     }
 }

@@ -42,6 +42,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_mma_dec.cuh"
 
 #define MMA_BM      128                 // weight rows per block
 #define MMA_BN      64                  // columns per block
@@ -117,20 +118,7 @@ __device__ __forceinline__ void st16(uint8_t *p, uint32_t a, uint32_t b, uint32_
 // Every type loads one k-tile of 128 rows in "units" of 16 packed bytes:
 // thread tid always takes the same unit j of a row (rows tid / U + i * 256/U),
 // so a warp reads U consecutive units of 32/U rows.  Rows past the end
-// are clamped to the last one (computed, never stored).
-
-struct wtile {
-    const uint8_t *w;
-    uint64_t       row_bytes;
-    int64_t        r0, rows, nb;   // nb: 32-blocks per row (Q8_0 tails)
-};
-
-__device__ __forceinline__ const uint8_t *wrow(const wtile &t, int r)
-{
-    int64_t rr = t.r0 + r;
-    rr = rr < t.rows ? rr : t.rows - 1;
-    return t.w + (uint64_t)rr * t.row_bytes;
-}
+// are clamped to the last one (cu_wtile_row, cuda_mma_dec.cuh).
 
 template <int T> struct wraw;
 
@@ -143,13 +131,13 @@ template <int T> struct wraw_k45 {
     static const int U = 8, N = MMA_BM * U / MMA_THREADS;   // 4 units per thread
     uint32_t q[N][4], h[T == SI_TYPE_Q5_K ? N : 1][4];
 
-    __device__ __forceinline__ void load(const wtile &t, int64_t kt, int tid)
+    __device__ __forceinline__ void load(const cu_wtile &t, int64_t kt, int tid)
     {
         const int j = tid % U, g = j >> 1, hh = j & 1;
         const int bytes = T == SI_TYPE_Q4_K ? 144 : 176, qs = T == SI_TYPE_Q4_K ? 16 : 48;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = wrow(t, tid / U + i * (MMA_THREADS / U)) + kt * bytes;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (MMA_THREADS / U)) + kt * bytes;
             cu_ld16(B + qs + 32 * g + 16 * hh, q[i]);
             if (T == SI_TYPE_Q5_K)
                 cu_ld16(B + 16 + 16 * hh, h[i]);
@@ -158,35 +146,24 @@ template <int T> struct wraw_k45 {
 
     // The row headers are read here, not ahead: 16 bytes per row, L2 hits
     // (their sectors came in with the quants), and the registers are short.
-    __device__ __forceinline__ void store(uint8_t *sm, const wtile &t, int64_t kt, int tid) const
+    __device__ __forceinline__ void store(uint8_t *sm, const cu_wtile &t, int64_t kt, int tid) const
     {
         const int j = tid % U, g = j >> 1, hh = j & 1;
 #pragma unroll
         for (int i = 0; i < N; i++) {
             const int r = tid / U + i * (MMA_THREADS / U);
             uint32_t lo[4], hi[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                lo[k] = q[i][k] & 0x0F0F0F0Fu;
-                hi[k] = (q[i][k] >> 4) & 0x0F0F0F0Fu;
-                if (T == SI_TYPE_Q5_K) {
-                    lo[k] |= ((h[i][k] >> (2 * g)) & 0x01010101u) << 4;
-                    hi[k] |= ((h[i][k] >> (2 * g + 1)) & 0x01010101u) << 4;
-                }
-            }
+            cu_unpack_q45<T>(q[i], h[T == SI_TYPE_Q5_K ? i : 0], 2 * g, lo, hi);   // (Q4_K: h unused)
             uint8_t *W = sm + SM_W + r * MMA_LD + 64 * g + 16 * hh;
             st16(W, lo[0], lo[1], lo[2], lo[3]);
             st16(W + 32, hi[0], hi[1], hi[2], hi[3]);
         }
         if (tid < MMA_BM) {
             uint32_t hdr[4];
-            cu_ld16(wrow(t, tid) + kt * (T == SI_TYPE_Q4_K ? 144 : 176), hdr);
-            const float d = __half2float(__ushort_as_half((unsigned short)(hdr[0] & 0xffff)));
-            const float dmin = __half2float(__ushort_as_half((unsigned short)(hdr[0] >> 16)));
+            cu_ld16(cu_wtile_row(t, tid) + kt * (T == SI_TYPE_Q4_K ? 144 : 176), hdr);
+            float d, dmin;
             uint8_t b[12];
-#pragma unroll
-            for (int k = 0; k < 12; k++)
-                b[k] = (uint8_t)(hdr[1 + k / 4] >> (8 * (k % 4)));
+            cu_k45_head(hdr, d, dmin, b);
             float *wd = (float *)(sm + SM_WD), *wm = (float *)(sm + SM_WM);
 #pragma unroll
             for (int s = 0; s < 8; s++) {
@@ -210,18 +187,18 @@ template <> struct wraw<SI_TYPE_Q6_K> {
     static const int U = 8, N = MMA_BM * U / MMA_THREADS;
     uint32_t ql[N][4], qh[N][4];
 
-    __device__ __forceinline__ void load(const wtile &t, int64_t kt, int tid)
+    __device__ __forceinline__ void load(const cu_wtile &t, int64_t kt, int tid)
     {
         const int j = tid % U, half = j >> 2, s = (j >> 1) & 1, k = j & 1;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = wrow(t, tid / U + i * (MMA_THREADS / U)) + kt * 210;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (MMA_THREADS / U)) + kt * 210;
             cu_ld16_a2(B + 64 * half + 32 * s + 16 * k, ql[i]);
             cu_ld16_a2(B + 128 + 32 * half + 16 * k, qh[i]);
         }
     }
 
-    __device__ __forceinline__ void store(uint8_t *sm, const wtile &t, int64_t kt, int tid) const
+    __device__ __forceinline__ void store(uint8_t *sm, const cu_wtile &t, int64_t kt, int tid) const
     {
         const int j = tid % U, half = j >> 2, s = (j >> 1) & 1, k = j & 1;
 #pragma unroll
@@ -240,7 +217,7 @@ template <> struct wraw<SI_TYPE_Q6_K> {
             st16(W + 64, b[0], b[1], b[2], b[3]);
         }
         if (tid < MMA_BM) {   // header read here, as for Q4_K
-            const uint8_t *B = wrow(t, tid) + kt * 210;
+            const uint8_t *B = cu_wtile_row(t, tid) + kt * 210;
             uint32_t sc[4];
             cu_ld16_a2(B + 192, sc);
             const float d = __half2float(__ushort_as_half(__ldg((const unsigned short *)(B + 208))));
@@ -266,7 +243,7 @@ template <> struct wraw<SI_TYPE_Q8_0> {
     static const int U = 16, N = MMA_BM * U / MMA_THREADS;   // 8 units per thread
     uint32_t q[N][4];
 
-    __device__ __forceinline__ void load(const wtile &t, int64_t kt, int tid)
+    __device__ __forceinline__ void load(const cu_wtile &t, int64_t kt, int tid)
     {
         const int j = tid % U, blk = j >> 1, h = j & 1;
         const int64_t b = kt * MMA_NSUB + blk;
@@ -274,13 +251,13 @@ template <> struct wraw<SI_TYPE_Q8_0> {
             return;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = wrow(t, tid / U + i * (MMA_THREADS / U)) + b * 34;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (MMA_THREADS / U)) + b * 34;
             cu_ld16_a2(B + 2 + 16 * h, q[i]);
         }
     }
 
     // d is read here (same sector as the quants: an L1/L2 hit).
-    __device__ __forceinline__ void store(uint8_t *sm, const wtile &t, int64_t kt, int tid) const
+    __device__ __forceinline__ void store(uint8_t *sm, const cu_wtile &t, int64_t kt, int tid) const
     {
         const int j = tid % U, blk = j >> 1, h = j & 1;
         const int64_t b = kt * MMA_NSUB + blk;
@@ -291,7 +268,7 @@ template <> struct wraw<SI_TYPE_Q8_0> {
             const int r = tid / U + i * (MMA_THREADS / U);
             st16(sm + SM_W + r * MMA_LD + 32 * blk + 16 * h, q[i][0], q[i][1], q[i][2], q[i][3]);
             if (h == 0) {
-                const unsigned short dh = __ldg((const unsigned short *)(wrow(t, r) + b * 34));
+                const unsigned short dh = __ldg((const unsigned short *)(cu_wtile_row(t, r) + b * 34));
                 ((float *)(sm + SM_WD))[blk * MMA_BM + r] = __half2float(__ushort_as_half(dh));
             }
         }
@@ -354,18 +331,12 @@ mma_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
     const int wr = (warp & 3) * 32, wc = (warp >> 2) * 32;   // the warp's rows and columns in the tile
     const int64_t nb = mm.in / 32, nkt = (mm.in + MMA_KT - 1) / MMA_KT;
     const int64_t nct = (mm.ncols + MMA_BN - 1) / MMA_BN;
-    const wtile wt = { mm.w, mm.row_bytes, (int64_t)blockIdx.x * MMA_BM, mm.rows, nb };
+    const cu_wtile wt = { mm.w, mm.row_bytes, (int64_t)blockIdx.x * MMA_BM, mm.rows, nb };
 
     for (int64_t ct = blockIdx.y; ct < nct; ct += gridDim.y) {
         const xtile xt = { xq, xd, xs, mm.in, nb, mm.ncols, mm.x_div, ct * MMA_BN };
         float acc[2][4][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[mt][nt][e] = 0.0f;
+        cu_mma_acc_zero<2>(acc);
 
         wraw<T> raw;
         __syncthreads();   // the previous column tile is done with the smem
@@ -462,18 +433,7 @@ mma_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
             }
         }
 
-        // Column-major y: lanes with the same t4 write 8 consecutive rows.
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int64_t r = wt.r0 + wr + mt * 16 + g + 8 * (e >> 1);
-                    const int64_t c = xt.c0 + wc + nt * 8 + 2 * t4 + (e & 1);
-                    if (r < mm.rows && c < mm.ncols)
-                        mm.y[c * mm.y_stride + r] = acc[mt][nt][e];
-                }
+        cu_mma_acc_store<2>(mm, acc, wt.r0, xt.c0, wr, wc, g, t4);
     }
 }
 
@@ -516,10 +476,7 @@ extern "C" int si_cu_matmul_mma(const cu_mm *mm, const int8_t *xq, const float *
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
-    case SI_TYPE_Q8_0: return (int)mma_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q4_K: return (int)mma_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q5_K: return (int)mma_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q6_K: return (int)mma_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    CU_I8_TYPE_CASES(mma_launch, mm, xq, xd, xs, s)
     default: return (int)cudaErrorInvalidValue;
     }
 }

@@ -39,6 +39,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_mma_dec.cuh"
 
 #define M2_BN      128                 // columns per block
 #define M2_KT      128                 // k per tile
@@ -150,20 +151,8 @@ __device__ __forceinline__ int m2_cperm(int c)
 // registers (thread tid always takes unit tid % U of rows tid / U + i *
 // 256 / U); store(kt) unpacks them to int8 W[row][k] and writes the row
 // scales: q 0: dw, 1: -M dw, 2: -wm (Q6_K: 0/1 dw and -M dw of the low
-// 16, 2/3 of the high 16).  Rows past the end are clamped to the last one.
-
-struct m2_wt {
-    const uint8_t *w;
-    uint64_t       row_bytes;
-    int64_t        r0, rows, nb;
-};
-
-__device__ __forceinline__ const uint8_t *m2_row(const m2_wt &t, int r)
-{
-    int64_t rr = t.r0 + r;
-    rr = rr < t.rows ? rr : t.rows - 1;
-    return t.w + (uint64_t)rr * t.row_bytes;
-}
+// 16, 2/3 of the high 16).  Rows past the end are clamped to the last one
+// (cu_wtile_row, cuda_mma_dec.cuh).
 
 template <int BM> __device__ __forceinline__ void m2_ws(float *ws, int b, int q, int r, float v)
 {
@@ -184,26 +173,26 @@ template <int T, int BM> struct m2_raw_k45 {
     static const int QS = T == SI_TYPE_Q4_K ? 16 : 48;
     uint32_t q[N][4], h[T == SI_TYPE_Q5_K ? N : 1][4], hdr[4];
 
-    __device__ __forceinline__ void load(const m2_wt &t, int64_t kt, int tid)
+    __device__ __forceinline__ void load(const cu_wtile &t, int64_t kt, int tid)
     {
         const int j = tid % U, G = 2 * (int)(kt & 1) + (j >> 1), hh = j & 1;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * BYTES;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * BYTES;
             cu_ld16(B + QS + 32 * G + 16 * hh, q[i]);
             if (T == SI_TYPE_Q5_K)
                 cu_ld16(B + 16 + 16 * hh, h[i]);
         }
-        cu_ld16(m2_row(t, tid % BM) + (kt >> 1) * BYTES, hdr);
+        cu_ld16(cu_wtile_row(t, tid % BM) + (kt >> 1) * BYTES, hdr);
     }
 
     // the bytes load(kt) will read, into L2 (the header shares a line)
-    __device__ __forceinline__ void prefetch(const m2_wt &t, int64_t kt, int tid) const
+    __device__ __forceinline__ void prefetch(const cu_wtile &t, int64_t kt, int tid) const
     {
         const int j = tid % U, G = 2 * (int)(kt & 1) + (j >> 1), hh = j & 1;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * BYTES;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * BYTES;
             prefetch_l2(B + QS + 32 * G + 16 * hh);
             if (T == SI_TYPE_Q5_K && j < 2)
                 prefetch_l2(B + 16 + 16 * hh);
@@ -217,6 +206,8 @@ template <int T, int BM> struct m2_raw_k45 {
         for (int i = 0; i < N; i++) {
             const int r = tid / U + i * (M2_THREADS / U);
             uint32_t lo[4], hi[4];
+            // (inline, not cu_unpack_q45: through the helper ptxas allocates
+            // the Q5_K kernels differently on sm_120: more spills at BM 64)
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 lo[k] = q[i][k] & 0x0F0F0F0Fu;
@@ -230,12 +221,9 @@ template <int T, int BM> struct m2_raw_k45 {
             m2_st16(W + r * M2_LD + 64 * g + 32 + 16 * hh, hi);
         }
         {
-            const float d = __half2float(__ushort_as_half((unsigned short)(hdr[0] & 0xffff)));
-            const float dmin = __half2float(__ushort_as_half((unsigned short)(hdr[0] >> 16)));
+            float d, dmin;
             uint8_t b[12];
-#pragma unroll
-            for (int k = 0; k < 12; k++)
-                b[k] = (uint8_t)(hdr[1 + k / 4] >> (8 * (k % 4)));
+            cu_k45_head(hdr, d, dmin, b);
             const int r = tid % BM, grp = tid / BM;
 #pragma unroll
             for (int lb = 0; lb < M2_NSUB; lb++) {
@@ -268,29 +256,30 @@ template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
     uint32_t ql[N][4], qh[N][4], sc[2];
     unsigned short dh;
 
-    __device__ __forceinline__ void load(const m2_wt &t, int64_t kt, int tid)
+    __device__ __forceinline__ void load(const cu_wtile &t, int64_t kt, int tid)
     {
         const int j = tid % U, s = j >> 1, k = j & 1, h = (int)(kt & 1);
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * 210;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * 210;
             cu_ld16_a2(B + 64 * h + 32 * s + 16 * k, ql[i]);
             cu_ld16_a2(B + 128 + 32 * h + 16 * k, qh[i]);
         }
         {
-            const unsigned short *p = (const unsigned short *)(m2_row(t, tid % BM) + (kt >> 1) * 210 + 192 + 8 * h);
+            const unsigned short *p =
+                (const unsigned short *)(cu_wtile_row(t, tid % BM) + (kt >> 1) * 210 + 192 + 8 * h);
             sc[0] = (uint32_t)__ldg(p) | ((uint32_t)__ldg(p + 1) << 16);
             sc[1] = (uint32_t)__ldg(p + 2) | ((uint32_t)__ldg(p + 3) << 16);
             dh = __ldg(p + 8 - 4 * h);   // byte 208 of the block
         }
     }
 
-    __device__ __forceinline__ void prefetch(const m2_wt &t, int64_t kt, int tid) const
+    __device__ __forceinline__ void prefetch(const cu_wtile &t, int64_t kt, int tid) const
     {
         const int j = tid % U, s = j >> 1, k = j & 1, h = (int)(kt & 1);
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * 210;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (M2_THREADS / U)) + (kt >> 1) * 210;
             prefetch_l2(B + 64 * h + 32 * s + 16 * k);
             prefetch_l2(B + 128 + 32 * h + 16 * k);
             if (j == 0)
@@ -305,6 +294,8 @@ template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
         for (int i = 0; i < N; i++) {
             const int r = tid / U + i * (M2_THREADS / U);
             uint32_t a[4], b[4];
+            // (inline, as in cuda_mma.cu: cu_unpack_q6 then the -32 changes
+            // the code; ptxas, sm_120, allocates the Q6_K kernel differently)
 #pragma unroll
             for (int m = 0; m < 4; m++) {
                 a[m] = (ql[i][m] & 0x0F0F0F0Fu) | (((qh[i][m] >> (2 * s)) & 0x03030303u) << 4);
@@ -342,7 +333,7 @@ template <int BM> struct m2_raw<SI_TYPE_Q8_0, BM> {
     uint32_t q[N][4];
     unsigned short dh[N];
 
-    __device__ __forceinline__ void load(const m2_wt &t, int64_t kt, int tid)
+    __device__ __forceinline__ void load(const cu_wtile &t, int64_t kt, int tid)
     {
         const int j = tid % U, blk = j >> 1, h = j & 1;
         const int64_t b = kt * M2_NSUB + blk;
@@ -350,14 +341,14 @@ template <int BM> struct m2_raw<SI_TYPE_Q8_0, BM> {
             return;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const uint8_t *B = m2_row(t, tid / U + i * (M2_THREADS / U)) + b * 34;
+            const uint8_t *B = cu_wtile_row(t, tid / U + i * (M2_THREADS / U)) + b * 34;
             cu_ld16_a2(B + 2 + 16 * h, q[i]);
             if (h == 0)
                 dh[i] = __ldg((const unsigned short *)B);
         }
     }
 
-    __device__ __forceinline__ void prefetch(const m2_wt &t, int64_t kt, int tid) const
+    __device__ __forceinline__ void prefetch(const cu_wtile &t, int64_t kt, int tid) const
     {
         const int j = tid % U, blk = j >> 1, h = j & 1;
         const int64_t b = kt * M2_NSUB + blk;
@@ -365,7 +356,7 @@ template <int BM> struct m2_raw<SI_TYPE_Q8_0, BM> {
             return;
 #pragma unroll
         for (int i = 0; i < N; i++)
-            prefetch_l2(m2_row(t, tid / U + i * (M2_THREADS / U)) + b * 34 + 2 + 16 * h);
+            prefetch_l2(cu_wtile_row(t, tid / U + i * (M2_THREADS / U)) + b * 34 + 2 + 16 * h);
     }
 
     __device__ __forceinline__ void store(uint8_t *W, float *ws, int64_t kt, int tid, int64_t nb) const
@@ -544,7 +535,7 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
     const int a_off = (wr + (lane & 7) + ((lane >> 3) & 1) * 8) * M2_LD + 16 * (lane >> 4);
     const int b_off = (wc + (lane & 7) + (lane >> 4) * 8) * M2_LD + 16 * ((lane >> 3) & 1);
     const int64_t nb = mm.in / 32, nkt = (mm.in + M2_KT - 1) / M2_KT;
-    const m2_wt wt = { mm.w, mm.row_bytes, (int64_t)blockIdx.y * BM, mm.rows, nb };
+    const cu_wtile wt = { mm.w, mm.row_bytes, (int64_t)blockIdx.y * BM, mm.rows, nb };
     const int64_t c0 = (int64_t)blockIdx.x * M2_BN;
     m2_xsrc xsrc;
     xsrc.init(xq, xd, xs, mm.in, mm.ncols, mm.x_div, c0, tid);
@@ -553,13 +544,7 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
     const int WSZ = M2_NSUB * 4 * BM, XCZ = M2_NSUB * 2 * M2_BN;   // floats per scale buffer
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[mt][nt][e] = 0.0f;
+    cu_mma_acc_zero<MT>(acc);
 
     // Prologue: X stages 0..XS-2 in flight (one commit group each, empty
     // ones too, so group counting stays uniform), W(0) decoded, W(1) in
@@ -615,18 +600,7 @@ mma2_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
         }
     }
 
-    // Column-major y: lanes with the same t4 write 8 consecutive rows.
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t r = wt.r0 + wr + mt * 16 + g + 8 * (e >> 1);
-                const int64_t c = c0 + wc + nt * 8 + 2 * t4 + (e & 1);
-                if (r < mm.rows && c < mm.ncols)
-                    mm.y[c * mm.y_stride + r] = acc[mt][nt][e];
-            }
+    cu_mma_acc_store<MT>(mm, acc, wt.r0, c0, wr, wc, g, t4);
 }
 
 // ---- launchers ---------------------------------------------------------
@@ -683,10 +657,7 @@ extern "C" int si_cu_matmul_mma2_bm(const cu_mm *mm, const int8_t *xq, const flo
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
-    case SI_TYPE_Q8_0: return (int)mma2_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, bm, s);
-    case SI_TYPE_Q4_K: return (int)mma2_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, bm, s);
-    case SI_TYPE_Q5_K: return (int)mma2_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, bm, s);
-    case SI_TYPE_Q6_K: return (int)mma2_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, bm, s);
+    CU_I8_TYPE_CASES(mma2_launch, mm, xq, xd, xs, bm, s)
     default: return (int)cudaErrorInvalidValue;
     }
 }

@@ -159,11 +159,7 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
         uint32_t v[4], hv[4], qa[4], qb[4];
         cu_ld16_a2(B + 64 * half + 32 * s + 16 * k, v);
         cu_ld16_a2(B + 128 + 32 * half + 16 * k, hv);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            qa[j] = (v[j] & 0x0F0F0F0Fu) | (((hv[j] >> (2 * s)) & 0x03030303u) << 4);
-            qb[j] = ((v[j] >> 4) & 0x0F0F0F0Fu) | (((hv[j] >> (2 * s + 4)) & 0x03030303u) << 4);
-        }
+        cu_unpack_q6(v, hv, s, qa, qb);
         const int8_t *scs = (const int8_t *)(B + 192 + 8 * half);
         const float d = h2f(B + 208);
         const float da = d * (float)scs[k + 2 * s], db = d * (float)scs[k + 2 * (s + 2)];
@@ -285,10 +281,7 @@ extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
-    case SI_TYPE_Q8_0: return (int)mmq_launch<SI_TYPE_Q8_0>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q4_K: return (int)mmq_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q5_K: return (int)mmq_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
-    case SI_TYPE_Q6_K: return (int)mmq_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    CU_I8_TYPE_CASES(mmq_launch, mm, xq, xd, xs, s)
     default: return (int)cudaErrorInvalidValue;
     }
 }

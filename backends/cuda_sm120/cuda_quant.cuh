@@ -32,8 +32,8 @@ __device__ __forceinline__ float cu_bf16(const uint8_t *p)
     return __uint_as_float(b);
 }
 
-// Raw 16-byte loads of packed quants (the int8 kernels, cuda_mmq.cu and
-// cuda_mma.cu, unpack them in registers).
+// Raw 16-byte loads of packed quants (the int8 kernels unpack them in
+// registers: cu_unpack_* below).
 // 16 bytes at p, p only 2-byte aligned: four aligned words from p rounded
 // down to 4 plus, when p is not 4-aligned, the half word that completes it
 // (always inside the 16 bytes, so nothing past them is read).
@@ -70,6 +70,58 @@ __device__ __forceinline__ void cu_scale_min_k4(const uint8_t *b, int j, int *sc
         *m = (b[j + 4] >> 4) | ((b[j] >> 6) << 4);
     }
 }
+
+// ---- int8 unpacking of 16 packed bytes, in registers: one copy for the
+// int8 matmuls (they differ in which bytes a thread loads, not in how a
+// loaded unit becomes int8): cu_unpack_q45 for GEMM v1 (cuda_mma.cu) and
+// GEMV v2 (cuda_gemv.cu), cu_unpack_q6 for GEMV v1/v2 (cuda_mmq.cu,
+// cuda_gemv.cu).  The callers' code is byte-identical to the inline loops
+// they replace.  Left inline where a helper changes the code: the GEMMs'
+// Q6_K loops (they fuse the -32) and GEMM v2's Q4_K/Q5_K loop (ptxas,
+// sm_120, then allocates cuda_mma2.cu's kernels differently: other
+// spills at BM 64); GEMV v1's Q4_K/Q5_K loads qh between the two steps.
+// 4 words each, byte k of word w is value 4w + k.
+
+// Q4_K/Q5_K quants qs: lo = the 16 low nibbles (sub-block 2j), hi = the 16
+// high nibbles (sub-block 2j+1), 0..15 per byte; Q5_K adds bit 4 from the
+// matching 16 bytes of qh, bit `bit` (= 2j, lo's sub-block) and bit + 1
+// (hi's): 0..31.
+template <int T>
+__device__ __forceinline__ void cu_unpack_q45(const uint32_t q[4], const uint32_t qh[4], int bit, uint32_t lo[4],
+                                              uint32_t hi[4])
+{
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        lo[k] = q[k] & 0x0F0F0F0Fu;
+        hi[k] = (q[k] >> 4) & 0x0F0F0F0Fu;
+        if (T == SI_TYPE_Q5_K) {
+            lo[k] |= ((qh[k] >> bit) & 0x01010101u) << 4;
+            hi[k] |= ((qh[k] >> (bit + 1)) & 0x01010101u) << 4;
+        }
+    }
+}
+
+// Q6_K: 16 bytes of ql with the matching 16 of qh, as core's dec_q6_k: a =
+// low nibbles with qh bits 2s, b = high nibbles with qh bits 2s+4 (the
+// values 64 further); 0..63 per byte (the -32 is the caller's).
+__device__ __forceinline__ void cu_unpack_q6(const uint32_t ql[4], const uint32_t qh[4], int s, uint32_t a[4],
+                                             uint32_t b[4])
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        a[j] = (ql[j] & 0x0F0F0F0Fu) | (((qh[j] >> (2 * s)) & 0x03030303u) << 4);
+        b[j] = ((ql[j] >> 4) & 0x0F0F0F0Fu) | (((qh[j] >> (2 * s + 4)) & 0x03030303u) << 4);
+    }
+}
+
+// `case` labels for the int8 matmuls' weight types, returning the int of
+// FN<TYPE>(args...) (a cudaError_t):
+//   switch (mm->type) { CU_I8_TYPE_CASES(fn, mm, s) default: ...; }
+#define CU_I8_TYPE_CASES(FN, ...)                                    \
+    case SI_TYPE_Q8_0: return (int)FN<SI_TYPE_Q8_0>(__VA_ARGS__);    \
+    case SI_TYPE_Q4_K: return (int)FN<SI_TYPE_Q4_K>(__VA_ARGS__);    \
+    case SI_TYPE_Q5_K: return (int)FN<SI_TYPE_Q5_K>(__VA_ARGS__);    \
+    case SI_TYPE_Q6_K: return (int)FN<SI_TYPE_Q6_K>(__VA_ARGS__);
 
 template <int T> struct cu_is_plain { static const bool value = false; };
 template <> struct cu_is_plain<SI_TYPE_F32> { static const bool value = true; };
