@@ -276,24 +276,8 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t
     const int iters = SPLIT_TILE / (SPLIT_WARPS * ppw);
     float *qs = sm, *ps = sm + RB * hd;
 
-    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
-    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
-        qs[i] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
-    if (threadIdx.x < RB) {
-        m_s[threadIdx.x] = -INFINITY;
-        l_s[threadIdx.x] = 0.0f;
-    }
-    __syncthreads();
-    for (int r = 0; r < RB; r++)
-        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
     float q[RB][8], acc[RB][8];
-#pragma unroll
-    for (int r = 0; r < RB; r++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            q[r][j] = qs[r * hd + cl * 8 + j];
-            acc[r][j] = 0.0f;
-        }
+    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, red, q, acc);
 
     const float scale = 1.0f / sqrtf((float)hd);
     const uint64_t step = (uint64_t)a.n_head_kv * hd;

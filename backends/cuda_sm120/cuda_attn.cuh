@@ -64,6 +64,37 @@ void cu_launch_split_i8(const cu_attn *a, int rb, int32_t chunk, int n_split, si
 void cu_launch_split_gqa(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
 
 
+// The start of the split kernels (dense, paged int8, GQA-staged): the
+// block's RB query rows (heads h0.., token t) into shared memory `qs`, the
+// online-softmax state reset, q-norm + RoPE in place, then each lane's 8
+// query values (columns cl*8..) and zeroed accumulators in registers.
+// Contains __syncthreads().  Returns the block's first q/gate row (the
+// gate split_finish reads).
+template <int RB>
+static __device__ __forceinline__ const float *split_begin(const cu_attn &a, int64_t t, int h0, int hd, int cl, float *qs,
+                                                   float *m_s, float *l_s, double *red, float (&q)[RB][8],
+                                                   float (&acc)[RB][8])
+{
+    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
+        qs[i] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
+    if (threadIdx.x < RB) {
+        m_s[threadIdx.x] = -INFINITY;
+        l_s[threadIdx.x] = 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < RB; r++)
+        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
+#pragma unroll
+    for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            q[r][j] = qs[r * hd + cl * 8 + j];
+            acc[r][j] = 0.0f;
+        }
+    return qg;
+}
+
 // The end of both split kernels (dense and paged int8): fold the lanes'
 // accumulators of each row (the sub-rows of each warp, then the warps in
 // order, into `fold`), then either the gated output (n_split = 1) or this

@@ -109,24 +109,8 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_gqa_kernel(cu_attn a, int
         cp_async_commit();
     }
 
-    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
-    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
-        qs[i] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
-    if (threadIdx.x < RB) {
-        m_s[threadIdx.x] = -INFINITY;
-        l_s[threadIdx.x] = 0.0f;
-    }
-    __syncthreads();
-    for (int r = 0; r < RB; r++)
-        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
     float q[RB][8], acc[RB][8];
-#pragma unroll
-    for (int r = 0; r < RB; r++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            q[r][j] = qs[r * hd + cl * 8 + j];
-            acc[r][j] = 0.0f;
-        }
+    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, red, q, acc);
 
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t p0 = c0; p0 < c1; p0 += rows) {
