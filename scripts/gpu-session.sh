@@ -44,6 +44,15 @@ B="$SI_TOP_BUILDDIR/tests/cuda"
 # 1. the presets of the issue, generated here
 step mk9b 20 'wrote|rror' "$SI" mkmodel --preset 9b -o /tmp/9b.gguf
 step mk35b 30 'wrote|rror' "$SI" mkmodel --preset 35b-a3b -o /tmp/35b.gguf
+# 1b. per-kernel decode time and DRAM traffic under ncu (a few steps, no
+#     graph; scripts/ncu-summary.py groups the kernels of the decode steps)
+NCU_M=gpu__time_duration.sum,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+for m in 9b 35b; do
+    step "ncu_dec_$m" 150 'PROF.*rror' ncu --clock-control none --csv --page raw --metrics $NCU_M --log-file "$L/ncu_$m.csv" \
+        "$SI" bench -m /tmp/$m.gguf --no-pp --ctx 16 --bs 1 --tg 2 --reps 1 --warmup 0 $G0
+    step "ncu_sum_$m" 20 '.' python3 scripts/ncu-summary.py "$L/ncu_$m.csv"
+done
+cp "$L"/ncu_*.csv "$O"/ 2>/dev/null
 # 2. decode and prefill at the defaults; a bench that fails (a new kernel
 #    faulting) is run again with the previous session's paths (SAFE)
 SAFE="--set backend.cuda_sm120.prefill_mm=gemv --set backend.cuda_sm120.gdn_prefill=seq $G0

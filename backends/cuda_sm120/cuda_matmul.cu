@@ -36,6 +36,10 @@ __global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
             xs[t] = mm.x + ((j0 + (t < nt ? t : 0)) / mm.x_div) * mm.x_stride;
             acc[t] = 0.0f;
         }
+        // unrolled so that several groups' loads are in flight per lane:
+        // the small f32 products of decode (the GDN alpha/beta and MoE
+        // router rows, 2048 wide) otherwise wait one round trip per group
+#pragma unroll 4
         for (int64_t g = lane; g < n8; g += 32) {
             float wv[8];
             cu_deq8<T>(w, g * 8, wv);

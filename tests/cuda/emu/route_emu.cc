@@ -1,11 +1,12 @@
 // tests/cuda/emu/route_emu.cc — cuda_moe.cu's warp router (one warp per
-// token: softmax by warp reductions, K rounds of a warp arg-max) against
+// token, its logits in registers: softmax by warp reductions, K rounds of a warp arg-max) against
 // the thread-per-token router it replaced for E <= 1024, under the host
 // emulation: same experts in the same order, weights within 1e-6; ties
 // and NaN logits included.  Usage: route_emu (no arguments).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 __global__ void route_kernel(float *logits, int64_t n, int E, int K, int32_t *sel, float *wts);
+template <int J>
 __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts);
 static uint32_t rs = 7;
 static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
@@ -21,7 +22,11 @@ static int one(int n, int E, int K, int mode)
     std::vector<int32_t> s1(n * K, -7), s2(n * K, -7);
     std::vector<float> w1(n * K, NAN), w2(n * K, NAN);
     emu_launch(dim3((n + 127) / 128), dim3(128), 0, [&] { route_kernel(l.data(), n, E, K, s1.data(), w1.data()); });
-    emu_launch(dim3((n + 3) / 4), dim3(128), 0, [&] { route_warp_kernel(l2.data(), n, E, K, s2.data(), w2.data()); });
+    // the register width the launcher picks (8 experts a lane up to E = 256)
+    if (E <= 256)
+        emu_launch(dim3((n + 3) / 4), dim3(128), 0, [&] { route_warp_kernel<8>(l2.data(), n, E, K, s2.data(), w2.data()); });
+    else
+        emu_launch(dim3((n + 3) / 4), dim3(128), 0, [&] { route_warp_kernel<32>(l2.data(), n, E, K, s2.data(), w2.data()); });
     int bad = 0;
     double md = 0;
     for (int i = 0; i < n * K; i++) {
@@ -40,6 +45,8 @@ int main()
     rc |= one(5, 40, 5, 0);
     rc |= one(3, 3, 3, 0);
     rc |= one(9, 1024, 8, 0);
+    rc |= one(2, 300, 8, 0);
+    rc |= one(3, 300, 6, 2);
     rc |= one(6, 256, 8, 1);
     rc |= one(4, 64, 4, 2);
     printf("%s\n", rc ? "FAIL" : "OK");
