@@ -75,7 +75,7 @@ for m in 9b 35b; do
     step "prof_pre_$m" 25 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
 done
 # 5. correctness: every GPU test program
-step tests 300 '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" SI_TEST_TIMEOUT=${SI_TEST_TIMEOUT:-150} sh scripts/gpu-cuda-tests.sh
+step tests ${SI_TESTS_STEP:-300} '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" SI_TEST_TIMEOUT=${SI_TEST_TIMEOUT:-150} sh scripts/gpu-cuda-tests.sh
 for f in "$L"/tests/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; } >> "$O/session.log"; done
 step model_int8_vs_cpu_fast 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=fast \
     SI_CUDA_TEST_PREFILL_MM=mma SI_CUDA_TEST_KV=f32 "$T/check_cuda_model"
@@ -132,11 +132,16 @@ step ab_gemv_v2 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4
     --set backend.cuda_sm120.gemv=v2
 step ab_gemv_v2_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1,8 --tg 32 --reps 5 \
     --set backend.cuda_sm120.gemv=v2
-# decode attention over the dense cache: K/V tiles staged for the whole GQA
-# group (attn_gqa = shared, opt-in) against the default, at 4k and 32k
+# decode attention over the dense cache: the per-head core against the
+# default (K/V tiles staged for the whole GQA group), at 4k and 32k
 for m in 9b 35b; do
     step "ab_attn_gqa_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096,32768 --bs 1 --tg 32 \
-        --reps 5 --set backend.cuda_sm120.attn_gqa=shared
+        --reps 5 --set backend.cuda_sm120.attn_gqa=per_head
+done
+# decode products of one input in one launch (gemv_fuse, default) vs one each
+for m in 9b 35b; do
+    step "ab_gemv_fuse_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1,8 --tg 32 \
+        --reps 5 --set backend.cuda_sm120.gemv_fuse=false
 done
 step pp_128k_9b 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 131072 --reps 1 --warmup 0
 # decode picks on the device (TOPK, the default) vs whole logits rows to the host

@@ -35,6 +35,7 @@ struct si_backend {
     bool           mm_dp4a;         /* knob matmul = dp4a (else f32)         */
     bool           mm_prefill_mma;  /* knob prefill_mm = mma (else gemv)     */
     bool           gemv_v2;         /* knob gemv = v2 (else v1, cuda_mmq.cu) */
+    bool           gemv_fuse;       /* knob gemv_fuse: MATMULs of one input in one v1 launch */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
@@ -172,6 +173,14 @@ const cu_kernel *cu_kernel_for(const si_backend *b, const si_op *op);
 /* One op: checks, then the attached kernel when `use_kernel` and it takes
  * the op, else the built-in code; then the bookkeeping every op needs. */
 int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
+/* How many ops from ops[i] run as one launch (MATMULs of one input on the
+ * v1 GEMV, knob gemv_fuse; 1: op i alone), and running such a group of
+ * n > 1 (each op checked by cu_mm_group_len already).  cu_exec_ops runs
+ * ops [i, i + *n) where *n is that length: the one entry of both the
+ * op-by-op loop and graph capture. */
+size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel);
+int  cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err);
+int  cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err);
 /* cuda_ext's attn_prepare (cuda_ops.c). */
 int  cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);
 

@@ -294,9 +294,10 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     cudaGraph_t graph = NULL;
     ce = cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal);
     if (ce == cudaSuccess) {
-        for (; i < n_ops && rc == SI_OK; i++)
-            rc = cu_exec_one(b, &ops[i], true, &scratch);
-        ran = rc != SI_OK ? i - 1 : i;   /* the failed op committed nothing */
+        size_t n = 0;
+        for (; i < n_ops && rc == SI_OK; i += n)
+            rc = cu_exec_ops(b, ops, n_ops, i, &n, &scratch);
+        ran = rc != SI_OK ? i - n : i;   /* the failed op (or group) committed nothing */
         cudaError_t ce2 = cudaStreamEndCapture(b->stream, &graph);
         if (ce == cudaSuccess)
             ce = ce2;

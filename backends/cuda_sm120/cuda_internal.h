@@ -67,6 +67,17 @@ bool si_cu_type_ok(uint32_t type);
  * w2 != NULL (only si_cu_matmul_q8 takes it; the ops split it for the
  * others): rows [rows_split, rows) are rows 0.. of a second matrix at w2
  * of the same type and strides (gate and up of an expert in one launch). */
+/* One more product of the same input in a cu_mm (cu_mm.more): its own
+ * weight rows and output, the type, width and columns of the cu_mm. */
+#define CU_MM_MORE 3
+typedef struct cu_mm_part {
+    const uint8_t *w;            /* device: row 0                          */
+    float         *y;            /* device                                 */
+    int64_t        rows;
+    uint64_t       row_bytes;
+    int64_t        y_stride;     /* floats                                 */
+} cu_mm_part;
+
 typedef struct cu_mm {
     const uint8_t *w;            /* device: row 0 of expert 0              */
     uint32_t       type;
@@ -84,6 +95,11 @@ typedef struct cu_mm {
     bool           gemv_direct;  /* v2 GEMV: never staged (bench A/B only) */
     int            gemv_rows;    /* v2, one column: rows a lane group, 1 or
                                   * 4 (bench A/B only; 0: by size)        */
+    int            gemv_unroll;  /* v1, one column: units a lane loads at
+                                  * once, 2/4/8 (bench A/B only; 0: 4)    */
+    int            n_more;       /* v1 only (the ops split it for the
+                                  * others): products 1.. of the launch   */
+    cu_mm_part     more[CU_MM_MORE];   /* (no experts, same x and type)    */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);

@@ -20,7 +20,12 @@
 //   exact in integers (sum (q-32) xq = sum q xq - 32 sum xq).
 //   Then a warp-shuffle reduce.  Up to NT activation columns share each
 //   decoded unit (decode with bs <= 8); expert products run NT = 1 with the
-//   expert picked per column, as in cuda_matmul.cu.
+//   expert picked per column, as in cuda_matmul.cu.  A lane's units go U
+//   at a time (U = 4 at one column), so U loads are in flight per lane.
+//   Up to 1 + CU_MM_MORE products of the same input (the q/k/v, GDN
+//   qkv/z/beta/alpha and ffn gate/up projections of decode) run as one
+//   launch: their row blocks follow each other in the grid, so the GPU
+//   fills and drains once instead of per product.
 // The error against f32 activations is that of the int8 rounding of x:
 // about 0.3% of |x|·|w| per dot, far below the weights' own quantisation.
 #include <cuda_runtime.h>
@@ -29,6 +34,7 @@
 #include "cuda_quant.cuh"
 
 #define MMQ_WARPS 4
+#define MMQ_UNROLL 4   // units a lane loads at once, one column (bench_gemv: U=2/4/8)
 
 __global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
                                float *sum)
@@ -181,18 +187,35 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
     }
 }
 
-// Column j of the product reads quantised column j / x_div.
-template <int T, int NT>
+// Column j of the product reads quantised column j / x_div.  U units of
+// a lane are in one unrolled step, so their loads are in flight together.
+// Blocks past product 0's rows belong to mm.more[0..n_more) in order
+// (one launch for the products of one input; uniform per block).
+template <int T, int NT, int U>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t r = (int64_t)blockIdx.x * MMQ_WARPS + warp;
-    if (r >= mm.rows)
+    int64_t bx = blockIdx.x, rows = mm.rows, ys = mm.y_stride;
+    int64_t nbk = (rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    const uint8_t *wbase = mm.w;
+    uint64_t rb = mm.row_bytes;
+    float *y = mm.y;
+    for (int k = 0; k < mm.n_more && bx >= nbk; k++) {
+        bx -= nbk;
+        wbase = mm.more[k].w;
+        y = mm.more[k].y;
+        rows = mm.more[k].rows;
+        rb = mm.more[k].row_bytes;
+        ys = mm.more[k].y_stride;
+        nbk = (rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    }
+    const int64_t r = bx * MMQ_WARPS + warp;
+    if (r >= rows)
         return;
     const int64_t units = mm.in / mmq_traits<T>::units_per_elem_div, nb = mm.in / 32;
     for (int64_t j0 = (int64_t)blockIdx.y * NT; j0 < mm.ncols; j0 += (int64_t)gridDim.y * NT) {
         const int nt = mm.ncols - j0 < NT ? (int)(mm.ncols - j0) : NT;
-        const uint8_t *w = mm.w + (uint64_t)r * mm.row_bytes;
+        const uint8_t *w = wbase + (uint64_t)r * rb;
         if (mm.expert != NULL)
             w += (uint64_t)mm.expert[j0] * mm.expert_bytes;
         const int8_t *xqs[NT];
@@ -206,41 +229,48 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
             xss[t] = xs + c * nb;
             acc[t] = 0.0f;
         }
-#pragma unroll 2
+#pragma unroll U
         for (int64_t u = lane; u < units; u += 32)
             mmq_unit<T, NT>(w, u, xqs, xds, xss, nt, acc);
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float s = cu_warp_sum(acc[t]);
             if (lane == 0 && t < nt)
-                mm.y[(j0 + t) * mm.y_stride + r] = s;
+                y[(j0 + t) * ys + r] = s;
         }
     }
 }
 
-template <int T, int NT>
+template <int T, int NT, int U>
 static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    const int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    for (int k = 0; k < mm->n_more; k++)
+        gx += (mm->more[k].rows + MMQ_WARPS - 1) / MMQ_WARPS;
     int64_t gy = (mm->ncols + NT - 1) / NT;
     if (gy > 65535)
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    mmq_kernel<T, NT><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd, xs);
+    mmq_kernel<T, NT, U><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd, xs);
     return cudaGetLastError();
 }
 
+// One column: U = mm->gemv_unroll (bench A/B), else MMQ_UNROLL.
 template <int T>
 static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    if (mm->expert != NULL || mm->ncols == 1)
-        return mmq_go<T, 1>(mm, xq, xd, xs, s);
+    if (mm->expert != NULL || mm->ncols == 1) {
+        const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
+        return u >= 8 ? mmq_go<T, 1, 8>(mm, xq, xd, xs, s)
+             : u >= 4 ? mmq_go<T, 1, 4>(mm, xq, xd, xs, s)
+                      : mmq_go<T, 1, 2>(mm, xq, xd, xs, s);
+    }
     if (mm->ncols == 2)
-        return mmq_go<T, 2>(mm, xq, xd, xs, s);
+        return mmq_go<T, 2, 2>(mm, xq, xd, xs, s);
     if (mm->ncols <= 4)
-        return mmq_go<T, 4>(mm, xq, xd, xs, s);
-    return mmq_go<T, 8>(mm, xq, xd, xs, s);
+        return mmq_go<T, 4, 2>(mm, xq, xd, xs, s);
+    return mmq_go<T, 8, 2>(mm, xq, xd, xs, s);
 }
 
 extern "C" bool si_cu_mmq_ok(const cu_mm *mm)
@@ -256,6 +286,11 @@ extern "C" bool si_cu_mmq_ok(const cu_mm *mm)
     if (mm->in % 32 != 0 || (mm->expert == NULL && mm->ncols > SI_CU_MMQ_MAX_COLS))
         return false;
     const uint64_t row_al = align == 16 ? 16 : 2;   // rows and experts keep every unit's alignment
+    if (mm->n_more < 0 || mm->n_more > CU_MM_MORE || (mm->n_more > 0 && mm->expert != NULL))
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if ((uintptr_t)mm->more[k].w % align != 0 || mm->more[k].row_bytes % row_al != 0 || mm->more[k].rows < 0)
+            return false;
     return (uintptr_t)mm->w % align == 0 && mm->row_bytes % row_al == 0 && mm->expert_bytes % row_al == 0;
 }
 

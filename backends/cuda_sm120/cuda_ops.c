@@ -129,6 +129,22 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
+    /* Products of one input (mm_group) are one launch on the v1 GEMV only:
+     * anywhere else they run one by one, each a plain cu_mm. */
+    if (m.n_more > 0 && (mma || !b->mm_dp4a || b->gemv_v2 || !si_cu_mmq_ok(&m))) {
+        cu_mm one = m;
+        one.n_more = 0;
+        int rc = mm_run(b, &one, slot, err);
+        for (int k = 0; k < m.n_more && rc == SI_OK; k++) {
+            one.w = m.more[k].w;
+            one.y = m.more[k].y;
+            one.rows = m.more[k].rows;
+            one.row_bytes = m.more[k].row_bytes;
+            one.y_stride = m.more[k].y_stride;
+            rc = mm_run(b, &one, slot, err);
+        }
+        return rc;
+    }
     if (m.w2 != NULL && (mma || !b->mm_dp4a || !b->gemv_v2 || !si_cu_gemv_ok(&m))) {
         cu_mm hi = m;
         m.w2 = NULL;
@@ -161,15 +177,95 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     return launched(si_cu_matmul_q8(&m, q, d, s, b->stream), "MATMUL (dp4a)", err);
 }
 
-static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
+/* ---- MATMUL groups ----------------------------------------------------------
+ * Decode runs several products of one input back to back (attention
+ * q/k/v, GDN qkv/z/beta/alpha, ffn gate/up).  With knob gemv_fuse (default
+ * true) on the v1 GEMV, up to 1 + CU_MM_MORE such MATMULs run as one
+ * launch (cu_mm.more): one fill and drain of the GPU instead of one per
+ * product, the input quantised once as before.  Each op is checked alone
+ * first; a product that cannot join runs alone.  The results are the same
+ * bits either way (same kernel, same rows). */
+
+static void t_range(const si_tensor *t, uintptr_t *lo, uintptr_t *hi);
+static void xq_after(si_backend *b, const si_op *op);
+
+static bool same_tensor(const si_tensor *a, const si_tensor *c)
+{
+    if (a->buf != c->buf || a->offset != c->offset || a->type != c->type || a->ndim != c->ndim)
+        return false;
+    for (uint32_t i = 0; i < a->ndim; i++)
+        if (a->ne[i] != c->ne[i] || a->nb[i] != c->nb[i])
+            return false;
+    return true;
+}
+
+static cu_mm matmul_mm(const si_op *op)
 {
     const si_tensor *w = op->src[0], *x = op->src[1];
-    const int64_t n = si_oc_ne(x, 1);
     cu_mm mm = {
         .w = dptr(w), .type = w->type, .in = w->ne[0], .rows = si_oc_ne(w, 1), .row_bytes = row_stride(w),
         .x = (const float *)dptr(x), .x_stride = (int64_t)(row_stride(x) / 4), .x_div = 1,
-        .y = (float *)dptr(&op->dst), .y_stride = (int64_t)(row_stride(&op->dst) / 4), .ncols = n,
+        .y = (float *)dptr(&op->dst), .y_stride = (int64_t)(row_stride(&op->dst) / 4), .ncols = si_oc_ne(x, 1),
     };
+    return mm;
+}
+
+/* Whether ops[j] can join the group led by ops[i] (ops i..j-1 joined). */
+static bool mm_joins(si_backend *b, const si_op *ops, size_t i, size_t j, bool use_kernel)
+{
+    const si_op *lead = &ops[i], *op = &ops[j];
+    if (op->kind != SI_OP_MATMUL || si_oc_check(&b->oc, op, NULL) != SI_OK ||
+        (use_kernel && cu_kernel_for(b, op) != NULL))
+        return false;
+    if (!same_tensor(op->src[1], lead->src[1]) || op->src[0]->type != lead->src[0]->type ||
+        op->src[0]->ne[0] != lead->src[0]->ne[0])
+        return false;
+    /* no product of the group may write what the group reads */
+    uintptr_t xlo, xhi, lo, hi;
+    t_range(lead->src[1], &xlo, &xhi);
+    for (size_t k = i; k <= j; k++) {
+        t_range(&ops[k].dst, &lo, &hi);
+        if (lo < xhi && xlo < hi)
+            return false;
+    }
+    cu_mm m = matmul_mm(op);
+    return m.rows > 0 && si_cu_mmq_ok(&m);
+}
+
+/* How many ops from ops[i] run as one launch (1: op i alone). */
+size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+{
+    const si_op *lead = &ops[i];
+    if (!b->gemv_fuse || !b->mm_dp4a || b->gemv_v2 || lead->kind != SI_OP_MATMUL || i + 1 >= n_ops ||
+        si_oc_check(&b->oc, lead, NULL) != SI_OK || (use_kernel && cu_kernel_for(b, lead) != NULL))
+        return 1;
+    cu_mm m = matmul_mm(lead);
+    if (m.rows <= 0 || m.ncols > SI_CU_MMQ_MAX_COLS || !si_cu_mmq_ok(&m))
+        return 1;
+    size_t n = 1;
+    while (n <= CU_MM_MORE && i + n < n_ops && mm_joins(b, ops, i, i + n, use_kernel))
+        n++;
+    return n;
+}
+
+/* Runs ops[0..n) (n from cu_mm_group_len, > 1) as one launch. */
+int cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err)
+{
+    cu_mm mm = matmul_mm(&ops[0]);
+    for (size_t k = 1; k < n; k++) {
+        const cu_mm o = matmul_mm(&ops[k]);
+        mm.more[k - 1] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
+    }
+    mm.n_more = (int)(n - 1);
+    int rc = mm_run(b, &mm, 0, err);
+    for (size_t k = 0; k < n && rc == SI_OK; k++)
+        xq_after(b, &ops[k]);
+    return rc;
+}
+
+static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    cu_mm mm = matmul_mm(op);
     return mm_run(b, &mm, 0, err);
 }
 
@@ -765,6 +861,12 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
     return rc;
 }
 
+int cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err)
+{
+    *n = cu_mm_group_len(b, ops, n_ops, i, true);
+    return *n > 1 ? cu_mm_group_exec(b, ops + i, *n, err) : cu_exec_one(b, &ops[i], true, err);
+}
+
 static int cu_exec_end(si_backend *b, int rc, si_err *err);
 
 int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
@@ -790,9 +892,13 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         if (g != CU_GRAPH_DECLINED)
             return cu_exec_end(b, g, err);
     }
-    for (size_t i = 0; i < n_ops && rc == SI_OK; i++) {
-        cu_prof_before(b, i, n_ops, &ops[i]);
-        rc = cu_exec_one(b, &ops[i], true, err);
+    for (size_t i = 0, n = 1; i < n_ops && rc == SI_OK; i += n) {
+        /* (a group's time goes to its last op: the events of the others
+         * are recorded back to back before it) */
+        n = cu_mm_group_len(b, ops, n_ops, i, true);
+        for (size_t k = 0; k < n; k++)
+            cu_prof_before(b, i + k, n_ops, &ops[i + k]);
+        rc = n > 1 ? cu_mm_group_exec(b, ops + i, n, err) : cu_exec_one(b, &ops[i], true, err);
     }
     cu_prof_after(b);
     return cu_exec_end(b, rc, err);

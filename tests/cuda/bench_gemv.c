@@ -17,7 +17,11 @@
  * plus the shared expert): v1 as moe_exec ran them (gate and up apart),
  * v2 as it runs them now (gate+up stacked in one launch), launches back to
  * back between two events.  Each case also checks v2 against v1 (same
- * integer terms: they differ by f32 summation order only).
+ * integer terms: they differ by f32 summation order only).  v1 is also
+ * timed with 2 and 8 units a lane in flight (U=2, U=8; default 4).  Last,
+ * decode's products of one input (ffn gate+up, GDN qkv/z/beta/alpha,
+ * attention q/k/v) as one v1 launch (cu_mm.more, knob gemv_fuse) against
+ * one launch each, which must give the same bits.
  * Exits 77 without a usable GPU. */
 #include <math.h>
 #include <stdio.h>
@@ -139,13 +143,15 @@ typedef struct dense_ctx {
 } dense_ctx;
 
 /* v: 1 = v1, 2 = v2 as the backend runs it, 3 = v2 kept off its staged
- * path, 4/5 = v2 with 1/4 rows a lane group (one column) */
+ * path, 4/5 = v2 with 1/4 rows a lane group (one column), 6/7 = v1 with
+ * 2/8 units a lane in flight (one column; v1's default is 4) */
 static void run_dense(void *p, int v)
 {
     dense_ctx *c = p;
     c->mm.gemv_direct = v == 3;
     c->mm.gemv_rows = v == 4 ? 1 : v == 5 ? 4 : 0;
-    int e = v >= 2 ? si_cu_matmul_q8(&c->mm, c->x->q, c->x->d, c->x->s, NULL)
+    c->mm.gemv_unroll = v == 6 ? 2 : v == 7 ? 8 : 0;
+    int e = v >= 2 && v <= 5 ? si_cu_matmul_q8(&c->mm, c->x->q, c->x->d, c->x->s, NULL)
                    : si_cu_matmul_q8_v1(&c->mm, c->x->q, c->x->d, c->x->s, NULL);
     CK((cudaError_t)e);
 }
@@ -184,6 +190,8 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         c.mm = (cu_mm){ .w = w, .type = t, .in = in, .rows = rows, .row_bytes = (uint64_t)bench_row_bytes(t, in),
                         .x_div = 1, .x_stride = in, .y = y1, .y_stride = rows, .ncols = nc };
         const float us1 = time_median(run_dense, &c, 1);
+        const float u2 = nc == 1 ? time_median(run_dense, &c, 6) : 0.0f;
+        const float u8 = nc == 1 ? time_median(run_dense, &c, 7) : 0.0f;
         c.mm.y = y2;
         /* the variants of v2 (checked against v1 one by one), then v2 as
          * the backend runs it, last, so y2 holds its result */
@@ -204,6 +212,8 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         for (int k2 = 0; k2 < 3; k2++)
             if (us[k2] > 0)
                 printf(" %s %.0f", vn[k2], gb / (us[k2] * 1e-6));
+        if (u2 > 0)
+            printf(" GB/s | v1 U=2 %.0f U=8 %.0f", gb / (u2 * 1e-6), gb / (u8 * 1e-6));
         printf(" GB/s  (%s; %.1f MB; v2-v1 %.1e%s)\n", what, gb * 1e3, rd, ok ? "" : " MISMATCH");
         fflush(stdout);
         cudaFree(y1);
@@ -211,6 +221,71 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         free_x(&x);
     }
     cudaFree(w);
+}
+
+/* ---- products of one input: one v1 launch (cu_mm.more) vs one each ---- */
+typedef struct group_ctx {
+    cu_mm   all;      /* part 0 + more                                   */
+    xq_set *x;
+} group_ctx;
+
+static void run_group(void *p, int v)
+{
+    group_ctx *c = p;
+    if (v == 2) {
+        CK((cudaError_t)si_cu_matmul_q8_v1(&c->all, c->x->q, c->x->d, c->x->s, NULL));
+        return;
+    }
+    cu_mm one = c->all;
+    one.n_more = 0;
+    CK((cudaError_t)si_cu_matmul_q8_v1(&one, c->x->q, c->x->d, c->x->s, NULL));
+    for (int k = 0; k < c->all.n_more; k++) {
+        one.w = c->all.more[k].w;
+        one.y = c->all.more[k].y;
+        one.rows = c->all.more[k].rows;
+        one.row_bytes = c->all.more[k].row_bytes;
+        one.y_stride = c->all.more[k].y_stride;
+        CK((cudaError_t)si_cu_matmul_q8_v1(&one, c->x->q, c->x->d, c->x->s, NULL));
+    }
+}
+
+/* rows[0..n) products of `in` of type t, one column. */
+static void bench_group(const char *what, uint32_t t, int64_t in, const int64_t *rows, int n)
+{
+    const int64_t rb = bench_row_bytes(t, in);
+    int64_t tot = 0;
+    uint8_t *w[1 + CU_MM_MORE];
+    for (int k = 0; k < n; k++) {
+        w[k] = make_weights(t, in, rows[k]);
+        tot += rows[k];
+    }
+    xq_set x = make_x(in, 1);
+    float *y1, *y2;
+    CK(cudaMalloc((void **)&y1, (size_t)tot * sizeof(float)));
+    CK(cudaMalloc((void **)&y2, (size_t)tot * sizeof(float)));
+    group_ctx c = { .x = &x };
+    c.all = (cu_mm){ .w = w[0], .type = t, .in = in, .rows = rows[0], .row_bytes = (uint64_t)rb, .x_div = 1,
+                     .x_stride = in, .y = y1, .y_stride = rows[0], .ncols = 1, .n_more = n - 1 };
+    for (int k = 1, off = (int)rows[0]; k < n; off += (int)rows[k], k++)
+        c.all.more[k - 1] = (cu_mm_part){ w[k], y1 + off, rows[k], (uint64_t)rb, rows[k] };
+    const float us1 = time_median(run_group, &c, 1);
+    CK(cudaMemcpy(y2, y1, (size_t)tot * sizeof(float), cudaMemcpyDeviceToDevice));
+    CK(cudaMemset(y1, 0, (size_t)tot * sizeof(float)));
+    const float us2 = time_median(run_group, &c, 2);
+    CK(cudaDeviceSynchronize());
+    const double rd = rel_diff(y1, y2, (size_t)tot);
+    const bool ok = rd == 0.0;   /* same kernel, same rows: the same bits */
+    g_bad += !ok;
+    const double gb = (double)rb * (double)tot / 1e9;
+    printf("group %-34s %d x %s in %5lld: one launch %7.2f us %5.0f GB/s | %d launches %7.2f us %5.0f GB/s | x%.2f%s\n",
+           what, n, tname(t), (long long)in, us2, gb / (us2 * 1e-6), n, us1, gb / (us1 * 1e-6), us1 / us2,
+           ok ? "" : " MISMATCH");
+    fflush(stdout);
+    for (int k = 0; k < n; k++)
+        cudaFree(w[k]);
+    cudaFree(y1);
+    cudaFree(y2);
+    free_x(&x);
 }
 
 /* ---- MoE decode (35b-a3b: H 2048, 256 experts, 8 used, F = Fs = 512) ---- */
@@ -351,6 +426,14 @@ int main(int argc, char **argv)
     bench_dense("35b attn k/v", SI_TYPE_Q8_0, 512, 2048);
     bench_dense("35b output", SI_TYPE_Q6_K, 248320, 2048);
     bench_moe();
+    /* decode's products of one input (knob gemv_fuse) */
+    const int64_t ffn9[] = { 12288, 12288 }, gdn9[] = { 8192, 4096, 32, 32 }, att9[] = { 8192, 1024, 1024 };
+    const int64_t att35[] = { 8192, 512, 512 }, gdn35[] = { 8192, 4096 };
+    bench_group("9b ffn gate+up", SI_TYPE_Q4_K, 4096, ffn9, 2);
+    bench_group("9b GDN qkv+z+beta+alpha", SI_TYPE_Q4_K, 4096, gdn9, 4);
+    bench_group("9b attn q+gate, k, v", SI_TYPE_Q4_K, 4096, att9, 3);
+    bench_group("35b attn q+gate, k, v", SI_TYPE_Q8_0, 2048, att35, 3);
+    bench_group("35b GDN qkv+z", SI_TYPE_Q8_0, 2048, gdn35, 2);
     printf("bench_gemv: %s\n", g_bad ? "v2 and v1 DISAGREE somewhere (see MISMATCH)" : "v2 agrees with v1 everywhere");
     cudaFree(g_flush);
     return g_bad ? 1 : 0;

@@ -723,7 +723,8 @@ START_TEST(test_attn_long_split)
 }
 END_TEST
 
-/* The same with attn_prefill = split: the split core for every batch. */
+/* The same with attn_prefill = split and attn_gqa = per_head: the
+ * per-head split core (K/V rows through registers) for every batch. */
 START_TEST(test_attn_long_split_nofa)
 {
     attn_long("backend.cpu16", "backend.cuda16_split", 8, 1, 256, 1e-3);
@@ -1662,6 +1663,8 @@ int main(void)
     const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
     /* (nor attn_gqa) */
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
+    /* (the default is shared: cuda16_split keeps the per-head core tested) */
+    const char *perhead = as_cpu ? "" : "attn_gqa = per_head\n";
     char text[8192];
     snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
@@ -1675,7 +1678,7 @@ int main(void)
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
-             "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 0\n"
@@ -1688,7 +1691,7 @@ int main(void)
              "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
-             cu_extra, nofa, dp_extra,
+             cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {

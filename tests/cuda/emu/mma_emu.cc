@@ -206,6 +206,27 @@ int main(int argc, char **argv)
     if (stack) { mm.w2 = w2; mm.rows_split = split; }
     mm.gemv_direct = getenv("EMU_DIRECT") != NULL;   // v2 without its staged path
     mm.gemv_rows = getenv("EMU_ROWS") ? atoi(getenv("EMU_ROWS")) : 0;   // v2, one column: 1 or 4 rows a group
+    mm.gemv_unroll = getenv("EMU_UNROLL") ? atoi(getenv("EMU_UNROLL")) : 0;   // v1, one column: 2/4/8 units a lane
+    // v1: the rows as 2..4 products of one launch (cu_mm.more), part k
+    // rows [o_k, o_k+1) of the same matrix writing its own rows of y, so
+    // the references below hold unchanged; odd sizes, one of 1 row
+    const int parts = getenv("EMU_PARTS") ? atoi(getenv("EMU_PARTS")) : 1;
+    if (dp4a && parts > 1 && parts <= 1 + CU_MM_MORE && rows >= parts && n_exp == 0) {
+        int64_t cut[1 + CU_MM_MORE + 1];
+        cut[0] = 0;
+        cut[parts] = rows;
+        for (int k = 1; k < parts; k++)
+            cut[k] = 1 + (rows - 1) * (k - 1) / (parts - 1);
+        for (int k = 2; k < parts; k++)
+            if (cut[k] <= cut[k - 1]) cut[k] = cut[k - 1] + 1;
+        mm.rows = cut[1];
+        for (int k = 1; k < parts; k++)
+            mm.more[k - 1] = { w + cut[k] * row_bytes, y + cut[k], cut[k + 1] - cut[k], (uint64_t)row_bytes, y_stride };
+        mm.n_more = parts - 1;
+        printf("  %d products of rows", parts);
+        for (int k = 0; k < parts; k++) printf(" %ld", (long)(cut[k + 1] - cut[k]));
+        printf("\n");
+    }
     const bool ok_kernel = gemv ? si_cu_gemv_ok(&mm) : dp4a ? si_cu_mmq_ok(&mm) && !stack : si_cu_mma_ok(&mm) && !stack && n_exp == 0;
     if (!ok_kernel) { printf("  %s refuses it\n", gemv ? "si_cu_gemv_ok" : dp4a ? "si_cu_mmq_ok" : "si_cu_mma_ok"); return 2; }
     unsigned gy = (unsigned)((ncols + 63) / 64);

@@ -18,10 +18,11 @@
 # quick (~1 min: a few cases of each kernel, a few plants of each; what
 # tests/cuda/emu.test runs), v2 (only the GEMM v2: its cases and plants,
 # ~1.5 min), v2quick (a few of those, ~30 s).
-# Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]
+# dp4a (the GEMV v1 and the quantiser alone, all their cases and bugs).
+# Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick|dp4a]
 set -e
 mode=${2:-full}
-case $mode in full|quick|v2|v2quick) ;; *) echo "usage: run-mma-emu.sh [builddir] [quick|v2|v2quick]" >&2; exit 2 ;; esac
+case $mode in full|quick|v2|v2quick|dp4a) ;; *) echo "usage: run-mma-emu.sh [builddir] [quick|v2|v2quick|dp4a]" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
@@ -103,18 +104,27 @@ void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8
 {
     emu_launch(dim3(blocks), dim3(256), 0, [&] { quant_x_kernel(x, x_stride, in, ncx, q, d, s); });
 }
-// the grid of mmq_go: MMQ_WARPS rows per block, ceil(ncols / NT) columns
-template <int T, int NT> static void emu_mmq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+// the grid of mmq_go: MMQ_WARPS rows per block of every product of the
+// launch, ceil(ncols / NT) columns; U units a lane at once (mmq_launch:
+// gemv_unroll at one column, else MMQ_UNROLL; 2 at more columns)
+template <int T, int NT, int U> static void emu_mmq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
-    const unsigned gx = (unsigned)((mm->rows + MMQ_WARPS - 1) / MMQ_WARPS), gy = (unsigned)((mm->ncols + NT - 1) / NT);
-    emu_launch(dim3(gx, gy), dim3(32 * MMQ_WARPS), 0, [&] { mmq_kernel<T, NT>(*mm, xq, xd, xs); });
+    int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    const unsigned gy = (unsigned)((mm->ncols + NT - 1) / NT);
+    emu_launch(dim3((unsigned)gx, gy), dim3(32 * MMQ_WARPS), 0, [&] { mmq_kernel<T, NT, U>(*mm, xq, xd, xs); });
 }
 template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
-    if (mm->expert != NULL || mm->ncols == 1) emu_mmq_t<T, 1>(mm, xq, xd, xs);
-    else if (mm->ncols == 2) emu_mmq_t<T, 2>(mm, xq, xd, xs);
-    else if (mm->ncols <= 4) emu_mmq_t<T, 4>(mm, xq, xd, xs);
-    else emu_mmq_t<T, 8>(mm, xq, xd, xs);
+    const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
+    if (mm->expert != NULL || mm->ncols == 1) {
+        if (u >= 8) emu_mmq_t<T, 1, 8>(mm, xq, xd, xs);
+        else if (u >= 4) emu_mmq_t<T, 1, 4>(mm, xq, xd, xs);
+        else emu_mmq_t<T, 1, 2>(mm, xq, xd, xs);
+    }
+    else if (mm->ncols == 2) emu_mmq_t<T, 2, 2>(mm, xq, xd, xs);
+    else if (mm->ncols <= 4) emu_mmq_t<T, 4, 2>(mm, xq, xd, xs);
+    else emu_mmq_t<T, 8, 2>(mm, xq, xd, xs);
 }
 void emu_mmq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
@@ -237,9 +247,11 @@ mma2_plants() {
 # the GEMV v1 and the quantiser (checked bit for bit in every run)
 dp4a_plants() {
     plant dp4a quant-trunc 's/int qi = __float2int_rn(__fmul_rn(v, id));/int qi = (int)__fmul_rn(v, id);/' "" q4_k 9 256 1
+    plant dp4a part-blocks 's/bx -= nbk;/;/' "EMU_PARTS=4" q8_0 41 512 2
     [ "$1" = all ] || return 0
     plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
     plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
+    plant dp4a part-rows 's/rows = mm.more\[k\].rows;/;/' "EMU_PARTS=3" q4_k 37 512 1
 }
 gemv_plants() {
     plant gemv no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
@@ -260,9 +272,19 @@ gemv_plants() {
 # references
 dp4a() { EMU_KERNEL=dp4a "$out/mma_emu" "$@" || rc=1; }
 dp4a_cases() {
-    if [ "$1" = quick ]; then dp4a q4_k 77 512 1; dp4a q6_k 33 256 3; dp4a q8_0 9 2048 8; dp4a q4_k 20 256 6 3; return 0; fi
+    if [ "$1" = quick ]; then
+        dp4a q4_k 77 512 1; dp4a q6_k 33 256 3; dp4a q8_0 9 2048 8; dp4a q4_k 20 256 6 3
+        EMU_PARTS=4 dp4a q4_k 77 512 1; EMU_PARTS=3 EMU_UNROLL=8 dp4a q6_k 45 2048 1; EMU_UNROLL=2 dp4a q8_0 21 1024 1
+        return 0
+    fi
     for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
     dp4a q4_k 20 256 6 3
+    # one launch of several products (cu_mm.more: rows cut into 2-4 parts of
+    # odd sizes), at one and several columns; units a lane in flight 2/4/8
+    for t in q4_k q5_k q6_k q8_0; do
+        EMU_PARTS=2 dp4a $t 77 512 1; EMU_PARTS=4 dp4a $t 37 2048 3; EMU_PARTS=3 dp4a $t 9 512 8
+        for u in 2 8; do EMU_UNROLL=$u dp4a $t 33 4096 1; EMU_UNROLL=$u dp4a $t 7 256 1; done
+    done
 }
 # v2 (EMU_KERNEL=gemv): every type, ncols 1..8, odd rows, rows of 8/16/32+
 # lanes (in 256, 512, 2048+; Q8_0 in 32..), per-column experts, stacked
@@ -336,6 +358,7 @@ mma2_cases() {
 plants() { [ "$PLANT" = no ] || "$@"; }
 case $mode in
 v2quick) mma2_cases quick; plants mma2_plants ;;
+dp4a)    dp4a_cases full; plants dp4a_plants all ;;
 v2)      mma2_cases full; plants mma2_plants all ;;
 quick)   dp4a_cases quick; gemv_cases quick; mma_cases quick; mma2_cases quick
          plants dp4a_plants; plants gemv_plants; plants mma_plants; plants mma2_plants ;;
