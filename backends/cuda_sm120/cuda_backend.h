@@ -36,6 +36,7 @@ struct si_backend {
     bool           mm_prefill_mma;  /* knob prefill_mm = mma (else gemv)     */
     bool           gemv_v2;         /* knob gemv = v2 (else v1, cuda_mmq.cu) */
     bool           gemv_fuse;       /* knob gemv_fuse: MATMULs of one input in one v1 launch */
+    bool           fuse_norm;       /* knob fuse_norm: ADD+RMSNORM(+int8 copy) in one kernel */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
@@ -175,11 +176,14 @@ const cu_kernel *cu_kernel_for(const si_backend *b, const si_op *op);
 int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
 /* How many ops from ops[i] run as one launch (MATMULs of one input on the
  * v1 GEMV, knob gemv_fuse; 1: op i alone), and running such a group of
- * n > 1 (each op checked by cu_mm_group_len already).  cu_exec_ops runs
- * ops [i, i + *n) where *n is that length: the one entry of both the
- * op-by-op loop and graph capture. */
+ * n > 1 (each op checked by cu_mm_group_len already). */
 size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel);
 int  cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err);
+/* cu_exec_ops runs ops [i, i + *n) as one unit: a fused ADD+RMSNORM(+int8
+ * quantisation) (knob fuse_norm), a MATMUL group, or op i alone; the one
+ * entry of both the op-by-op loop and graph capture.  cu_exec_len: the *n
+ * it will take (for the profiler's events). */
+size_t cu_exec_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i);
 int  cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err);
 /* cuda_ext's attn_prepare (cuda_ops.c). */
 int  cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);

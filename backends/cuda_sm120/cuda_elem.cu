@@ -79,11 +79,19 @@ extern "C" int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_
 // round trip per element (~15 us per decode norm on the H200, the largest
 // small kernel of a token).  Each thread sums its elements in the same
 // order either way, so both paths give the same bits.
+// Fused forms (register path only; cuda_ops.c norm_fused): with f.b.p,
+// x = a + b first (the residual ADD before the norm, IEEE add as ADD's
+// kernel) and x stored to f.r; with f.q, y also quantised to int8 blocks
+// of 32 (cu_q8_block32, as quant_x_kernel: column = row of the norm), the
+// input of the products after the norm.  ne0 % 32 == 0 there, so with
+// element i = tid + k * blockDim each warp holds whole blocks of 32.
 #define RMS_REG 16
-__global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps)
+__global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
+                               cu_norm_fuse f)
 {
     __shared__ double red[33];
     const bool reg = ne0 <= (int64_t)RMS_REG * blockDim.x;
+    const int lane = threadIdx.x & 31;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const float *x = row_ptr(a, r);
         float *y = row_ptr(d, r);
@@ -94,6 +102,18 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
             for (int k = 0; k < RMS_REG; k++) {
                 const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
                 xv[k] = i < ne0 ? x[i] : 0.0f;
+            }
+            if (f.b.p != NULL) {
+                const float *xb = row_ptr(f.b, r);
+                float *xr = row_ptr(f.r, r);
+#pragma unroll
+                for (int k = 0; k < RMS_REG; k++) {
+                    const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+                    if (i < ne0) {
+                        xv[k] = xv[k] + xb[i];
+                        xr[i] = xv[k];
+                    }
+                }
             }
 #pragma unroll
             for (int k = 0; k < RMS_REG; k++)
@@ -116,8 +136,13 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
 #pragma unroll
             for (int k = 0; k < RMS_REG; k++) {
                 const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-                if (i < ne0)
-                    y[i] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
+                if (i < ne0) {
+                    const float v = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
+                    y[i] = v;
+                    if (f.q != NULL)   // (whole warps: i - lane is a block start)
+                        cu_q8_block32(v, lane, f.q + r * ne0 + (i - lane), f.qd + (r * ne0 + i) / 32,
+                                      f.qs + (r * ne0 + i) / 32);
+                }
             }
         } else {
             for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
@@ -152,7 +177,8 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
     cudaStream_t s = (cudaStream_t)stream;
     if (op == 3) {
         unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
-        rmsnorm_kernel<<<grid, 256, 0, s>>>(*a, (const float *)b->p, *d, ne0, nrows, eps);
+        const cu_norm_fuse none = {};
+        rmsnorm_kernel<<<grid, 256, 0, s>>>(*a, (const float *)b->p, *d, ne0, nrows, eps, none);
     } else {
         const int64_t total = ne0 * nrows;
         int64_t blocks = (total + 255) / 256;
@@ -160,6 +186,54 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
             blocks = 65535 * 8;
         binary_kernel<<<(unsigned)blocks, 256, 0, s>>>(op, *a, *b, *d, ne0, total);
     }
+    return (int)cudaGetLastError();
+}
+
+// SWIGLU whose output the next product quantises: one warp per block of
+// 32 outputs, silu(g) * u as binary_kernel computes it, stored, then
+// quantised as quant_x_kernel would (cu_q8_block32).
+__global__ void swiglu_q_kernel(cu_rows g, cu_rows u, cu_rows d, int64_t ne0, int64_t nrows, int8_t *q, float *qd,
+                                float *qs)
+{
+    const int64_t nb = ne0 / 32, total = nrows * nb;
+    const int lane = threadIdx.x & 31;
+    for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
+         blk += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const int64_t r = blk / nb, i = (blk % nb) * 32 + lane;
+        const float v = __fmul_rn(cu_silu(row_ptr(g, r)[i]), row_ptr(u, r)[i]);
+        row_ptr(d, r)[i] = v;
+        cu_q8_block32(v, lane, q + r * ne0 + i - lane, qd + r * nb + i / 32, qs + r * nb + i / 32);
+    }
+}
+
+extern "C" int si_cu_swiglu_q(const cu_rows *g, const cu_rows *u, const cu_rows *d, int64_t ne0, int64_t nrows,
+                              int8_t *q, float *qd, float *qs, void *stream)
+{
+    if (nrows <= 0 || ne0 <= 0)
+        return 0;
+    if (ne0 % 32 != 0)
+        return (int)cudaErrorInvalidValue;
+    int64_t blocks = (nrows * (ne0 / 32) + 7) / 8;
+    if (blocks > 65535 * 16)
+        blocks = 65535 * 16;   // the kernel loops over the rest
+    swiglu_q_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(*g, *u, *d, ne0, nrows, q, qd, qs);
+    return (int)cudaGetLastError();
+}
+
+extern "C" bool si_cu_norm_fuse_ok(int64_t ne0)
+{
+    return ne0 > 0 && ne0 % 32 == 0 && ne0 <= (int64_t)RMS_REG * 256;
+}
+
+extern "C" int si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, int64_t nrows,
+                                float eps, const cu_norm_fuse *f, void *stream)
+{
+    if (nrows <= 0 || ne0 <= 0)
+        return 0;
+    if (!si_cu_norm_fuse_ok(ne0))
+        return (int)cudaErrorInvalidValue;
+    unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
+    rmsnorm_kernel<<<grid, 256, 0, (cudaStream_t)stream>>>(*a, w, *d, ne0, nrows, eps, *f);
     return (int)cudaGetLastError();
 }
 

@@ -99,7 +99,8 @@ typedef struct cu_mm {
                                   * once, 2/4/8 (bench A/B only; 0: 4)    */
     int            n_more;       /* v1 only (the ops split it for the
                                   * others): products 1.. of the launch   */
-    cu_mm_part     more[CU_MM_MORE];   /* (no experts, same x and type)    */
+    cu_mm_part     more[CU_MM_MORE];   /* (same x, type, experts and
+                                        * expert_bytes)                    */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);
@@ -159,6 +160,23 @@ int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int6
 /* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU. */
 int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
                int64_t nrows, float eps, void *stream);
+/* RMSNORM fused with the ADD before it and/or the int8 quantisation of its
+ * output (cuda_ops.c norm_fused).  b.p != NULL: the norm's input is
+ * a + b (rows of a), also stored to r.  q != NULL: y is also quantised
+ * as si_cu_quantize_x would (q[row*ne0 + i], qd/qs[row*ne0/32 + i/32]).
+ * Rows of ne0 % 32 == 0, ne0 <= 4096 (si_cu_norm_fuse_ok). */
+typedef struct cu_norm_fuse {
+    cu_rows b, r;
+    int8_t *q;
+    float  *qd, *qs;
+} cu_norm_fuse;
+bool si_cu_norm_fuse_ok(int64_t ne0);
+/* SWIGLU d = silu(g) * u whose output is also quantised like
+ * si_cu_quantize_x (q[row*ne0 + i], qd/qs[row*ne0/32 + i/32]); ne0 % 32 == 0. */
+int  si_cu_swiglu_q(const cu_rows *g, const cu_rows *u, const cu_rows *d, int64_t ne0, int64_t nrows, int8_t *q,
+                    float *qd, float *qs, void *stream);
+int  si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, int64_t nrows, float eps,
+                      const cu_norm_fuse *f, void *stream);
 
 /* ---- ATTN --------------------------------------------------------------- */
 /* Positions per page of the paged int8 KV cache (kv_type = i8). */

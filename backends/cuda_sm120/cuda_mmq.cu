@@ -44,29 +44,7 @@ __global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int
     for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
          blk += ((int64_t)gridDim.x * blockDim.x) >> 5) {
         const int64_t c = blk / nb, i = (blk % nb) * 32 + lane;
-        const float v = x[c * x_stride + i];
-        float amax = fabsf(v);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        // The cpu backend's rounding (cpu_quantize_row_q8): d = amax / 127,
-        // q = round-half-even(x * (1 / d)), every step an IEEE f32 op, so
-        // both backends make the same int8 activations bit for bit.
-        const float dd = __fdiv_rn(amax, 127.0f);
-        const float id = dd > 0.0f ? __frcp_rn(dd) : 0.0f;
-        int qi = __float2int_rn(__fmul_rn(v, id));
-        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
-        q[c * in + i] = (int8_t)qi;
-        // The block's f32 sum in the cpu's order (element 0 first), for the
-        // Q4_K/Q5_K min terms; a NaN or Inf reaches d through sum - sum.
-        float s = 0.0f;
-#pragma unroll
-        for (int l = 0; l < 32; l++)
-            s = __fadd_rn(s, __shfl_sync(0xffffffffu, v, l));
-        if (lane == 0) {
-            d[c * nb + i / 32] = dd + (s - s);
-            sum[c * nb + i / 32] = s;
-        }
+        cu_q8_block32(x[c * x_stride + i], lane, q + c * in + i - lane, d + c * nb + i / 32, sum + c * nb + i / 32);
     }
 }
 
@@ -190,7 +168,9 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
 // Column j of the product reads quantised column j / x_div.  U units of
 // a lane are in one unrolled step, so their loads are in flight together.
 // Blocks past product 0's rows belong to mm.more[0..n_more) in order
-// (one launch for the products of one input; uniform per block).
+// (one launch for the products of one input; uniform per block); with
+// per-column experts every product steps by the same expert_bytes (an
+// expert's gate and up).
 template <int T, int NT, int U>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
@@ -286,7 +266,7 @@ extern "C" bool si_cu_mmq_ok(const cu_mm *mm)
     if (mm->in % 32 != 0 || (mm->expert == NULL && mm->ncols > SI_CU_MMQ_MAX_COLS))
         return false;
     const uint64_t row_al = align == 16 ? 16 : 2;   // rows and experts keep every unit's alignment
-    if (mm->n_more < 0 || mm->n_more > CU_MM_MORE || (mm->n_more > 0 && mm->expert != NULL))
+    if (mm->n_more < 0 || mm->n_more > CU_MM_MORE)
         return false;
     for (int k = 0; k < mm->n_more; k++)
         if ((uintptr_t)mm->more[k].w % align != 0 || mm->more[k].row_bytes % row_al != 0 || mm->more[k].rows < 0)

@@ -86,6 +86,28 @@ static size_t xq_bytes(int64_t in, int64_t ncx)
     return rnd((size_t)(in * ncx)) + 2 * rnd((size_t)(in / 32 * ncx) * sizeof(float));
 }
 
+/* Where slot `slot` of the scratch (reserved for xq_bytes(in, ncx)) keeps
+ * values, scales and sums. */
+static void xq_parts(si_backend *b, int64_t in, int64_t ncx, int slot, int8_t **q, float **d, float **s)
+{
+    uint8_t *base = b->xq + (size_t)slot * b->xq_cap;
+    *q = (int8_t *)base;
+    *d = (float *)(base + rnd((size_t)(in * ncx)));
+    *s = (float *)(base + rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float)));
+}
+
+/* Slot 0 now holds the int8 copy of x (enqueued): later products of x
+ * find it. */
+static void xq_hold(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx)
+{
+    b->xq_key = x;
+    b->xq_in = in;
+    b->xq_ncx = ncx;
+    b->xq_stride = x_stride;
+    b->xq_lo = (uintptr_t)x;
+    b->xq_hi = (uintptr_t)(x + (ncx - 1) * x_stride + in);
+}
+
 /* The int8 copy of x [ncx columns of `in`, x_stride floats apart] in half
  * `slot` of the scratch: values q, scales d, block sums s.  Slot 0 is a
  * cache: the same input again (same device address and shape, nothing
@@ -98,23 +120,14 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     int rc = cu_xq_reserve(b, bytes, err);
     if (rc != SI_OK)
         return rc;
-    uint8_t *base = b->xq + (size_t)slot * b->xq_cap;
-    *q = (int8_t *)base;
-    *d = (float *)(base + rnd((size_t)(in * ncx)));
-    *s = (float *)(base + rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float)));
+    xq_parts(b, in, ncx, slot, q, d, s);
     if (slot == 0 && b->xq_key == (const void *)x && b->xq_in == in && b->xq_ncx == ncx && b->xq_stride == x_stride)
         return SI_OK;
     if (slot == 0)
         b->xq_key = NULL;
     rc = launched(si_cu_quantize_x(x, x_stride, in, ncx, *q, *d, *s, b->stream), "quantise activations", err);
-    if (rc == SI_OK && slot == 0) {
-        b->xq_key = x;
-        b->xq_in = in;
-        b->xq_ncx = ncx;
-        b->xq_stride = x_stride;
-        b->xq_lo = (uintptr_t)x;
-        b->xq_hi = (uintptr_t)(x + (ncx - 1) * x_stride + in);
-    }
+    if (rc == SI_OK && slot == 0)
+        xq_hold(b, x, x_stride, in, ncx);
     return rc;
 }
 
@@ -261,6 +274,136 @@ int cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err)
     for (size_t k = 0; k < n && rc == SI_OK; k++)
         xq_after(b, &ops[k]);
     return rc;
+}
+
+/* ---- fused RMSNORM ------------------------------------------------------------
+ * Every layer adds its residual (ADD), normalises the sum (RMSNORM), then
+ * runs products of the norm's output, which the int8 paths quantise first
+ * (quantise activations).  With knob fuse_norm (default true) one kernel
+ * does the three (si_cu_norm_fused): the ADD's sum is still stored (the
+ * next residual), the norm's output too, and its int8 copy goes to slot 0
+ * of the scratch as the cached input of the products after it, which then
+ * skip their quantisation.  The same IEEE operations in the same order as
+ * the three kernels, so the same bits.  ne0 % 32 == 0 and <= 4096.  The
+ * same knob fuses a SWIGLU with the quantisation of its output for the
+ * down projection after it (swiglu_q). */
+
+static cu_rows rows_of(const si_tensor *t);
+static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64_t x_stride, int64_t x_div,
+                   float *y, int64_t y_stride, int64_t ncols, int64_t rows, const int32_t *expert);
+
+/* Whether the op after a norm writing `y` quantises y into slot 0 first:
+ * a MATMUL of y on the int8 paths, or an MOE of y (its router is f32,
+ * its gate/up products int8 with x_div = K: the same ncx). */
+static bool quantises(si_backend *b, const si_op *next, const si_tensor *y, bool use_kernel)
+{
+    if (next->kind != SI_OP_MATMUL && next->kind != SI_OP_MOE)
+        return false;
+    const si_tensor *x = next->kind == SI_OP_MATMUL ? next->src[1] : next->src[0];
+    if (!same_tensor(x, y) || si_oc_check(&b->oc, next, NULL) != SI_OK || (use_kernel && cu_kernel_for(b, next) != NULL))
+        return false;
+    if (next->kind == SI_OP_MOE) {
+        si_oc_moe_dims md;
+        si_oc_moe_dims_of(next, &md);
+        /* (the type and alignment of the routed gate/up: one column) */
+        cu_mm g = mm_of(next->src[2], 0, NULL, 0, 1, NULL, 0, 1, md.F, NULL);
+        g.expert_bytes = next->src[2]->nb[2];
+        return b->mm_dp4a && si_cu_mmq_ok(&g);
+    }
+    cu_mm m = matmul_mm(next);
+    if (b->mm_prefill_mma && m.ncols > SI_CU_MMQ_MAX_COLS)
+        return si_cu_mma_ok(&m);
+    return b->mm_dp4a && si_cu_mmq_ok(&m);
+}
+
+/* ops[i..i+n) as one fused norm: n = 2 (ADD then the RMSNORM of its sum)
+ * or 1 (RMSNORM); *quant: the op after quantises the norm's output.
+ * 0: none here. */
+static size_t norm_fused_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel, bool *quant)
+{
+    *quant = false;
+    if (!b->fuse_norm)
+        return 0;
+    size_t n = 0;
+    const si_op *norm = NULL;
+    /* (ADD's sources have its shape: si_oc_check) */
+    if (ops[i].kind == SI_OP_ADD && i + 1 < n_ops && ops[i + 1].kind == SI_OP_RMSNORM &&
+        same_tensor(ops[i + 1].src[0], &ops[i].dst)) {
+        n = 2;
+        norm = &ops[i + 1];
+    } else if (ops[i].kind == SI_OP_RMSNORM) {
+        n = 1;
+        norm = &ops[i];
+    }
+    if (norm == NULL)
+        return 0;
+    for (size_t k = i; k < i + n; k++)
+        if (si_oc_check(&b->oc, &ops[k], NULL) != SI_OK || (use_kernel && cu_kernel_for(b, &ops[k]) != NULL))
+            return 0;
+    if (!si_cu_norm_fuse_ok(norm->dst.ne[0]))
+        return 0;
+    *quant = i + n < n_ops && b->mm_dp4a && quantises(b, &ops[i + n], &norm->dst, use_kernel);
+    /* a lone norm gains only when it also quantises */
+    return n == 1 && !*quant ? 0 : n;
+}
+
+/* A SWIGLU whose output the next op quantises (the ffn down projection):
+ * one kernel computes and quantises it (knob fuse_norm too). */
+static bool swiglu_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+{
+    const si_op *op = &ops[i];
+    return b->fuse_norm && b->mm_dp4a && op->kind == SI_OP_SWIGLU && i + 1 < n_ops && op->dst.ne[0] % 32 == 0 &&
+           si_oc_check(&b->oc, op, NULL) == SI_OK && !(use_kernel && cu_kernel_for(b, op) != NULL) &&
+           quantises(b, &ops[i + 1], &op->dst, use_kernel);
+}
+
+static int swiglu_q_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_tensor *y = &op->dst;
+    const int64_t ne0 = y->ne[0], nrows = si_oc_ne(y, 1) * si_oc_ne(y, 2) * si_oc_ne(y, 3);
+    int rc = cu_xq_reserve(b, xq_bytes(ne0, nrows), err);
+    if (rc != SI_OK)
+        return rc;
+    int8_t *q;
+    float *qd, *qs;
+    xq_parts(b, ne0, nrows, 0, &q, &qd, &qs);
+    cu_rows g = rows_of(op->src[0]), u = rows_of(op->src[1]), d = rows_of(y);
+    rc = launched(si_cu_swiglu_q(&g, &u, &d, ne0, nrows, q, qd, qs, b->stream), "SWIGLU", err);
+    if (rc != SI_OK)
+        return rc;
+    xq_after(b, op);
+    xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows);
+    return SI_OK;
+}
+
+static int norm_fused_exec(si_backend *b, const si_op *ops, size_t n, bool quant, si_err *err)
+{
+    const si_op *norm = &ops[n - 1];
+    const si_tensor *y = &norm->dst;
+    const int64_t ne0 = y->ne[0], nrows = si_oc_ne(y, 1) * si_oc_ne(y, 2) * si_oc_ne(y, 3);
+    cu_norm_fuse f = { 0 };
+    cu_rows a = rows_of(norm->src[0]), d = rows_of(y);
+    if (n == 2) {
+        a = rows_of(ops[0].src[0]);
+        f.b = rows_of(ops[0].src[1]);
+        f.r = rows_of(&ops[0].dst);
+    }
+    if (quant) {
+        int rc = cu_xq_reserve(b, xq_bytes(ne0, nrows), err);
+        if (rc != SI_OK)
+            return rc;
+        xq_parts(b, ne0, nrows, 0, &f.q, &f.qd, &f.qs);
+    }
+    int rc = launched(si_cu_norm_fused(&a, (const float *)dptr(norm->src[1]), &d, ne0, nrows, norm->p.norm.eps, &f,
+                                       b->stream),
+                      n == 2 ? "ADD+RMSNORM" : "RMSNORM", err);
+    if (rc != SI_OK)
+        return rc;
+    for (size_t k = 0; k < n; k++)
+        xq_after(b, &ops[k]);
+    if (quant)
+        xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows);
+    return SI_OK;
 }
 
 static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
@@ -672,7 +815,8 @@ static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64
 
 /* Gate and up projections of the same input into gu [ncols][2*rows] (gate
  * in the first `rows` of each column, up in the rest): one launch when the
- * two matrices can be stacked (same type and strides: cu_mm.w2), else two. */
+ * two matrices can be stacked (same type and strides: cu_mm.w2 on the v2
+ * GEMV, cu_mm.more on v1), else two. */
 static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const si_tensor *wu, uint64_t u_row,
                        const float *x, int64_t x_stride, int64_t x_div, float *gu, int64_t ncols, int64_t rows,
                        const int32_t *expert, si_err *err)
@@ -685,6 +829,11 @@ static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const
         return mm_run(b, &mm, 0, err);
     }
     if (up.type == mm.type && up.row_bytes == mm.row_bytes && up.expert_bytes == mm.expert_bytes) {
+        if (!b->gemv_v2) {   /* v1: up as a second product of the launch */
+            mm.more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride };
+            mm.n_more = 1;
+            return mm_run(b, &mm, 0, err);
+        }
         mm.w2 = up.w;
         mm.rows_split = rows;
         mm.rows = 2 * rows;
@@ -861,8 +1010,25 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
     return rc;
 }
 
+size_t cu_exec_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
+{
+    bool quant;
+    const size_t nf = norm_fused_len(b, ops, n_ops, i, true, &quant);
+    return nf > 0 ? nf : cu_mm_group_len(b, ops, n_ops, i, true);
+}
+
 int cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err)
 {
+    bool quant;
+    const size_t nf = norm_fused_len(b, ops, n_ops, i, true, &quant);
+    if (nf > 0) {
+        *n = nf;
+        return norm_fused_exec(b, ops + i, nf, quant, err);
+    }
+    if (swiglu_q_ok(b, ops, n_ops, i, true)) {
+        *n = 1;
+        return swiglu_q_exec(b, &ops[i], err);
+    }
     *n = cu_mm_group_len(b, ops, n_ops, i, true);
     return *n > 1 ? cu_mm_group_exec(b, ops + i, *n, err) : cu_exec_one(b, &ops[i], true, err);
 }
@@ -893,12 +1059,12 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
             return cu_exec_end(b, g, err);
     }
     for (size_t i = 0, n = 1; i < n_ops && rc == SI_OK; i += n) {
-        /* (a group's time goes to its last op: the events of the others
-         * are recorded back to back before it) */
-        n = cu_mm_group_len(b, ops, n_ops, i, true);
-        for (size_t k = 0; k < n; k++)
+        /* (a fused run's time goes to its last op: the events of the
+         * others are recorded back to back before it) */
+        const size_t want = cu_exec_len(b, ops, n_ops, i);
+        for (size_t k = 0; k < want; k++)
             cu_prof_before(b, i + k, n_ops, &ops[i + k]);
-        rc = n > 1 ? cu_mm_group_exec(b, ops + i, n, err) : cu_exec_one(b, &ops[i], true, err);
+        rc = cu_exec_ops(b, ops, n_ops, i, &n, err);
     }
     cu_prof_after(b);
     return cu_exec_end(b, rc, err);

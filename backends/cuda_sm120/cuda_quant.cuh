@@ -240,4 +240,34 @@ __device__ __forceinline__ double cu_block_sumd(double v, double *red)
 
 __device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
 
+// One block of 32 activations to int8, lane l holding element l (the whole
+// warp calls it): q[l] = rint(v * (1/d)), *d = max|v| / 127, *sum = the
+// block's f32 sum.  The cpu backend's rounding (cpu_quantize_row_q8):
+// d = amax / 127, q = round-half-even(x * (1 / d)), every step an IEEE
+// f32 op, so both backends make the same int8 activations bit for bit.
+// Used by quant_x_kernel (cuda_mmq.cu) and the fused RMSNORM
+// (cuda_elem.cu), so a norm that quantises its output gives the same bits.
+__device__ __forceinline__ void cu_q8_block32(float v, int lane, int8_t *q, float *d, float *sum)
+{
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float dd = __fdiv_rn(amax, 127.0f);
+    const float id = dd > 0.0f ? __frcp_rn(dd) : 0.0f;
+    int qi = __float2int_rn(__fmul_rn(v, id));
+    qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+    q[lane] = (int8_t)qi;
+    // The block's f32 sum in the cpu's order (element 0 first), for the
+    // Q4_K/Q5_K min terms; a NaN or Inf reaches d through sum - sum.
+    float s = 0.0f;
+#pragma unroll
+    for (int l = 0; l < 32; l++)
+        s = __fadd_rn(s, __shfl_sync(0xffffffffu, v, l));
+    if (lane == 0) {
+        *d = dd + (s - s);
+        *sum = s;
+    }
+}
+
 #endif

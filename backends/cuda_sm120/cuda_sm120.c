@@ -80,6 +80,9 @@
  *   gemv_fuse = true | false  consecutive MATMULs of one input on the v1
  *                         GEMV (decode: q/k/v, GDN qkv/z/beta/alpha, ffn
  *                         gate/up) as one launch (cu_mm.more); same bits.
+ *   fuse_norm = true | false  a residual ADD and the RMSNORM of its sum,
+ *                         and the int8 copy of the norm's output that the
+ *                         products after it read, as one kernel; same bits.
  *   attn_prefill = fa | split  ATTN ops over the f16 dense cache whose
  *                         tokens come in runs of >= 16 consecutive
  *                         positions on average (prefill): fa (default) runs
@@ -223,7 +226,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
      * the default (the header comment says what each does). */
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
-    bool graph = true, gemv_fuse = true;
+    bool graph = true, gemv_fuse = true, fuse_norm = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -231,6 +234,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "matmul", "dp4a", "f32", &dp4a },
         { "gemv", "v2", "v1", &gemv_v2 },   /* default v1: see above */
         { "gemv_fuse", "true", "false", &gemv_fuse },
+        { "fuse_norm", "true", "false", &fuse_norm },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
         { "attn", "split", "simple", &attn_split },
@@ -288,6 +292,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_prefill_mma = prefill_mma;
     b->gemv_v2 = gemv_v2;
     b->gemv_fuse = gemv_fuse;
+    b->fuse_norm = fuse_norm;
     b->mm_mma_v2 = mma_v2;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;

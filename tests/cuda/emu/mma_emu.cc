@@ -211,7 +211,7 @@ int main(int argc, char **argv)
     // rows [o_k, o_k+1) of the same matrix writing its own rows of y, so
     // the references below hold unchanged; odd sizes, one of 1 row
     const int parts = getenv("EMU_PARTS") ? atoi(getenv("EMU_PARTS")) : 1;
-    if (dp4a && parts > 1 && parts <= 1 + CU_MM_MORE && rows >= parts && n_exp == 0) {
+    if (dp4a && parts > 1 && parts <= 1 + CU_MM_MORE && rows >= parts) {
         int64_t cut[1 + CU_MM_MORE + 1];
         cut[0] = 0;
         cut[parts] = rows;

@@ -246,7 +246,7 @@ mma2_plants() {
 }
 # the GEMV v1 and the quantiser (checked bit for bit in every run)
 dp4a_plants() {
-    plant dp4a quant-trunc 's/int qi = __float2int_rn(__fmul_rn(v, id));/int qi = (int)__fmul_rn(v, id);/' "" q4_k 9 256 1
+    plant dp4a quant-sum 's/sum + c \* nb + i \/ 32)/sum + c * nb)/' "" q4_k 9 256 1
     plant dp4a part-blocks 's/bx -= nbk;/;/' "EMU_PARTS=4" q8_0 41 512 2
     [ "$1" = all ] || return 0
     plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
@@ -275,6 +275,7 @@ dp4a_cases() {
     if [ "$1" = quick ]; then
         dp4a q4_k 77 512 1; dp4a q6_k 33 256 3; dp4a q8_0 9 2048 8; dp4a q4_k 20 256 6 3
         EMU_PARTS=4 dp4a q4_k 77 512 1; EMU_PARTS=3 EMU_UNROLL=8 dp4a q6_k 45 2048 1; EMU_UNROLL=2 dp4a q8_0 21 1024 1
+        EMU_PARTS=2 EMU_EXPERTS=5 dp4a q5_k 33 512 8
         return 0
     fi
     for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
@@ -283,6 +284,7 @@ dp4a_cases() {
     # odd sizes), at one and several columns; units a lane in flight 2/4/8
     for t in q4_k q5_k q6_k q8_0; do
         EMU_PARTS=2 dp4a $t 77 512 1; EMU_PARTS=4 dp4a $t 37 2048 3; EMU_PARTS=3 dp4a $t 9 512 8
+        EMU_PARTS=2 EMU_EXPERTS=5 dp4a $t 33 512 8; EMU_PARTS=3 EMU_EXPERTS=3 dp4a $t 17 2048 4
         for u in 2 8; do EMU_UNROLL=$u dp4a $t 33 4096 1; EMU_UNROLL=$u dp4a $t 7 256 1; done
     done
 }
