@@ -58,7 +58,7 @@ cp "$L"/ncu_*.csv "$O"/ 2>/dev/null
 SAFE="--set backend.cuda_sm120.prefill_mm=gemv --set backend.cuda_sm120.gdn_prefill=seq $G0
  --set backend.cuda_sm120.gdn_rows=false --set kernel.moe_grouped_i8.enabled=false"
 for m in 9b 35b; do
-    step "tg_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 64 --reps 5
+    step "tg_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5
     [ "$last_rc" -ne 0 ] && step "tg_${m}_safe" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128 \
         --bs 1 --tg 32 --reps 5 $SAFE
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
@@ -137,6 +137,12 @@ step ab_gemv_v2_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --
 for m in 9b 35b; do
     step "ab_attn_gqa_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096,32768 --bs 1 --tg 32 \
         --reps 5 --set backend.cuda_sm120.attn_gqa=per_head
+done
+# residual ADD + RMSNORM + int8 copy, SWIGLU + int8 copy fused (fuse_norm,
+# default) vs separate kernels
+for m in 9b 35b; do
+    step "ab_fuse_norm_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1,8 --tg 32 \
+        --reps 5 --set backend.cuda_sm120.fuse_norm=false
 done
 # decode products of one input in one launch (gemv_fuse, default) vs one each
 for m in 9b 35b; do

@@ -82,16 +82,46 @@ extern "C" int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_
 // Fused forms (register path only; cuda_ops.c norm_fused): with f.b.p,
 // x = a + b first (the residual ADD before the norm, IEEE add as ADD's
 // kernel) and x stored to f.r; with f.q, y also quantised to int8 blocks
-// of 32 (cu_q8_block32, as quant_x_kernel: column = row of the norm), the
-// input of the products after the norm.  ne0 % 32 == 0 there, so with
-// element i = tid + k * blockDim each warp holds whole blocks of 32.
+// of 32 (norm_quant_row: the operations of quant_x_kernel, column = row of
+// the norm), the input of the products after the norm; ne0 % 32 == 0 and
+// blockDim 256 there.
 #define RMS_REG 16
+// The int8 copy of a normed row held in shared memory (ys, element i at
+// i + i/32: the 32 elements of a block in 32 banks): thread t takes whole
+// blocks t, t + blockDim, ... (scale, sum in the cpu's order: the same
+// operations as cu_q8_block32, without its 32-step shuffle chain per
+// block that a warp would repeat for each of its 16 blocks), then every
+// thread rounds its elements.  Ends with the block synchronised.
+__device__ void norm_quant_row(float *ys, float *ids, int64_t ne0, int8_t *q, float *qd, float *qs)
+{
+    __syncthreads();   // ys complete
+    for (int64_t bk = threadIdx.x; bk < ne0 / 32; bk += blockDim.x) {
+        const float *v = ys + bk * 33;
+        float amax = fabsf(v[0]), sum = 0.0f;   // (NaNs drop out of fmaxf as in the shuffles)
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            amax = fmaxf(amax, fabsf(v[l]));
+            sum = __fadd_rn(sum, v[l]);
+        }
+        const float dd = __fdiv_rn(amax, 127.0f);
+        ids[bk] = dd > 0.0f ? __frcp_rn(dd) : 0.0f;
+        qd[bk] = dd + (sum - sum);
+        qs[bk] = sum;
+    }
+    __syncthreads();   // ids complete
+    for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x) {
+        int qi = __float2int_rn(__fmul_rn(ys[i + (i >> 5)], ids[i >> 5]));
+        q[i] = (int8_t)(qi > 127 ? 127 : qi < -127 ? -127 : qi);
+    }
+    __syncthreads();   // ys and ids free for the next row
+}
+
 __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
                                cu_norm_fuse f)
 {
     __shared__ double red[33];
+    __shared__ float ys[RMS_REG * 256 / 32 * 33], ids[RMS_REG * 256 / 32];
     const bool reg = ne0 <= (int64_t)RMS_REG * blockDim.x;
-    const int lane = threadIdx.x & 31;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const float *x = row_ptr(a, r);
         float *y = row_ptr(d, r);
@@ -139,11 +169,12 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
                 if (i < ne0) {
                     const float v = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
                     y[i] = v;
-                    if (f.q != NULL)   // (whole warps: i - lane is a block start)
-                        cu_q8_block32(v, lane, f.q + r * ne0 + (i - lane), f.qd + (r * ne0 + i) / 32,
-                                      f.qs + (r * ne0 + i) / 32);
+                    if (f.q != NULL)
+                        ys[i + (i >> 5)] = v;
                 }
             }
+            if (f.q != NULL)
+                norm_quant_row(ys, ids, ne0, f.q + r * ne0, f.qd + r * (ne0 / 32), f.qs + r * (ne0 / 32));
         } else {
             for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
                 y[i] = __fmul_rn(__fmul_rn(x[i], scale), w[i]);
