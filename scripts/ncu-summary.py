@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Summarise an `ncu --csv --page raw` run of a short decode bench (GPU
 machine, run by gpu-session.sh): the kernels after the last prefill kernel
-grouped by name, per decode step (steps = embedding lookups, get_rows_kernel), with
+(the decode steps plus the prefill's last-token tail: the output norm and
+LM head) grouped by name, per decode step (steps = GET_ROWS launches / 2), with
 their time, DRAM bytes, achieved GB/s and occupancy.  Usage:
     ncu-summary.py FILE.csv [prefill-kernel-regex]"""
 import csv, re, sys, collections
@@ -37,7 +38,10 @@ for i, r in enumerate(rows):
     if pre.search(r["Kernel Name"]):
         last = i
 dec = rows[last + 1:]
-steps = sum(1 for r in dec if r["Kernel Name"].startswith("get_rows_kernel")) or 1
+# a decode step runs GET_ROWS twice (token embeddings, then the rows whose
+# logits are wanted); the prefill's own last GET_ROWS falls after its last
+# prefill kernel too, so the kernels listed are steps plus that tail
+steps = sum(1 for r in dec if "get_rows_kernel" in r["Kernel Name"]) // 2 or 1
 agg = collections.OrderedDict()
 for r in dec:
     name = re.sub(r"\(.*", "", r["Kernel Name"])[:60]

@@ -829,7 +829,7 @@ static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const
         return mm_run(b, &mm, 0, err);
     }
     if (up.type == mm.type && up.row_bytes == mm.row_bytes && up.expert_bytes == mm.expert_bytes) {
-        if (!b->gemv_v2) {   /* v1: up as a second product of the launch */
+        if (!b->gemv_v2 && b->gemv_fuse) {   /* v1: up as a second product of the launch */
             mm.more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride };
             mm.n_more = 1;
             return mm_run(b, &mm, 0, err);

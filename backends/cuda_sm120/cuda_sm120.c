@@ -79,7 +79,8 @@
  *                         176.7; at 4k 172.5 vs 167.5 and 212.6 vs 206.1.
  *   gemv_fuse = true | false  consecutive MATMULs of one input on the v1
  *                         GEMV (decode: q/k/v, GDN qkv/z/beta/alpha, ffn
- *                         gate/up) as one launch (cu_mm.more); same bits.
+ *                         gate/up) as one launch (cu_mm.more), and an MOE's
+ *                         expert gate+up likewise; same bits.
  *   fuse_norm = true | false  a residual ADD and the RMSNORM of its sum,
  *                         and the int8 copy of the norm's output that the
  *                         products after it read, as one kernel; same bits.
