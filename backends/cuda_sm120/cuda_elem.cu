@@ -126,12 +126,15 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
         const float *x = row_ptr(a, r);
         float *y = row_ptr(d, r);
         double ss = 0.0;
-        float xv[RMS_REG];
+        float xv[RMS_REG], wv[RMS_REG];
         if (reg) {
+            // (the weight's loads go out with the row's: their round trip
+            // overlaps the sum of squares instead of following it)
 #pragma unroll
             for (int k = 0; k < RMS_REG; k++) {
                 const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
                 xv[k] = i < ne0 ? x[i] : 0.0f;
+                wv[k] = i < ne0 ? __ldg(w + i) : 0.0f;
             }
             if (f.b.p != NULL) {
                 const float *xb = row_ptr(f.b, r);
@@ -157,12 +160,6 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
         ss = cu_block_sumd(ss, red);
         const float scale = (float)(1.0 / sqrt(ss / (double)ne0 + (double)eps));
         if (reg) {
-            float wv[RMS_REG];
-#pragma unroll
-            for (int k = 0; k < RMS_REG; k++) {
-                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-                wv[k] = i < ne0 ? __ldg(w + i) : 0.0f;
-            }
 #pragma unroll
             for (int k = 0; k < RMS_REG; k++) {
                 const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;

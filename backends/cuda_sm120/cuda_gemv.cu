@@ -145,21 +145,6 @@ __device__ __forceinline__ int gv_xsum(const uint32_t x[4])
     return s;
 }
 
-// 6-bit scale and min j (0..7) of Q4_K/Q5_K from the header words
-// s0 = scales[0..3], s1 = scales[4..7], s2 = scales[8..11] (little endian),
-// as cu_scale_min_k4 reads them from bytes.
-__device__ __forceinline__ void gv_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j, int &sc, int &m)
-{
-    if (j < 4) {
-        sc = (int)(s0 >> (8 * j)) & 63;
-        m = (int)(s1 >> (8 * j)) & 63;
-    } else {
-        const int b = 8 * (j - 4);
-        sc = ((int)(s2 >> b) & 15) | ((int)((s0 >> b) >> 6) & 3) << 4;
-        m = ((int)((s2 >> b) >> 4) & 15) | ((int)((s1 >> b) >> 6) & 3) << 4;
-    }
-}
-
 // Adds unit u (position i in its block) of one row against NT columns.
 template <int T, int NT>
 __device__ __forceinline__ void gv_mul(const gv_unit &w, int64_t u, int i, const int8_t *const xq[NT],
@@ -183,8 +168,8 @@ __device__ __forceinline__ void gv_mul(const gv_unit &w, int64_t u, int i, const
         cu_unpack_q45<T>(w.q, w.x, 2 * g, lo, hi);
         const float d = gv_h2f(w.h[0]), dmin = gv_h2f(w.h[0] >> 16);
         int sc0, m0, sc1, m1;
-        gv_scale_min(w.h[1], w.h[2], w.h[3], 2 * g, sc0, m0);
-        gv_scale_min(w.h[1], w.h[2], w.h[3], 2 * g + 1, sc1, m1);
+        cu_scale_min_k4w(w.h[1], w.h[2], w.h[3], 2 * g, sc0, m0);
+        cu_scale_min_k4w(w.h[1], w.h[2], w.h[3], 2 * g + 1, sc1, m1);
         const float d0 = d * (float)sc0, d1 = d * (float)sc1, mm0 = dmin * (float)m0, mm1 = dmin * (float)m1;
         const int64_t e0 = blk * 256 + 64 * g + 16 * h, xb = blk * 8 + 2 * g;
 #pragma unroll

@@ -114,12 +114,27 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
                 hi[k] |= ((qh[k] >> (2 * g + 1)) & 0x01010101u) << 4;
             }
         }
-        const uint32_t dm = __ldg((const uint32_t *)B);
-        const float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+        // Several columns: the 16-byte header (d, dmin, 12 scale bytes) in
+        // one vector load, shared by the block's 8 lanes (H200, 9b decode
+        // at bs 8: 640 vs 568 tok/s).  One column keeps the word and byte
+        // loads, which measured faster there (Q4_K 12288x4096: 1455 vs
+        // 1166 GB/s; fewer registers).  Same values either way.
+        float d, dmin;
         int sc0, m0, sc1, m1;
-        cu_scale_min_k4(B + 4, 2 * g, &sc0, &m0);
-        cu_scale_min_k4(B + 4, 2 * g + 1, &sc1, &m1);
+        if (NT > 1) {
+            uint32_t hd[4];
+            cu_ld16(B, hd);
+            d = __half2float(__ushort_as_half((unsigned short)(hd[0] & 0xffff)));
+            dmin = __half2float(__ushort_as_half((unsigned short)(hd[0] >> 16)));
+            cu_scale_min_k4w(hd[1], hd[2], hd[3], 2 * g, sc0, m0);
+            cu_scale_min_k4w(hd[1], hd[2], hd[3], 2 * g + 1, sc1, m1);
+        } else {
+            const uint32_t dm = __ldg((const uint32_t *)B);
+            d = __half2float(__ushort_as_half((unsigned short)(dm & 0xffff)));
+            dmin = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+            cu_scale_min_k4(B + 4, 2 * g, &sc0, &m0);
+            cu_scale_min_k4(B + 4, 2 * g + 1, &sc1, &m1);
+        }
         const float d0 = d * (float)sc0, d1 = d * (float)sc1, mm0 = dmin * (float)m0, mm1 = dmin * (float)m1;
         const int64_t e0 = blk * 256 + 64 * g + 16 * h, xb = blk * 8 + 2 * g;
 #pragma unroll

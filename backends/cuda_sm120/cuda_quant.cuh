@@ -71,6 +71,21 @@ __device__ __forceinline__ void cu_scale_min_k4(const uint8_t *b, int j, int *sc
     }
 }
 
+// The same from the header words s0 = scales[0..3], s1 = scales[4..7],
+// s2 = scales[8..11] (little endian) in registers: the GEMVs load a
+// Q4_K/Q5_K block's 16-byte header (d, dmin, scales) with one vector load.
+__device__ __forceinline__ void cu_scale_min_k4w(uint32_t s0, uint32_t s1, uint32_t s2, int j, int &sc, int &m)
+{
+    if (j < 4) {
+        sc = (int)(s0 >> (8 * j)) & 63;
+        m = (int)(s1 >> (8 * j)) & 63;
+    } else {
+        const int b = 8 * (j - 4);
+        sc = ((int)(s2 >> b) & 15) | ((int)((s0 >> b) >> 6) & 3) << 4;
+        m = ((int)((s2 >> b) >> 4) & 15) | ((int)((s1 >> b) >> 6) & 3) << 4;
+    }
+}
+
 // ---- int8 unpacking of 16 packed bytes, in registers: one copy for the
 // int8 matmuls (they differ in which bytes a thread loads, not in how a
 // loaded unit becomes int8): cu_unpack_q45 for GEMM v1 (cuda_mma.cu) and

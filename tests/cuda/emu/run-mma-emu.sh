@@ -252,6 +252,7 @@ dp4a_plants() {
     plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
     plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
     plant dp4a part-rows 's/rows = mm.more\[k\].rows;/;/' "EMU_PARTS=3" q4_k 37 512 1
+    plant dp4a q45-scale 's/cu_scale_min_k4w(hd\[1\], hd\[2\], hd\[3\], 2 \* g + 1, sc1, m1)/cu_scale_min_k4w(hd[1], hd[2], hd[3], 2 * g, sc1, m1)/' "" q5_k 19 512 3
 }
 gemv_plants() {
     plant gemv no-min 's/if (h == 0) {/if (h == 2) {/' "" q5_k 37 512 1
@@ -263,7 +264,7 @@ gemv_plants() {
     plant gemv row-slots 's/w\[q\] = gv_row(mm, r < mm.rows ? r : mm.rows - 1, e);/w[q] = gv_row(mm, r0 < mm.rows ? r0 : mm.rows - 1, e);/' "EMU_ROWS=4" q6_k 37 4096 1
     plant gemv no-expert 's/mm.expert\[j0\] : 0/0 : 0/' "EMU_EXPERTS=5" q4_k 33 512 8
     plant gemv no-stack 's/r >= mm.rows_split/r > mm.rows/' "EMU_STACK=1" q8_0 41 512 1
-    plant gemv scale-hi 's/int b = 8 \* (j - 4)/int b = 8 * (j - 3)/' "" q4_k 19 512 1
+    plant gemv scale-hi 's/cu_scale_min_k4w(w.h\[1\], w.h\[2\], w.h\[3\], 2 \* g + 1, sc1, m1)/cu_scale_min_k4w(w.h[1], w.h[2], w.h[3], 2 * g, sc1, m1)/' "" q4_k 19 512 1
     plant gemv staged-next 's/(st + 1) \* S::BYTES/st * S::BYTES/' "" q6_k 21 4096 1
     plant gemv staged-q5-qh 's/B + 16 + 16 \* h);$/B + 16);/' "" q5_k 21 2048 1
     plant gemv staged-q6-scale 's/scs\[k + 2 \* (s + 2)\] << 24/scs[k + 2 * s] << 24/' "" q6_k 21 2048 1
