@@ -315,23 +315,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t
         __syncthreads();
         // online softmax, one warp per head: p = e^(score - m_new); rows
         // past cnt get p = 0 so the V pass needs no guard on p
-        for (int r = warp; r < RB; r += SPLIT_WARPS) {
-            float *pr = ps + r * SPLIT_TILE;
-            const float v0 = lane < cnt ? pr[lane] : -INFINITY;
-            const float v1 = lane + 32 < cnt ? pr[lane + 32] : -INFINITY;
-            const float mo = m_s[r], mn = fmaxf(mo, warp_max(fmaxf(v0, v1)));
-            const float f = mo == -INFINITY ? 0.0f : expf(mo - mn);
-            const float e0 = lane < cnt ? expf(v0 - mn) : 0.0f;
-            const float e1 = lane + 32 < cnt ? expf(v1 - mn) : 0.0f;
-            pr[lane] = e0;
-            pr[lane + 32] = e1;
-            const float sum = cu_warp_sum(e0 + e1);
-            if (lane == 0) {
-                m_s[r] = mn;
-                l_s[r] = l_s[r] * f + sum;
-                f_s[r] = f;
-            }
-        }
+        split_softmax_tile<RB, false>(ps, cnt, warp, lane, m_s, l_s, f_s, NULL);
         __syncthreads();
         // acc = acc * f + sum_i p_i v_i
 #pragma unroll

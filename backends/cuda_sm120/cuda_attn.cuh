@@ -99,6 +99,40 @@ static __device__ __forceinline__ const float *split_begin(const cu_attn &a, int
 // accumulators of each row (the sub-rows of each warp, then the warps in
 // order, into `fold`), then either the gated output (n_split = 1) or this
 // split's partial sums and (m, l) for combine_kernel.
+// One tile's online-softmax step, one warp per head: the scores
+// ps[r][0..cnt) (SPLIT_TILE apart) become p = e^(score - m_new), 0 past
+// cnt so the V pass needs no guard on p; m_s, l_s and f_s (the factor the
+// accumulators are rescaled by) are updated.  VS (the paged int8 cache):
+// l takes p, ps keeps p * vs[i] (the V rows' scales) for the V pass.  The
+// caller synchronises the block before and after.
+template <int RB, bool VS>
+static __device__ __forceinline__ void split_softmax_tile(float *ps, int cnt, int warp, int lane, float *m_s, float *l_s,
+                                                          float *f_s, const float *vs)
+{
+    for (int r = warp; r < RB; r += SPLIT_WARPS) {
+        float *pr = ps + r * SPLIT_TILE;
+        const float v0 = lane < cnt ? pr[lane] : -INFINITY;
+        const float v1 = lane + 32 < cnt ? pr[lane + 32] : -INFINITY;
+        const float mo = m_s[r], mn = fmaxf(mo, warp_max(fmaxf(v0, v1)));
+        const float f = mo == -INFINITY ? 0.0f : expf(mo - mn);
+        const float e0 = lane < cnt ? expf(v0 - mn) : 0.0f;
+        const float e1 = lane + 32 < cnt ? expf(v1 - mn) : 0.0f;
+        if (VS) {
+            pr[lane] = lane < cnt ? e0 * vs[lane] : 0.0f;
+            pr[lane + 32] = lane + 32 < cnt ? e1 * vs[lane + 32] : 0.0f;
+        } else {
+            pr[lane] = e0;
+            pr[lane + 32] = e1;
+        }
+        const float sum = cu_warp_sum(e0 + e1);
+        if (lane == 0) {
+            m_s[r] = mn;
+            l_s[r] = l_s[r] * f + sum;
+            f_s[r] = f;
+        }
+    }
+}
+
 template <int RB>
 static __device__ __forceinline__ void split_finish(const cu_attn &a, float (&acc)[RB][8], int lpr, int warp, int sub,
                                                     int cl, float *fold, int hd, const float *m_s, const float *l_s,
