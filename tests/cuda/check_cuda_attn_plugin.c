@@ -43,9 +43,7 @@
 #define PLUGIN_RMS 1.5e-2
 #define F16_TOL    2e-3   /* f16 cache against the f32 one */
 
-static void *dl_cpu, *dl_cu, *dl_attn;
 static const si_plugin *p_cpu, *p_cu, *p_attn;
-static si_config *cfg;
 static si_host host;
 static bool as_cpu;
 static void (*log_orig)(const si_host *h, int level, const char *who, const char *fmt, ...);
@@ -408,10 +406,7 @@ END_TEST
 
 int main(void)
 {
-    const char *top = getenv("SI_TOP_BUILDDIR");
-    si_err err = { { 0 } };
-    as_cpu = getenv("SI_CUDA_TEST_AS_CPU") != NULL && strcmp(getenv("SI_CUDA_TEST_AS_CPU"), "1") == 0;
-    top = top ? top : ".";
+    as_cpu = si_ct_as_cpu();
     /* as_cpu: every "cuda" section is cpu.so, whose kv_type knows no i8 */
     const char *i8 = as_cpu ? "f32" : "i8", *f16 = as_cpu ? "f32" : "f16";
     char text[1024];
@@ -424,27 +419,13 @@ int main(void)
              "[kernel.attn_mma_i8]\npath = attn_mma_i8.so\nmin_tokens = 64\n"
              "[kernel.attn_bad]\npath = attn_mma_i8.so\nmin_tokens = lots\n",
              i8, i8, f16, f16);
-    if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
-        fprintf(stderr, "config: %s\n", err.msg);
-        return 1;
-    }
-    si_host_init(&host, cfg);
-    si_host_set_log_level(SI_LOG_DEBUG);   /* count_log forwards only INFO and above */
-    log_orig = host.log;
-    host.log = count_log;
-    dl_cu = si_ct_open(top, as_cpu ? "backends/cpu/.libs/cpu.so" : "backends/cuda_sm120/.libs/cuda_sm120.so", &host, &p_cu);
-    dl_cpu = si_ct_open(top, "backends/cpu/.libs/cpu.so", &host, &p_cpu);
-    dl_attn = si_ct_open(top, "plugins/attn_mma_i8/.libs/attn_mma_i8.so", &host, &p_attn);
-    if (dl_cu == NULL || dl_cpu == NULL || dl_attn == NULL)
-        return 1;
-    if (!as_cpu && p_cu->probe && p_cu->probe(&host, &err) != SI_OK) {
-        printf("SKIP: cuda_sm120 probe refused: %s\n", err.msg);
-        dlclose(dl_attn);
-        dlclose(dl_cu);
-        dlclose(dl_cpu);
-        si_config_free(cfg);
-        return 77;
-    }
+    si_ct_kenv ke;
+    int rc = si_ct_kenv_open(&ke, &host, text, "plugins/attn_mma_i8/.libs/attn_mma_i8.so", count_log, &log_orig);
+    if (rc != 0)
+        return rc;
+    p_cu = ke.p_cu;
+    p_cpu = ke.p_cpu;
+    p_attn = ke.p_k;
     Suite *s = suite_create("cuda_attn_plugin");
     TCase *tc = tcase_create("vs_cpu");
     tcase_set_timeout(tc, 600);
@@ -452,10 +433,5 @@ int main(void)
     tcase_add_test(tc, test_attn_plugin);
     tcase_add_test(tc, test_attn_plugin_f16_fallback);
     suite_add_tcase(s, tc);
-    int failed = si_ct_run(s);
-    dlclose(dl_attn);
-    dlclose(dl_cu);
-    dlclose(dl_cpu);
-    si_config_free(cfg);
-    return failed ? 1 : 0;
+    return si_ct_kenv_run(&ke, s);
 }

@@ -33,9 +33,7 @@
 #define MOE_TOL 5e-3    /* same int8 rounding on both sides: only f32 sum order differs */
 #define BUILTIN_TOL 3e-2 /* the backend's own path (dp4a vs cpu int8), n < min_tokens */
 
-static void *dl_cpu, *dl_cu, *dl_moe;
 static const si_plugin *p_cpu, *p_cu, *p_moe;
-static si_config *cfg;
 static si_host host;
 static bool as_cpu;
 static void (*log_orig)(const si_host *h, int level, const char *who, const char *fmt, ...);
@@ -291,46 +289,24 @@ END_TEST
 
 int main(void)
 {
-    const char *top = getenv("SI_TOP_BUILDDIR");
-    si_err err = { { 0 } };
-    as_cpu = getenv("SI_CUDA_TEST_AS_CPU") != NULL && strcmp(getenv("SI_CUDA_TEST_AS_CPU"), "1") == 0;
-    top = top ? top : ".";
+    as_cpu = si_ct_as_cpu();
     /* cpu: DEFAULT matmul (int8 activations): the plugin's rounding */
     const char *text = "[backend.cpu]\npath = cpu.so\nthreads = 0\n"
                        "[backend.cuda_sm120]\npath = cuda_sm120.so\n"
                        "[kernel.moe_grouped_i8]\npath = moe_grouped_i8.so\nmin_tokens = 32\n"
                        "[kernel.moe_bad]\npath = moe_grouped_i8.so\nmin_tokens = lots\n";
-    if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
-        fprintf(stderr, "config: %s\n", err.msg);
-        return 1;
-    }
-    si_host_init(&host, cfg);
-    si_host_set_log_level(SI_LOG_DEBUG);   /* count_log forwards only INFO and above */
-    log_orig = host.log;
-    host.log = count_log;
-    dl_cu = si_ct_open(top, as_cpu ? "backends/cpu/.libs/cpu.so" : "backends/cuda_sm120/.libs/cuda_sm120.so", &host, &p_cu);
-    dl_cpu = si_ct_open(top, "backends/cpu/.libs/cpu.so", &host, &p_cpu);
-    dl_moe = si_ct_open(top, "plugins/moe_grouped_i8/.libs/moe_grouped_i8.so", &host, &p_moe);
-    if (dl_cu == NULL || dl_cpu == NULL || dl_moe == NULL)
-        return 1;
-    if (!as_cpu && p_cu->probe && p_cu->probe(&host, &err) != SI_OK) {
-        printf("SKIP: cuda_sm120 probe refused: %s\n", err.msg);
-        dlclose(dl_moe);
-        dlclose(dl_cu);
-        dlclose(dl_cpu);
-        si_config_free(cfg);
-        return 77;
-    }
+    si_ct_kenv ke;
+    int rc = si_ct_kenv_open(&ke, &host, text, "plugins/moe_grouped_i8/.libs/moe_grouped_i8.so", count_log, &log_orig);
+    if (rc != 0)
+        return rc;
+    p_cu = ke.p_cu;
+    p_cpu = ke.p_cpu;
+    p_moe = ke.p_k;
     Suite *s = suite_create("cuda_moe_plugin");
     TCase *tc = tcase_create("vs_cpu");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_plugin_host_side);
     tcase_add_test(tc, test_moe_plugin);
     suite_add_tcase(s, tc);
-    int failed = si_ct_run(s);
-    dlclose(dl_moe);
-    dlclose(dl_cu);
-    dlclose(dl_cpu);
-    si_config_free(cfg);
-    return failed ? 1 : 0;
+    return si_ct_kenv_run(&ke, s);
 }
