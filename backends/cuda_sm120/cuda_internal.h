@@ -97,6 +97,8 @@ typedef struct cu_mm {
                                   * 4 (bench A/B only; 0: by size)        */
     int            gemv_unroll;  /* v1, one column: units a lane loads at
                                   * once, 2/4/8 (bench A/B only; 0: 4)    */
+    bool           gemv_wide;    /* v1, Q4_K, one column: 32-byte units
+                                  * (bench A/B only)                      */
     int            n_more;       /* v1 only (the ops split it for the
                                   * others): products 1.. of the launch   */
     cu_mm_part     more[CU_MM_MORE];   /* (same x, type, experts and

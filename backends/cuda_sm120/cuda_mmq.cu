@@ -180,13 +180,64 @@ __device__ __forceinline__ void mmq_unit(const uint8_t *row, int64_t u, const in
     }
 }
 
+// A wide Q4_K unit (cu_mm.gemv_wide, bench A/B only): 32 bytes of packed
+// quants, the 64 weights of sub-blocks 2g and 2g+1 of block u / 4, against
+// NT columns: one scale decode per 32 bytes instead of per 16, the
+// activation scales and sums as float2 loads.  The same integer sums per
+// 32 weights; the f32 terms are added per 32 weights instead of per 16
+// (a different order than the 16-byte units, within the int8 path's
+// tolerance).
+template <int NT>
+__device__ __forceinline__ void mmq_unit_q4w(const uint8_t *row, int64_t u, const int8_t *const xq[NT],
+                                             const float *const xd[NT], const float *const xs[NT], int nt,
+                                             float acc[NT])
+{
+    const int64_t blk = u >> 2;
+    const int g = (int)(u & 3);
+    const uint8_t *B = row + blk * 144;
+    uint32_t v[8], lo[8], hi[8];
+    cu_ld16(B + 16 + 32 * g, v);
+    cu_ld16(B + 32 + 32 * g, v + 4);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        lo[k] = v[k] & 0x0F0F0F0Fu;
+        hi[k] = (v[k] >> 4) & 0x0F0F0F0Fu;
+    }
+    const uint32_t dm = __ldg((const uint32_t *)B);
+    const float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xffff)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+    int sc0, m0, sc1, m1;
+    cu_scale_min_k4(B + 4, 2 * g, &sc0, &m0);
+    cu_scale_min_k4(B + 4, 2 * g + 1, &sc1, &m1);
+    const float d0 = d * (float)sc0, d1 = d * (float)sc1, mm0 = dmin * (float)m0, mm1 = dmin * (float)m1;
+    const int64_t e0 = blk * 256 + 64 * g, xb = blk * 8 + 2 * g;
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t < nt) {
+            uint32_t xl[8], xh[8];
+            cu_ld16(xq[t] + e0, xl);
+            cu_ld16(xq[t] + e0 + 16, xl + 4);
+            cu_ld16(xq[t] + e0 + 32, xh);
+            cu_ld16(xq[t] + e0 + 48, xh + 4);
+            int s0 = 0, sx0 = 0, s1 = 0, sx1 = 0;
+            dot16(lo, xl, s0, sx0);
+            dot16(lo + 4, xl + 4, s0, sx0);
+            dot16(hi, xh, s1, sx1);
+            dot16(hi + 4, xh + 4, s1, sx1);
+            const float2 xdv = __ldg((const float2 *)(xd[t] + xb)), xsv = __ldg((const float2 *)(xs[t] + xb));
+            acc[t] += xdv.x * d0 * (float)s0 + xdv.y * d1 * (float)s1;
+            acc[t] -= mm0 * xsv.x + mm1 * xsv.y;
+        }
+    }
+}
+
 // Column j of the product reads quantised column j / x_div.  U units of
 // a lane are in one unrolled step, so their loads are in flight together.
 // Blocks past product 0's rows belong to mm.more[0..n_more) in order
 // (one launch for the products of one input; uniform per block); with
 // per-column experts every product steps by the same expert_bytes (an
 // expert's gate and up).
-template <int T, int NT, int U>
+template <int T, int NT, int U, bool W = false>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -207,7 +258,7 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
     const int64_t r = bx * MMQ_WARPS + warp;
     if (r >= rows)
         return;
-    const int64_t units = mm.in / mmq_traits<T>::units_per_elem_div, nb = mm.in / 32;
+    const int64_t units = W ? mm.in / 64 : mm.in / mmq_traits<T>::units_per_elem_div, nb = mm.in / 32;
     for (int64_t j0 = (int64_t)blockIdx.y * NT; j0 < mm.ncols; j0 += (int64_t)gridDim.y * NT) {
         const int nt = mm.ncols - j0 < NT ? (int)(mm.ncols - j0) : NT;
         const uint8_t *w = wbase + (uint64_t)r * rb;
@@ -225,8 +276,12 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
             acc[t] = 0.0f;
         }
 #pragma unroll U
-        for (int64_t u = lane; u < units; u += 32)
-            mmq_unit<T, NT>(w, u, xqs, xds, xss, nt, acc);
+        for (int64_t u = lane; u < units; u += 32) {
+            if (W)
+                mmq_unit_q4w<NT>(w, u, xqs, xds, xss, nt, acc);
+            else
+                mmq_unit<T, NT>(w, u, xqs, xds, xss, nt, acc);
+        }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float s = cu_warp_sum(acc[t]);
@@ -236,7 +291,7 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
     }
 }
 
-template <int T, int NT, int U>
+template <int T, int NT, int U, bool W = false>
 static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
@@ -247,7 +302,7 @@ static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, co
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    mmq_kernel<T, NT, U><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd, xs);
+    mmq_kernel<T, NT, U, W><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd, xs);
     return cudaGetLastError();
 }
 
@@ -255,6 +310,8 @@ static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, co
 template <int T>
 static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
+    if (T == SI_TYPE_Q4_K && mm->gemv_wide && mm->ncols == 1)   // (bench A/B only)
+        return mmq_go<SI_TYPE_Q4_K, 1, 2, true>(mm, xq, xd, xs, s);
     if (mm->expert != NULL || mm->ncols == 1) {
         const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
         return u >= 8 ? mmq_go<T, 1, 8>(mm, xq, xd, xs, s)

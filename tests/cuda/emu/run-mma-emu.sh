@@ -116,6 +116,13 @@ template <int T, int NT, int U> static void emu_mmq_t(const cu_mm *mm, const int
 }
 template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
+    if (T == SI_TYPE_Q4_K && mm->gemv_wide && mm->ncols == 1) {   // 32-byte units, U = 2
+        int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
+        for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + MMQ_WARPS - 1) / MMQ_WARPS;
+        emu_launch(dim3((unsigned)gx, 1), dim3(32 * MMQ_WARPS), 0,
+                   [&] { mmq_kernel<SI_TYPE_Q4_K, 1, 2, true>(*mm, xq, xd, xs); });
+        return;
+    }
     const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
     if (mm->expert != NULL || mm->ncols == 1) {
         if (u >= 8) emu_mmq_t<T, 1, 8>(mm, xq, xd, xs);
@@ -252,6 +259,7 @@ dp4a_plants() {
     plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
     plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
     plant dp4a part-rows 's/rows = mm.more\[k\].rows;/;/' "EMU_PARTS=3" q4_k 37 512 1
+    plant dp4a wide-half 's/cu_ld16(B + 32 + 32 \* g, v + 4);/cu_ld16(B + 16 + 32 * g, v + 4);/' "EMU_WIDE=1" q4_k 9 512 1
     plant dp4a q45-scale 's/cu_scale_min_k4w(hd\[1\], hd\[2\], hd\[3\], 2 \* g + 1, sc1, m1)/cu_scale_min_k4w(hd[1], hd[2], hd[3], 2 * g, sc1, m1)/' "" q5_k 19 512 3
 }
 gemv_plants() {
@@ -288,6 +296,10 @@ dp4a_cases() {
         EMU_PARTS=2 EMU_EXPERTS=5 dp4a $t 33 512 8; EMU_PARTS=3 EMU_EXPERTS=3 dp4a $t 17 2048 4
         for u in 2 8; do EMU_UNROLL=$u dp4a $t 33 4096 1; EMU_UNROLL=$u dp4a $t 7 256 1; done
     done
+    # Q4_K's 32-byte units (gemv_wide, bench A/B): rows of 1..16 units a
+    # lane, several products, experts
+    EMU_WIDE=1 dp4a q4_k 77 512 1; EMU_WIDE=1 dp4a q4_k 33 4096 1; EMU_WIDE=1 dp4a q4_k 9 256 1
+    EMU_WIDE=1 EMU_PARTS=3 dp4a q4_k 37 2048 1; EMU_WIDE=1 EMU_EXPERTS=5 dp4a q4_k 17 512 1
 }
 # v2 (EMU_KERNEL=gemv): every type, ncols 1..8, odd rows, rows of 8/16/32+
 # lanes (in 256, 512, 2048+; Q8_0 in 32..), per-column experts, stacked
