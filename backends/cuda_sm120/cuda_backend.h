@@ -174,16 +174,10 @@ const cu_kernel *cu_kernel_for(const si_backend *b, const si_op *op);
 /* One op: checks, then the attached kernel when `use_kernel` and it takes
  * the op, else the built-in code; then the bookkeeping every op needs. */
 int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
-/* How many ops from ops[i] run as one launch (MATMULs of one input on the
- * v1 GEMV, knob gemv_fuse; 1: op i alone), and running such a group of
- * n > 1 (each op checked by cu_mm_group_len already). */
-size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel);
-int  cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err);
-/* cu_exec_ops runs ops [i, i + *n) as one unit: a fused ADD+RMSNORM(+int8
- * quantisation) (knob fuse_norm), a MATMUL group, or op i alone; the one
- * entry of both the op-by-op loop and graph capture.  cu_exec_len: the *n
- * it will take (for the profiler's events). */
-size_t cu_exec_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i);
+/* Runs ops [i, i + *n) as one unit: a fused ADD+RMSNORM(+int8
+ * quantisation) or SWIGLU+int8 (knob fuse_norm), a group of MATMULs of one
+ * input (knob gemv_fuse), or op i alone; what graph capture runs (the
+ * op-by-op loop in cuda_ops.c decides the unit the same way). */
 int  cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err);
 /* cuda_ext's attn_prepare (cuda_ops.c). */
 int  cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);

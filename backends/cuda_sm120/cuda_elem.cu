@@ -241,10 +241,7 @@ extern "C" int si_cu_swiglu_q(const cu_rows *g, const cu_rows *u, const cu_rows 
         return 0;
     if (ne0 % 32 != 0)
         return (int)cudaErrorInvalidValue;
-    int64_t blocks = (nrows * (ne0 / 32) + 7) / 8;
-    if (blocks > 65535 * 16)
-        blocks = 65535 * 16;   // the kernel loops over the rest
-    swiglu_q_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(*g, *u, *d, ne0, nrows, q, qd, qs);
+    swiglu_q_kernel<<<cu_q8_grid(nrows * (ne0 / 32)), 256, 0, (cudaStream_t)stream>>>(*g, *u, *d, ne0, nrows, q, qd, qs);
     return (int)cudaGetLastError();
 }
 

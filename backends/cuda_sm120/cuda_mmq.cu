@@ -353,10 +353,7 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
         return 0;
     if (in % 32 != 0)
         return (int)cudaErrorInvalidValue;
-    int64_t warps = ncx * (in / 32), blocks = (warps + 7) / 8;
-    if (blocks > 65535 * 16)
-        blocks = 65535 * 16;   // the kernel loops over the rest
-    quant_x_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d, sum);
+    quant_x_kernel<<<cu_q8_grid(ncx * (in / 32)), 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d, sum);
     return (int)cudaGetLastError();
 }
 

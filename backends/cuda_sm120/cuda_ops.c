@@ -246,7 +246,7 @@ static bool mm_joins(si_backend *b, const si_op *ops, size_t i, size_t j, bool u
 }
 
 /* How many ops from ops[i] run as one launch (1: op i alone). */
-size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+static size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
 {
     const si_op *lead = &ops[i];
     if (!b->gemv_fuse || !b->mm_dp4a || b->gemv_v2 || lead->kind != SI_OP_MATMUL || i + 1 >= n_ops ||
@@ -262,7 +262,7 @@ size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i, 
 }
 
 /* Runs ops[0..n) (n from cu_mm_group_len, > 1) as one launch. */
-int cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err)
+static int cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *err)
 {
     cu_mm mm = matmul_mm(&ops[0]);
     for (size_t k = 1; k < n; k++) {
@@ -1010,27 +1010,41 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
     return rc;
 }
 
-size_t cu_exec_len(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
+/* What runs from ops[i] as one unit, decided once per unit (the profiler's
+ * events and the run both follow it). */
+typedef struct cu_unit {
+    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_MM_GROUP } kind;
+    size_t n;      /* ops it takes                                  */
+    bool   quant;  /* CU_UNIT_NORM: also the int8 copy of its output */
+} cu_unit;
+
+static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
 {
-    bool quant;
-    const size_t nf = norm_fused_len(b, ops, n_ops, i, true, &quant);
-    return nf > 0 ? nf : cu_mm_group_len(b, ops, n_ops, i, true);
+    cu_unit u = { CU_UNIT_ONE, 1, false };
+    if ((u.n = norm_fused_len(b, ops, n_ops, i, true, &u.quant)) > 0)
+        u.kind = CU_UNIT_NORM;
+    else if (swiglu_q_ok(b, ops, n_ops, i, true))
+        u = (cu_unit){ CU_UNIT_SWIGLU_Q, 1, false };
+    else if ((u.n = cu_mm_group_len(b, ops, n_ops, i, true)) > 1)
+        u.kind = CU_UNIT_MM_GROUP;
+    return u;
+}
+
+static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *err)
+{
+    switch (u->kind) {
+    case CU_UNIT_NORM: return norm_fused_exec(b, ops, u->n, u->quant, err);
+    case CU_UNIT_SWIGLU_Q: return swiglu_q_exec(b, ops, err);
+    case CU_UNIT_MM_GROUP: return cu_mm_group_exec(b, ops, u->n, err);
+    default: return cu_exec_one(b, ops, true, err);
+    }
 }
 
 int cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err)
 {
-    bool quant;
-    const size_t nf = norm_fused_len(b, ops, n_ops, i, true, &quant);
-    if (nf > 0) {
-        *n = nf;
-        return norm_fused_exec(b, ops + i, nf, quant, err);
-    }
-    if (swiglu_q_ok(b, ops, n_ops, i, true)) {
-        *n = 1;
-        return swiglu_q_exec(b, &ops[i], err);
-    }
-    *n = cu_mm_group_len(b, ops, n_ops, i, true);
-    return *n > 1 ? cu_mm_group_exec(b, ops + i, *n, err) : cu_exec_one(b, &ops[i], true, err);
+    const cu_unit u = unit_at(b, ops, n_ops, i);
+    *n = u.n;
+    return unit_run(b, ops + i, &u, err);
 }
 
 static int cu_exec_end(si_backend *b, int rc, si_err *err);
@@ -1058,13 +1072,14 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         if (g != CU_GRAPH_DECLINED)
             return cu_exec_end(b, g, err);
     }
-    for (size_t i = 0, n = 1; i < n_ops && rc == SI_OK; i += n) {
-        /* (a fused run's time goes to its last op: the events of the
+    for (size_t i = 0; i < n_ops && rc == SI_OK;) {
+        /* (a fused unit's time goes to its last op: the events of the
          * others are recorded back to back before it) */
-        const size_t want = cu_exec_len(b, ops, n_ops, i);
-        for (size_t k = 0; k < want; k++)
+        const cu_unit u = unit_at(b, ops, n_ops, i);
+        for (size_t k = 0; k < u.n; k++)
             cu_prof_before(b, i + k, n_ops, &ops[i + k]);
-        rc = cu_exec_ops(b, ops, n_ops, i, &n, err);
+        rc = unit_run(b, ops + i, &u, err);
+        i += u.n;
     }
     cu_prof_after(b);
     return cu_exec_end(b, rc, err);

@@ -255,6 +255,14 @@ __device__ __forceinline__ double cu_block_sumd(double v, double *red)
 
 __device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
 
+// Grid of a kernel that runs one warp per block of 32 activations, 8 warps
+// (256 threads) a CUDA block, looping over what a capped grid leaves.
+static inline unsigned cu_q8_grid(int64_t n_blocks32)
+{
+    const int64_t blocks = (n_blocks32 + 7) / 8;
+    return (unsigned)(blocks > 65535 * 16 ? 65535 * 16 : blocks);
+}
+
 // One block of 32 activations to int8, lane l holding element l (the whole
 // warp calls it): q[l] = rint(v * (1/d)), *d = max|v| / 127, *sum = the
 // block's f32 sum.  The cpu backend's rounding (cpu_quantize_row_q8):
