@@ -69,6 +69,17 @@ done
 for k in bench_gemv bench_gemm bench_attn; do
     [ -x "$B/$k" ] && step "$k" 60 '.' "$B/$k"
 done
+# 3b. one kernel's stall reasons and pipe use under ncu: the Q4_K prefill
+#     GEMM (mma2) at 4096 columns and the one-column Q4_K GEMV (mmq)
+NCU_S="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy
+ --section LaunchStats --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis"
+NCU_ST="--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio"
+step ncu_gemm 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
+    $NCU_S $NCU_ST -k regex:mma2_kernel -c 1 "$B/bench_gemm" --only q4_k --reps 1 --cols 4096
+step ncu_w8 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
+    $NCU_S $NCU_ST -k regex:w8_kernel -c 1 "$B/bench_gemm" --only q4_k --reps 1 --cols 4096
+step ncu_gemv 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
+    $NCU_S $NCU_ST -k regex:mmq_kernel -s 3 -c 1 "$B/bench_gemv" 1
 # 4. where the time goes (profile = true runs without the graph)
 for m in 9b 35b; do
     step "prof_dec_$m" 25 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $P
@@ -92,6 +103,18 @@ step check_9b_f32 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $F32 --set bac
 step check_9b_mma_vs_f32 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $F32
 step check_9b_f32_vs_dp4a 40 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK --set backend.cuda_sm120.prefill_mm=gemv
 step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK
+# the prefill GEMM on the exact GGUF blocks (mma_weights = gguf) against
+# the default requantised int8 weights (i8): checks and prefill speed
+GG="--set backend.cuda_sm120.mma_weights=gguf"
+step check_9b_gguf 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $GG
+step check_35b_gguf 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $GG
+W32="--set backend.cuda_sm120.w8_block=32"
+step check_9b_w8_32 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $W32
+step check_35b_w8_32 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $W32
+for m in 9b 35b; do
+    step "ab_w8_pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 $GG
+    step "ab_w8_32_pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 $W32
+done
 step check_35b_f32 60 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $F32 --set backend.cuda_sm120.prefill_mm=gemv \
     --set kernel.moe_grouped_i8.enabled=false
 # the issue's depths: prefix 4k and 32k, defaults (int8 products, the plugins)

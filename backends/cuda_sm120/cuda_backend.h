@@ -38,6 +38,8 @@ struct si_backend {
     bool           gemv_fuse;       /* knob gemv_fuse: MATMULs of one input in one v1 launch */
     bool           fuse_norm;       /* knob fuse_norm: ADD+RMSNORM(+int8 copy) in one kernel */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
+    bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */
+    int            w8_block;        /* knob w8_block: 128 or 32              */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
     bool           attn_gqa;        /* knob attn_gqa = shared (else per_head) */
@@ -67,6 +69,10 @@ struct si_backend {
     const void    *xq_key;
     int64_t        xq_in, xq_ncx, xq_stride;
     uintptr_t      xq_lo, xq_hi;
+    /* mma_weights = i8: one weight matrix requantised to int8 and its
+     * activations (cuda_w8.cu), rewritten by every such product. */
+    uint8_t       *w8;
+    size_t         w8_cap;
     si_opcheck     oc;              /* the shared op checks, set up by open() */
     struct cu_prof *prof;           /* knob profile = true (cuda_prof.c)     */
     /* Knob graph = true (cuda_graph.c): the cache of captured op lists
@@ -123,6 +129,7 @@ void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err);
 /* Device scratch for quantised activations: both halves >= bytes (grown
  * after a stream sync, which drops the cached copy). */
 int  cu_xq_reserve(si_backend *b, size_t bytes, si_err *err);
+int  cu_w8_reserve(si_backend *b, size_t bytes, si_err *err);
 /* Completes `a` for the attention core (knob, SM count, longest context
  * from the host positions pos[0..a->n)) and points a->part at a large
  * enough split workspace; SI_ENOMEM/SI_EDEVICE with err set otherwise. */

@@ -22,6 +22,8 @@
  *   cuda_mma.cu     prefill MATMUL (> 8 columns) as an int8 tensor-core GEMM
  *                   (prefill_mm = mma, mma_tile = v1)
  *   cuda_mma2.cu    the same GEMM with 128x128 tiles (mma_tile = v2)
+ *   cuda_w8.cu      the same product on weights requantised to int8 per
+ *                   128 (mma_weights = i8, the default)
  *   cuda_elem.cu    GET_ROWS, RMSNORM, ADD, MUL, SWIGLU
  *   cuda_attn.cu    RoPE table, K/V append (int8 quantisation for the
  *                   paged cache), causal GQA attention over the dense
@@ -144,6 +146,23 @@ int  si_cu_matmul_mma2(const cu_mm *mm, const int8_t *xq, const float *xd, const
 /* ... with the row tile forced (bm 64 or 128; 0: the launcher's choice),
  * for tests/cuda/bench_gemm's A/B. */
 int  si_cu_matmul_mma2_bm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, int bm, void *stream);
+
+/* The same product, v3 (cuda_w8.cu, knob mma_weights = i8): weights and
+ * activations requantised to int8 per g-wide block of `in` (g = 128 or
+ * 32, knob w8_block; one f32 scale each), int32 sums per block on the
+ * tensor cores.  si_cu_w8_ok: Q8_0/Q4_K/Q5_K/Q6_K, in % 256 == 0, dense,
+ * one product (no w2, no more).  si_cu_w8_weights writes the rows x in
+ * int8 weights wq[r*in + i] and scales ws[r*(in/g) + i/g];
+ * si_cu_w8_quantize_x the same of ncx columns of x for g = 128 (column c
+ * at x + c*x_stride; g = 32 takes si_cu_quantize_x's q and d);
+ * si_cu_matmul_w8 the product, column j reading quantised column j /
+ * x_div. */
+bool si_cu_w8_ok(const cu_mm *mm);
+int  si_cu_w8_weights(const cu_mm *mm, int g, int8_t *wq, float *ws, void *stream);
+int  si_cu_w8_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
+                         void *stream);
+int  si_cu_matmul_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
+                     void *stream);
 
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
 typedef struct cu_rows {

@@ -40,6 +40,7 @@
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
 #include "cuda_mma_dec.cuh"
+#include "cuda_ptx.cuh"
 
 #define M2_BN      128                 // columns per block
 #define M2_KT      128                 // k per tile
@@ -67,55 +68,6 @@ template <int BM> struct m2_smem {
     static const int TOTAL = XC + M2_XS * M2_NSUB * 2 * M2_BN * 4;
 };
 
-// ---- PTX wrappers -------------------------------------------------------
-
-// D = A B + C with every C element = c0 (the int32 sum wraps).
-__device__ __forceinline__ void mma_k32c(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int c0)
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%10,%10,%10};"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0));
-}
-
-__device__ __forceinline__ void mma_k16c(int d[4], uint32_t a0, uint32_t a1, uint32_t b0, int c0)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-                 "{%7,%7,%7,%7};"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(b0), "r"(c0));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *smem)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
-}
-
-__device__ __forceinline__ void cp_async4(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(g));
-}
-
-// Into L2 only: no register, nothing to wait for.
-__device__ __forceinline__ void prefetch_l2(const void *g) { asm volatile("prefetch.global.L2 [%0];" ::"l"(g)); }
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_async_wait_group()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// ---- end of PTX wrappers ------------------------------------------------
 
 // round(isum * dw) (see the header) from mi = isum + M2_MAGIC (the mma
 // adds it: its C operand), nmdw = -M * dw.

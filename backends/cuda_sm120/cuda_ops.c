@@ -131,6 +131,35 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     return rc;
 }
 
+/* mma_weights = i8 (cuda_w8.cu): the weight matrix requantised into the
+ * w8 scratch, then the activations, then the GEMM; nothing cached (the
+ * next product overwrites it, after this one on the stream). */
+static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, si_err *err)
+{
+    const int g = b->w8_block;
+    const size_t wq = (size_t)(m->rows * m->in), ws = (size_t)(m->rows * (m->in / g)) * 4;
+    const size_t xq = (size_t)(ncx * m->in), xd = (size_t)(ncx * (m->in / g)) * 4;
+    const size_t o_ws = (wq + 255) & ~(size_t)255, o_xq = (o_ws + ws + 255) & ~(size_t)255;
+    const size_t o_xd = (o_xq + xq + 255) & ~(size_t)255, o_xs = (o_xd + xd + 255) & ~(size_t)255;
+    /* (g = 32: the dp4a path's quantiser, which also writes block sums) */
+    int rc = cu_w8_reserve(b, o_xs + (g == 32 ? xd : 0), err);
+    if (rc != SI_OK)
+        return rc;
+    uint8_t *base = b->w8;
+    int8_t *q = (int8_t *)(base + o_xq);
+    float *d = (float *)(base + o_xd);
+    rc = launched(si_cu_w8_weights(m, g, (int8_t *)base, (float *)(base + o_ws), b->stream), "MATMUL (int8 weights)",
+                  err);
+    if (rc == SI_OK)
+        rc = launched(g == 32 ? si_cu_quantize_x(m->x, m->x_stride, m->in, ncx, q, d, (float *)(base + o_xs), b->stream)
+                              : si_cu_w8_quantize_x(m->x, m->x_stride, m->in, ncx, q, d, b->stream),
+                      "MATMUL (int8 activations)", err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_matmul_w8(m, g, (const int8_t *)base, (const float *)(base + o_ws), q, d, b->stream),
+                      "MATMUL (int8 mma, i8 weights)", err);
+    return rc;
+}
+
 /* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
  * dense, more columns than the decode kernels take), else through dp4a
  * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
@@ -176,6 +205,8 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     if (!mma && (!b->mm_dp4a || !si_cu_mmq_ok(&m)))
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
+    if (mma && b->mm_w8 && si_cu_w8_ok(&m))
+        return mm_run_w8(b, &m, ncx, err);
     int8_t *q;
     float *d, *s;
     int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, &q, &d, &s, err);
@@ -311,8 +342,14 @@ static bool quantises(si_backend *b, const si_op *next, const si_tensor *y, bool
         return b->mm_dp4a && si_cu_mmq_ok(&g);
     }
     cu_mm m = matmul_mm(next);
-    if (b->mm_prefill_mma && m.ncols > SI_CU_MMQ_MAX_COLS)
-        return si_cu_mma_ok(&m);
+    if (b->mm_prefill_mma && m.ncols > SI_CU_MMQ_MAX_COLS) {
+        /* (mma_weights = i8 quantises its own way; a stacked pair runs
+         * as two plain products) */
+        cu_mm one = m;
+        one.w2 = NULL;
+        one.n_more = 0;
+        return si_cu_mma_ok(&m) && !(b->mm_w8 && si_cu_w8_ok(&one));
+    }
     return b->mm_dp4a && si_cu_mmq_ok(&m);
 }
 

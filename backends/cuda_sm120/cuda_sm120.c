@@ -56,6 +56,19 @@
  *                         k-tile (cuda_mma2.cu); v1 the 128x64 kernel
  *                         (cuda_mma.cu), kept for A/B.  Same int32 block
  *                         terms; f32 rounding differs in the last bits.
+ *   mma_weights = i8 | gguf  the prefill_mm = mma GEMM's weights: i8
+ *                         (default) requantises the weight matrix of each
+ *                         product to int8 with one scale per 128 of a row
+ *                         and the activations likewise, so the tensor cores
+ *                         carry the sums over 128 and the f32 work is one
+ *                         epilogue per 128 (cuda_w8.cu, v3); gguf multiplies
+ *                         the GGUF blocks exactly (mma_tile above).  i8
+ *                         adds a second rounding of the weights (see
+ *                         cuda_w8.cu's header).
+ *   w8_block = 128 | 32   mma_weights = i8: the k-width of one int8 scale.
+ *                         128 (default): one f32 epilogue per 128; 32:
+ *                         per 32, near-lossless weights and the dp4a
+ *                         path's own activations (the precision A/B).
  *   attn    = split | simple  ATTN core: split (default) cuts each token's
  *                         context into chunks handled by separate blocks,
  *                         each reading K/V once for all query heads of a
@@ -179,6 +192,7 @@ static void cuda_close(si_backend *b)
         cudaStreamDestroy(b->stream);
     cudaFree(b->ws);
     cudaFree(b->xq);
+    cudaFree(b->w8);
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFreeHost(b->flag_host);
@@ -227,7 +241,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
      * the default (the header comment says what each does). */
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
-    bool graph = true, gemv_fuse = true, fuse_norm = true;
+    bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -238,6 +252,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "fuse_norm", "true", "false", &fuse_norm },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
+        { "mma_weights", "i8", "gguf", &mma_w8 },
+        { "w8_block", "128", "32", &w8_128 },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
         { "attn_gqa", "shared", "per_head", &attn_gqa },
@@ -295,6 +311,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_fuse = gemv_fuse;
     b->fuse_norm = fuse_norm;
     b->mm_mma_v2 = mma_v2;
+    b->mm_w8 = mma_w8;
+    b->w8_block = w8_128 ? 128 : 32;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
     b->attn_gqa = attn_gqa;
@@ -413,32 +431,50 @@ void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err)
     return p;
 }
 
-int cu_xq_reserve(si_backend *b, size_t bytes, si_err *err)
+/* Grows a scratch buffer of the device (*p, *cap bytes) to hold `bytes`
+ * (half as much again, so a slowly growing need does not reallocate each
+ * time), after the stream drains: kernels of earlier ops may still read
+ * the old one.  Fails (and flags it) while a graph is being captured. */
+static int cu_scratch_grow(si_backend *b, uint8_t **p, size_t *cap, size_t bytes, const char *what, si_err *err)
 {
-    if (bytes <= b->xq_cap && b->xq != NULL)
-        return SI_OK;
     if (b->capturing) {
         b->cap_grow = true;
         return si_err_set(err, SI_ENOMEM, CU_NAME ": scratch growth during graph capture");
     }
     b->ws_gen++;
-    /* Kernels of earlier ops may still read the old scratch. */
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (e != cudaSuccess)
         return si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
-    cudaFree(b->xq);
-    b->xq = NULL;
-    b->xq_cap = 0;
-    b->xq_key = NULL;
-    size_t want = ((bytes + bytes / 2) + 255) & ~(size_t)255;
-    if ((e = cudaMalloc((void **)&b->xq, 2 * want)) != cudaSuccess) {
+    cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    const size_t want = ((bytes + bytes / 2) + 255) & ~(size_t)255;
+    if ((e = cudaMalloc((void **)p, want)) != cudaSuccess) {
         cudaGetLastError();
-        b->xq = NULL;
-        return si_err_set(err, SI_ENOMEM, CU_NAME ": %zu bytes for quantised activations: %s", 2 * want,
-                          cudaGetErrorString(e));
+        *p = NULL;
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": %zu bytes for %s: %s", want, what, cudaGetErrorString(e));
     }
-    b->xq_cap = want;
+    *cap = want;
     return SI_OK;
+}
+
+int cu_xq_reserve(si_backend *b, size_t bytes, si_err *err)
+{
+    if (bytes <= b->xq_cap && b->xq != NULL)
+        return SI_OK;
+    b->xq_key = NULL;
+    /* two halves (see xq in cuda_backend.h): the buffer is 2 * xq_cap */
+    size_t cap2 = 0;
+    int rc = cu_scratch_grow(b, &b->xq, &cap2, 2 * bytes, "quantised activations", err);
+    b->xq_cap = cap2 / 2;
+    return rc;
+}
+
+int cu_w8_reserve(si_backend *b, size_t bytes, si_err *err)
+{
+    if (bytes <= b->w8_cap && b->w8 != NULL)
+        return SI_OK;
+    return cu_scratch_grow(b, &b->w8, &b->w8_cap, bytes, "int8 weights and activations (mma_weights = i8)", err);
 }
 
 int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)

@@ -192,9 +192,13 @@ int main(void)
      * random models (the cpu's own int8 path against ref: 0.85 / 0.66 for
      * Q8_0), so mma is checked op by op against that path instead
      * (check_cuda_ops, test_matmul_mma) and here against cpu fast. */
+    /* (mma: the exact GGUF-block GEMM, mma_weights = gguf; w8: the
+     * requantised one, mma_weights = i8, whose weights differ from the
+     * cpu's by a second rounding) */
     const char *pk = getenv("SI_CUDA_TEST_PREFILL_MM");
     if (pk == NULL)
         pk = "gemv";
+    const bool pk_w8 = strcmp(pk, "w8") == 0;
     /* SI_CUDA_TEST_KV=f16|f32|i8 picks cuda_sm120's kv_type (default: the
      * backend's default); ignored with SI_CUDA_TEST_AS_CPU (the cpu has no
      * i8 cache). */
@@ -208,9 +212,10 @@ int main(void)
     char cu_text[512];
     snprintf(cu_text, sizeof cu_text,
              "[backend.cpu]\npath = cpu.so\nmatmul = %s\nkv_type = f32\nthreads = 0\n"
-             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s%s%s%sprefill_mm = %s\n",
+             "[backend.cuda_sm120]\npath = cuda_sm120.so\n%s%s%s%s%s%sprefill_mm = %s\nmma_weights = %s\n",
              ck != NULL ? ck : "ref", mk != NULL ? "matmul = " : "", mk != NULL ? mk : "", mk != NULL ? "\n" : "",
-             kt != NULL ? "kv_type = " : "", kt != NULL ? kt : "", kt != NULL ? "\n" : "", pk);
+             kt != NULL ? "kv_type = " : "", kt != NULL ? kt : "", kt != NULL ? "\n" : "", pk_w8 ? "mma" : pk,
+             pk_w8 ? "i8" : "gguf");
     /* as_cpu: the stand-in runs the reference side's matmul path with an
      * f16 cache (its int8 path against ref would fail the gates, see
      * SI_CUDA_TEST_PREFILL_MM above). */

@@ -1422,7 +1422,19 @@ static double dt_relerr(pair *p, const dt *t, const char *what)
     return md / fmax(mx, 1e-30);
 }
 
-static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+/* mma_weights = i8 (cuda_w8.cu) against the cpu's f32 reference: the
+ * weights rounded a second time (int8 per 128 of a row) and the
+ * activations per 128 instead of 32, so the bound is the requantisation
+ * error of random GGUF blocks (their sub-block scales spread over the
+ * whole 6-bit range, worse than real weights'): W8_TOL.  A wrong
+ * fragment, scale or tail is off by O(1e-1) or more. */
+#define W8_TOL 3e-2
+/* w8_block = 32: the weights' second rounding is at most 1/8 of a Q4_K
+ * step, the activations are the dp4a path's: close to the int8 path's own
+ * error against f32. */
+#define W8_32_TOL 1e-2
+
+static void matmul_mma_case_tol(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n, double tol)
 {
     dt w, x, y;
     dt_rand(p, &w, type, in, out, 1, 1.0f);
@@ -1435,13 +1447,18 @@ static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int
              (long long)out, (long long)n);
     double e = dt_relerr(p, &y, what);
     printf("  %-44s max |diff| / max |cpu| = %.3g\n", what, e);
-    ck_assert_msg(e <= MMA_TOL, "%s: max |diff| %g of max |cpu| > %g", what, e, MMA_TOL);
+    ck_assert_msg(e <= tol, "%s: max |diff| %g of max |cpu| > %g", what, e, tol);
     dt_free(p, &w);
     dt_free(p, &x);
     dt_free(p, &y);
 }
 
-/* Both tilings (mma_tile = v2, v1): every int8 weight type, row tails (1,
+static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+{
+    matmul_mma_case_tol(p, type, in, out, n, MMA_TOL);
+}
+
+/* Both tilings (mma_tile = v2, v1; mma_weights = gguf): every int8 weight type, row tails (1,
  * 77: not a multiple of the 128-row tile; 272 = 2 tiles + 16), one and
  * eight k-tiles, column tails (9, 129, 515) and a whole 64-column tile; a
  * Q8_0 row of 11 blocks (a partial k-tile); 4100 x 515 products (v2's
@@ -1465,6 +1482,22 @@ START_TEST(test_matmul_mma)
          * its 64-row variant) */
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             matmul_mma_case(&p, types[t], 512, 4100, 515);
+        pair_close(&p);
+    }
+
+    /* mma_weights = i8 (the default; w8_block 128 and 32): the same
+     * shapes against f32 */
+    static const char *const w8s[] = { "backend.cuda_w8", "backend.cuda_w8_32" };
+    for (size_t v = 0; v < 2; v++) {
+        const double tol = v == 0 ? W8_TOL : W8_32_TOL;
+        pair_open(&p, "backend.cpu", w8s[v]);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+                for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+                    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+                        matmul_mma_case_tol(&p, types[t], ins[i], rows[r], ns[k], tol);
+            matmul_mma_case_tol(&p, types[t], 512, 4100, 515, tol);
+        }
         pair_close(&p);
     }
 
@@ -1650,8 +1683,10 @@ int main(void)
     const char *v1_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\n";
     /* (as_cpu: cuda_mma becomes the cpu's default int8 path, which it
      * must equal; cuda_gemv the cpu's f32 reference) */
-    const char *mma_extra = as_cpu ? "threads = 2\n" : "";
-    const char *mma1_extra = as_cpu ? "threads = 2\n" : "mma_tile = v1\n";
+    const char *mma_extra = as_cpu ? "threads = 2\n" : "mma_weights = gguf\n";
+    const char *mma1_extra = as_cpu ? "threads = 2\n" : "mma_tile = v1\nmma_weights = gguf\n";
+    const char *w8_extra = as_cpu ? "threads = 2\n" : "mma_weights = i8\nw8_block = 128\n";
+    const char *w8_32_extra = as_cpu ? "threads = 2\n" : "mma_weights = i8\nw8_block = 32\n";
     const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
@@ -1689,11 +1724,13 @@ int main(void)
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
              "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
-             "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_w8_32]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
-             v1_extra, cu_extra, gqa, cu_extra, gqa);
+             v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra);
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;

@@ -31,7 +31,7 @@ inline warp_mat wm[32];
 inline const char *mma_name(int k) { return k == 32 ? "mma.m16n8k32.s8" : "mma.m16n8k16.s8"; }
 
 // a: K/8 registers, b: K/16 registers (4 s8 each, element i in byte i % 4)
-inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b, int c0 = 0)
+inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b, int c0 = 0, const int *cin = nullptr)
 {
     const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
     const int gid = lane >> 2, tig = lane % 4;
@@ -68,7 +68,7 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b, int c0
     }
     for (int i = 0; i < 4; i++) {       // D (C = c0): row gid / gid+8, col 2*tig + (i & 1)
         const int row = i < 2 ? gid : gid + 8, col = tig * 2 + (i & 1);
-        uint32_t s = (uint32_t)c0;   // C: every element c0; int32 wraps
+        uint32_t s = (uint32_t)(cin ? cin[i] : c0);   // C: c0 for every element, or cin; int32 wraps
         for (int k = 0; k < K; k++)
             s += (uint32_t)((int)M.A[row][k] * (int)M.B[k][col]);
         d[i] = (int)s;
@@ -232,6 +232,9 @@ static inline void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
 // C = {c0, c0, c0, c0} (cuda_mma2.cu)
 static inline void mma_k32c(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int c0)
 { const uint32_t b[2] = { b0, b1 }; emu_ptx::mma_s8(32, d, a, b, c0); }
+// C = D (cuda_w8.cu: the sums carried over k-steps)
+static inline void mma_k32acc(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{ const uint32_t b[2] = { b0, b1 }; const int c[4] = { d[0], d[1], d[2], d[3] }; emu_ptx::mma_s8(32, d, a, b, 0, c); }
 static inline void mma_k16c(int d[4], uint32_t a0, uint32_t a1, uint32_t b0, int c0)
 { const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, d, a, b, c0); }
 static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); }

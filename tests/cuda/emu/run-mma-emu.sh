@@ -61,8 +61,7 @@ EOT
 }
 # v2 (cuda_mma2.cu, EMU_KERNEL=mma2, EMU_BM=64|128): the same cuts
 mma2_src() {
-    sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' \
-        -e 's/^#include "cuda_quant.cuh"/#include "cuda_quant.cuh"\n#include "ptx_emu.h"/' \
+    sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
         -e '/^\/\/ ---- launchers/,$d' \
         "$src/cuda_mma2.cu"
