@@ -25,6 +25,7 @@ struct alignas(8) float2 { float x, y; };
 struct alignas(8) uint2 { unsigned x, y; };
 static inline uint2 make_uint2(unsigned a, unsigned b) { uint2 r; r.x = a; r.y = b; return r; }
 static inline float2 make_float2(float a, float b) { float2 r; r.x = a; r.y = b; return r; }
+static inline float4 make_float4(float a, float b, float c, float d) { float4 r; r.x = a; r.y = b; r.z = c; r.w = d; return r; }
 typedef void *cudaStream_t;
 #ifndef EMU_OWN_RUNTIME_API   /* moe/cuda_runtime_api.h declares its own */
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };

@@ -15,7 +15,7 @@
 
 __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
                                cu_norm_fuse f);
-__global__ void binary_kernel(int op, cu_rows a, cu_rows b, cu_rows d, int64_t ne0, int64_t total);
+template <int V> __global__ void binary_kernel(int op, cu_rows a, cu_rows b, cu_rows d, int64_t ne0, int64_t nrows);
 __global__ void swiglu_q_kernel(cu_rows g, cu_rows u, cu_rows d, int64_t ne0, int64_t nrows, int8_t *q, float *qd,
                                 float *qs);
 __global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
@@ -61,8 +61,9 @@ static int norm_case(int64_t ne0, int64_t n, bool add)
     // plain: ADD, RMSNORM, quantise
     const float *x1 = a.data();
     if (add) {
-        emu_launch(dim3((unsigned)((N + 255) / 256)), dim3(256), 0, [&] {
-            binary_kernel(4, rows_w(a.data(), n, ne0), rows_w(b.data(), n, ne0), rows_w(r1.data(), n, ne0), ne0, N);
+        // (float4 lanes; the SWIGLU case below runs the scalar form)
+        emu_launch(dim3((unsigned)((ne0 + 1023) / 1024), (unsigned)n), dim3(256), 0, [&] {
+            binary_kernel<4>(4, rows_w(a.data(), n, ne0), rows_w(b.data(), n, ne0), rows_w(r1.data(), n, ne0), ne0, n);
         });
         x1 = r1.data();
     }
@@ -91,8 +92,8 @@ static int swiglu_case(int64_t ne0, int64_t n)
     for (auto &v : u) v = 2.0f * fr();
     std::vector<int8_t> q1(N), q2(N);
     std::vector<float> d1(N / 32), d2(N / 32), s1(N / 32), s2(N / 32);
-    emu_launch(dim3((unsigned)((N + 255) / 256)), dim3(256), 0, [&] {
-        binary_kernel(6, rows_w(g.data(), n, ne0), rows_w(u.data(), n, ne0), rows_w(y1.data(), n, ne0), ne0, N);
+    emu_launch(dim3((unsigned)((ne0 + 255) / 256), (unsigned)n), dim3(256), 0, [&] {
+        binary_kernel<1>(6, rows_w(g.data(), n, ne0), rows_w(u.data(), n, ne0), rows_w(y1.data(), n, ne0), ne0, n);
     });
     quant(y1, ne0, n, q1, d1, s1);
     emu_launch(dim3((unsigned)((N / 32 + 7) / 8)), dim3(256), 0, [&] {
