@@ -61,6 +61,8 @@ for m in 9b 35b; do
     step "tg_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5
     [ "$last_rc" -ne 0 ] && step "tg_${m}_safe" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128 \
         --bs 1 --tg 32 --reps 5 $SAFE
+    step "tg_${m}_pdl_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 64 --reps 5 \
+        --set backend.cuda_sm120.pdl=false
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
@@ -108,6 +110,8 @@ step check_35b 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK
 GG="--set backend.cuda_sm120.mma_weights=gguf"
 step check_9b_gguf 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $GG
 step check_35b_gguf 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $GG
+step ab_w8_cache_pp_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 5 \
+    --set backend.cuda_sm120.w8_cache=false
 W32="--set backend.cuda_sm120.w8_block=32"
 step check_9b_w8_32 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $W32
 step check_35b_w8_32 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $W32

@@ -73,6 +73,10 @@ struct si_backend {
      * activations (cuda_w8.cu), rewritten by every such product. */
     uint8_t       *w8;
     size_t         w8_cap;
+    /* knob w8_cache (cuda_w8cache.c): int8 weights kept after first use */
+    bool           w8_cache_on;
+    bool           pdl;             /* knob pdl (cuda_launch.cuh)            */
+    struct cu_w8_cache *w8_cache;
     si_opcheck     oc;              /* the shared op checks, set up by open() */
     struct cu_prof *prof;           /* knob profile = true (cuda_prof.c)     */
     /* Knob graph = true (cuda_graph.c): the cache of captured op lists
@@ -130,6 +134,15 @@ void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err);
  * after a stream sync, which drops the cached copy). */
 int  cu_xq_reserve(si_backend *b, size_t bytes, si_err *err);
 int  cu_w8_reserve(si_backend *b, size_t bytes, si_err *err);
+struct cu_mm;   /* cuda_internal.h */
+/* The cached int8 copy of m's weights at scale block g (made now on a
+ * miss, when memory allows): *wq, *ws on the device, or both NULL (not
+ * cached: requantise into the scratch).  Errors only for a failed
+ * launch. */
+int  cu_w8_cache_get(si_backend *b, const struct cu_mm *m, int g, const int8_t **wq, const float **ws, si_err *err);
+/* Forget entries whose weights overlap device memory [lo, hi). */
+void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi);
+void cu_w8_cache_free(si_backend *b);
 /* Completes `a` for the attention core (knob, SM count, longest context
  * from the host positions pos[0..a->n)) and points a->part at a large
  * enough split workspace; SI_ENOMEM/SI_EDEVICE with err set otherwise. */

@@ -6,6 +6,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_launch.cuh"
 
 __device__ __forceinline__ float *row_ptr(const cu_rows &t, int64_t r)
 {
@@ -119,6 +120,7 @@ __device__ void norm_quant_row(float *ys, float *ids, int64_t ne0, int8_t *q, fl
 __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
                                cu_norm_fuse f)
 {
+    cu_pdl_enter();
     __shared__ double red[33];
     __shared__ float ys[RMS_REG * 256 / 32 * 33], ids[RMS_REG * 256 / 32];
     const bool reg = ne0 <= (int64_t)RMS_REG * blockDim.x;
@@ -196,6 +198,7 @@ __device__ __forceinline__ float binary_op(int op, float x, float y)
 template <int V>
 __global__ void binary_kernel(int op, cu_rows a, cu_rows b, cu_rows d, int64_t ne0, int64_t nrows)
 {
+    cu_pdl_enter();
     for (int64_t r = blockIdx.y; r < nrows; r += gridDim.y) {
         const float *x = row_ptr(a, r), *y = row_ptr(b, r);
         float *o = row_ptr(d, r);
@@ -226,15 +229,18 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
     if (op == 3) {
         unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
         const cu_norm_fuse none = {};
-        rmsnorm_kernel<<<grid, 256, 0, s>>>(*a, (const float *)b->p, *d, ne0, nrows, eps, none);
+        cudaError_t e = cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, s, *a, (const float *)b->p, *d, ne0, nrows,
+                                  eps, none);
+        if (e != cudaSuccess)
+            return (int)e;
     } else {
         const bool v4 = ne0 % 4 == 0 && rows_al16(a) && rows_al16(b) && rows_al16(d);
         const int64_t per = 256 * (v4 ? 4 : 1), gx = (ne0 + per - 1) / per;
         const dim3 grid((unsigned)(gx < 1024 ? gx : 1024), (unsigned)(nrows < 65535 ? nrows : 65535));
-        if (v4)
-            binary_kernel<4><<<grid, 256, 0, s>>>(op, *a, *b, *d, ne0, nrows);
-        else
-            binary_kernel<1><<<grid, 256, 0, s>>>(op, *a, *b, *d, ne0, nrows);
+        cudaError_t e = v4 ? cu_launch(binary_kernel<4>, grid, dim3(256), 0, s, op, *a, *b, *d, ne0, nrows)
+                           : cu_launch(binary_kernel<1>, grid, dim3(256), 0, s, op, *a, *b, *d, ne0, nrows);
+        if (e != cudaSuccess)
+            return (int)e;
     }
     return (int)cudaGetLastError();
 }
@@ -245,6 +251,7 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
 __global__ void swiglu_q_kernel(cu_rows g, cu_rows u, cu_rows d, int64_t ne0, int64_t nrows, int8_t *q, float *qd,
                                 float *qs)
 {
+    cu_pdl_enter();
     const int64_t nb = ne0 / 32, total = nrows * nb;
     const int lane = threadIdx.x & 31;
     for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
@@ -263,8 +270,8 @@ extern "C" int si_cu_swiglu_q(const cu_rows *g, const cu_rows *u, const cu_rows 
         return 0;
     if (ne0 % 32 != 0)
         return (int)cudaErrorInvalidValue;
-    swiglu_q_kernel<<<cu_q8_grid(nrows * (ne0 / 32)), 256, 0, (cudaStream_t)stream>>>(*g, *u, *d, ne0, nrows, q, qd, qs);
-    return (int)cudaGetLastError();
+    return (int)cu_launch(swiglu_q_kernel, dim3(cu_q8_grid(nrows * (ne0 / 32))), dim3(256), 0, (cudaStream_t)stream, *g,
+                          *u, *d, ne0, nrows, q, qd, qs);
 }
 
 extern "C" bool si_cu_norm_fuse_ok(int64_t ne0)
@@ -280,8 +287,7 @@ extern "C" int si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows 
     if (!si_cu_norm_fuse_ok(ne0))
         return (int)cudaErrorInvalidValue;
     unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
-    rmsnorm_kernel<<<grid, 256, 0, (cudaStream_t)stream>>>(*a, w, *d, ne0, nrows, eps, *f);
-    return (int)cudaGetLastError();
+    return (int)cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, (cudaStream_t)stream, *a, w, *d, ne0, nrows, eps, *f);
 }
 
 extern "C" const char *si_cu_errstr(int e)

@@ -19,11 +19,13 @@
 #include <math.h>
 
 #include "cuda_gdn.cuh"
+#include "cuda_launch.cuh"
 
 #define GDN_THREADS 128
 
 __global__ void conv_kernel(cu_gdn g)
 {
+    cu_pdl_enter();
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= g.conv_dim)
         return;
@@ -120,7 +122,10 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
         if ((e = si_cu_gdn_conv_tok(&gg, stream)) != 0)
             return e;
     } else {
-        conv_kernel<<<dim3((unsigned)((g->conv_dim + 127) / 128), (unsigned)g->n_runs), 128, 0, s>>>(gg);
+        const cudaError_t ce = cu_launch(conv_kernel, dim3((unsigned)((g->conv_dim + 127) / 128),
+                                                           (unsigned)g->n_runs), dim3(128), 0, s, gg);
+        if (ce != cudaSuccess)
+            return (int)ce;
     }
     // No chunked run: the state-rows kernel (gdn_rows) takes every run.
     if (gg.chunk_min == 0 && gg.rows && si_cu_gdn_rows_ok(&gg)) {

@@ -22,6 +22,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_launch.cuh"
 
 #define GR_ROWS     16              // state rows per block
 #define GR_WARPS    4
@@ -49,6 +50,7 @@ __device__ __forceinline__ void warp_l2norm(const float *x, int el, float eps, f
 
 __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
 {
+    cu_pdl_enter();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int dk = g.dk, dv = g.dv, el = dk / 32;
     const int blocks_per_head = dv / GR_ROWS;
@@ -111,6 +113,7 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
 // outputs; one warp per (token, head).
 __global__ void norm_kernel(cu_gdn g)
 {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t w = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (w >= g.n * g.n_v_head)
@@ -147,10 +150,14 @@ extern "C" int si_cu_gdn_rows(const cu_gdn *g, void *stream)
     const int64_t blocks = (int64_t)g->n_v_head * (g->dv / GR_ROWS);
     if (blocks > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    rows_kernel<<<dim3((unsigned)blocks, (unsigned)g->n_runs), 32 * GR_WARPS, 0, s>>>(*g);
+    cudaError_t e = cu_launch(rows_kernel, dim3((unsigned)blocks, (unsigned)g->n_runs), dim3(32 * GR_WARPS), 0, s, *g);
+    if (e != cudaSuccess)
+        return (int)e;
     const int64_t warps = g->n * g->n_v_head, nb = (warps + 3) / 4;
     if (nb > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    norm_kernel<<<(unsigned)nb, 128, 0, s>>>(*g);
+    e = cu_launch(norm_kernel, dim3((unsigned)nb), dim3(128), 0, s, *g);
+    if (e != cudaSuccess)
+        return (int)e;
     return (int)cudaGetLastError();
 }

@@ -59,6 +59,13 @@ extern "C" {
  * kernel, as "no kernel image is available"). */
 int si_cuda_selftest_launch(unsigned *dev, int n);
 
+/* Knob pdl: whether cu_launch (cuda_launch.cuh) gives the decode step's
+ * kernels the programmatic-dependent-launch attribute.  Process-wide:
+ * cuda_ops.c sets it from the backend's knob at each exec (a stream runs
+ * one backend's ops at a time). */
+void si_cu_pdl_set(bool on);
+bool si_cu_pdl_get(void);
+
 /* Weight types the kernels decode (cuda_quant.cuh). */
 bool si_cu_type_ok(uint32_t type);
 

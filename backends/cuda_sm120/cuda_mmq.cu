@@ -32,6 +32,12 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_launch.cuh"
+
+// knob pdl (cuda_internal.h): here, with the most-launched decode kernel
+static bool pdl_on;
+extern "C" void si_cu_pdl_set(bool on) { pdl_on = on; }
+extern "C" bool si_cu_pdl_get(void) { return pdl_on; }
 
 #define MMQ_WARPS 4
 #define MMQ_UNROLL 4   // units a lane loads at once, one column (bench_gemv: U=2/4/8)
@@ -39,6 +45,7 @@
 __global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d,
                                float *sum)
 {
+    cu_pdl_enter();
     const int64_t nb = in / 32, total = ncx * nb;
     const int lane = threadIdx.x & 31;
     for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
@@ -240,6 +247,7 @@ __device__ __forceinline__ void mmq_unit_q4w(const uint8_t *row, int64_t u, cons
 template <int T, int NT, int U, bool W = false>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
+    cu_pdl_enter();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t bx = blockIdx.x, rows = mm.rows, ys = mm.y_stride;
     int64_t nbk = (rows + MMQ_WARPS - 1) / MMQ_WARPS;
@@ -302,8 +310,7 @@ static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, co
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    mmq_kernel<T, NT, U, W><<<dim3((unsigned)gx, (unsigned)gy), 32 * MMQ_WARPS, 0, s>>>(*mm, xq, xd, xs);
-    return cudaGetLastError();
+    return cu_launch(mmq_kernel<T, NT, U, W>, dim3((unsigned)gx, (unsigned)gy), dim3(32 * MMQ_WARPS), 0, s, *mm, xq, xd, xs);
 }
 
 // One column: U = mm->gemv_unroll (bench A/B), else MMQ_UNROLL.
@@ -353,8 +360,8 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
         return 0;
     if (in % 32 != 0)
         return (int)cudaErrorInvalidValue;
-    quant_x_kernel<<<cu_q8_grid(ncx * (in / 32)), 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d, sum);
-    return (int)cudaGetLastError();
+    return (int)cu_launch(quant_x_kernel, dim3(cu_q8_grid(ncx * (in / 32))), dim3(256), 0, (cudaStream_t)stream, x,
+                          x_stride, in, ncx, q, d, sum);
 }
 
 extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)

@@ -131,32 +131,42 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     return rc;
 }
 
-/* mma_weights = i8 (cuda_w8.cu): the weight matrix requantised into the
- * w8 scratch, then the activations, then the GEMM; nothing cached (the
- * next product overwrites it, after this one on the stream). */
+/* mma_weights = i8 (cuda_w8.cu): the weight matrix's int8 copy from the
+ * cache (w8_cache), else requantised into the w8 scratch; then the
+ * activations, then the GEMM.  The scratch is rewritten by the next
+ * product, after this one on the stream. */
 static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, si_err *err)
 {
     const int g = b->w8_block;
-    const size_t wq = (size_t)(m->rows * m->in), ws = (size_t)(m->rows * (m->in / g)) * 4;
+    const int8_t *cq;
+    const float *cs;
+    int rc = cu_w8_cache_get(b, m, g, &cq, &cs, err);
+    if (rc != SI_OK)
+        return rc;
+    const bool cached = cq != NULL;
+    const size_t wq = cached ? 0 : (size_t)(m->rows * m->in), ws = cached ? 0 : (size_t)(m->rows * (m->in / g)) * 4;
     const size_t xq = (size_t)(ncx * m->in), xd = (size_t)(ncx * (m->in / g)) * 4;
     const size_t o_ws = (wq + 255) & ~(size_t)255, o_xq = (o_ws + ws + 255) & ~(size_t)255;
     const size_t o_xd = (o_xq + xq + 255) & ~(size_t)255, o_xs = (o_xd + xd + 255) & ~(size_t)255;
     /* (g = 32: the dp4a path's quantiser, which also writes block sums) */
-    int rc = cu_w8_reserve(b, o_xs + (g == 32 ? xd : 0), err);
+    rc = cu_w8_reserve(b, o_xs + (g == 32 ? xd : 0), err);
     if (rc != SI_OK)
         return rc;
     uint8_t *base = b->w8;
     int8_t *q = (int8_t *)(base + o_xq);
     float *d = (float *)(base + o_xd);
-    rc = launched(si_cu_w8_weights(m, g, (int8_t *)base, (float *)(base + o_ws), b->stream), "MATMUL (int8 weights)",
-                  err);
+    if (!cached) {
+        cq = (const int8_t *)base;
+        cs = (const float *)(base + o_ws);
+        rc = launched(si_cu_w8_weights(m, g, (int8_t *)base, (float *)(base + o_ws), b->stream),
+                      "MATMUL (int8 weights)", err);
+    }
     if (rc == SI_OK)
         rc = launched(g == 32 ? si_cu_quantize_x(m->x, m->x_stride, m->in, ncx, q, d, (float *)(base + o_xs), b->stream)
                               : si_cu_w8_quantize_x(m->x, m->x_stride, m->in, ncx, q, d, b->stream),
                       "MATMUL (int8 activations)", err);
     if (rc == SI_OK)
-        rc = launched(si_cu_matmul_w8(m, g, (const int8_t *)base, (const float *)(base + o_ws), q, d, b->stream),
-                      "MATMUL (int8 mma, i8 weights)", err);
+        rc = launched(si_cu_matmul_w8(m, g, cq, cs, q, d, b->stream), "MATMUL (int8 mma, i8 weights)", err);
     return rc;
 }
 
@@ -1102,6 +1112,7 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     }
     /* Uploads between execs may have changed any input. */
     b->xq_key = NULL;
+    si_cu_pdl_set(b->pdl);
     int rc = attn_pages_early(b, ops, n_ops, err);
     /* Knob graph: a list seen before runs as one graph launch. */
     if (rc == SI_OK && b->graphs != NULL) {

@@ -20,6 +20,21 @@
 
 #include <sparkinfer/types.h>
 
+// Programmatic dependent launch (knob pdl, cuda_launch.cuh): a kernel
+// launched with it may be resident while the kernel before it in the
+// stream still runs (its launch and set-up hidden in that kernel's tail);
+// here it waits for that kernel to complete with its memory visible, then
+// lets the next kernel launch in turn.  Every kernel started by cu_launch
+// calls this first, before it touches global memory.  A no-op without the
+// attribute, and on the host emulation.
+__device__ __forceinline__ void cu_pdl_enter()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float cu_f16(const uint8_t *p)
 {
     unsigned short h = (unsigned short)(p[0] | (p[1] << 8));

@@ -69,6 +69,18 @@
  *                         128 (default): one f32 epilogue per 128; 32:
  *                         per 32, near-lossless weights and the dp4a
  *                         path's own activations (the precision A/B).
+ *   w8_cache = true | false  mma_weights = i8: keep each weight matrix's
+ *                         int8 copy after its first product (while 1/16 of
+ *                         the device's memory, >= 1 GiB, stays free), so
+ *                         later prefill chunks skip the requantisation;
+ *                         false: requantise every product (the A/B).
+ *   pdl = true | false    programmatic dependent launch for the decode
+ *                         step's most frequent kernels (the int8 GEMV and
+ *                         quantiser, RMSNORM, ADD/SWIGLU, the GDN conv,
+ *                         rows and norm; cuda_launch.cuh): each may be
+ *                         resident while the kernel before it drains and
+ *                         waits for it on the device, hiding a launch per
+ *                         kernel; false: plain stream order (the A/B).
  *   attn    = split | simple  ATTN core: split (default) cuts each token's
  *                         context into chunks handled by separate blocks,
  *                         each reading K/V once for all query heads of a
@@ -193,6 +205,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->ws);
     cudaFree(b->xq);
     cudaFree(b->w8);
+    cu_w8_cache_free(b);
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFreeHost(b->flag_host);
@@ -241,7 +254,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
      * the default (the header comment says what each does). */
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
-    bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true;
+    bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -254,6 +267,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "mma_tile", "v2", "v1", &mma_v2 },
         { "mma_weights", "i8", "gguf", &mma_w8 },
         { "w8_block", "128", "32", &w8_128 },
+        { "w8_cache", "true", "false", &w8_cache },
+        { "pdl", "true", "false", &pdl },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
         { "attn_gqa", "shared", "per_head", &attn_gqa },
@@ -313,6 +328,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_mma_v2 = mma_v2;
     b->mm_w8 = mma_w8;
     b->w8_block = w8_128 ? 128 : 32;
+    b->w8_cache_on = w8_cache;
+    b->pdl = pdl;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
     b->attn_gqa = attn_gqa;
@@ -585,6 +602,8 @@ static void cuda_buf_free(si_backend *b, si_buf *buf)
     }
     if (b != NULL && b->stream != NULL)
         cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
+    if (b != NULL)
+        cu_w8_cache_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
     cudaFree(buf->dev);
     free(buf);
 }
@@ -607,6 +626,7 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     int rc = check_range(dst, off, n, err);
     if (rc != SI_OK || n == 0)
         return rc;
+    cu_w8_cache_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cudaError_t e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->stream);

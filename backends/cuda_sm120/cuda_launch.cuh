@@ -1,0 +1,33 @@
+// backends/cuda_sm120/cuda_launch.cuh — the launch of the decode step's
+// kernels with programmatic dependent launch (knob pdl): the attribute
+// lets a kernel be resident while the previous one in the stream drains;
+// the kernel itself waits for it (cu_pdl_enter, cuda_quant.cuh, its first
+// statement: only kernels that call it may be launched this way).  In a
+// captured graph the dependency becomes a programmatic edge.  nvcc only
+// (the host emulation cuts the launchers).
+#ifndef SI_CUDA_LAUNCH_CUH
+#define SI_CUDA_LAUNCH_CUH
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    if (si_cu_pdl_get()) {
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+    }
+    return cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...);
+}
+#endif
+#endif

@@ -1,0 +1,154 @@
+/* backends/cuda_sm120/cuda_w8cache.c — knob w8_cache: the int8 copies of
+ * weight matrices made by mma_weights = i8 (cuda_w8.cu), kept on the
+ * device after their first product so later prefill chunks skip the
+ * requantisation (bench_gemm on the H200: a 12288 x 4096 Q4_K product at
+ * 512 columns takes 178 us on cached int8 weights, 289 us requantising
+ * them first).
+ *
+ * An entry is keyed by the weight's device address and the product's
+ * shape; it is dropped when a copy into that memory or its buffer's
+ * release could make it stale (cu_w8_cache_drop, from cuda_sm120.c's
+ * upload and buf_free).  It is made only while at least a reserve of the
+ * device's memory stays free (the KV cache and scratch grow later too);
+ * past that, or when cudaMalloc fails, the product requantises into the
+ * scratch as without the cache.  Never during graph capture. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_backend.h"
+#include "cuda_internal.h"
+
+typedef struct cu_w8_entry {
+    const uint8_t *w;
+    uint32_t       type;
+    int64_t        rows, in;
+    uint64_t       row_bytes;
+    int            g;
+    uint8_t       *mem;     /* device: int8 rows, then the f32 scales at ws_off */
+    size_t         bytes, ws_off;
+} cu_w8_entry;
+
+struct cu_w8_cache {
+    cu_w8_entry *e;
+    size_t       n, cap;
+    size_t       bytes;     /* device memory held */
+    bool         full;      /* the reserve was reached: no more entries */
+};
+
+static bool same_key(const cu_w8_entry *e, const cu_mm *m, int g)
+{
+    return e->w == m->w && e->type == m->type && e->rows == m->rows && e->in == m->in &&
+           e->row_bytes == m->row_bytes && e->g == g;
+}
+
+/* Free memory that must remain after an entry: 1/16 of the device, at
+ * least 1 GiB. */
+static bool fits(size_t bytes)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    size_t reserve = total_b / 16;
+    if (reserve < ((size_t)1 << 30))
+        reserve = (size_t)1 << 30;
+    return free_b > reserve && free_b - reserve >= bytes;
+}
+
+int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, const float **ws, si_err *err)
+{
+    *wq = NULL;
+    *ws = NULL;
+    if (!b->w8_cache_on || b->capturing)
+        return SI_OK;
+    struct cu_w8_cache *c = b->w8_cache;
+    if (c == NULL) {
+        if ((c = calloc(1, sizeof *c)) == NULL)
+            return SI_OK;   /* (no host memory: run uncached) */
+        b->w8_cache = c;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        if (same_key(&c->e[i], m, g)) {
+            *wq = (const int8_t *)c->e[i].mem;
+            *ws = (const float *)(c->e[i].mem + c->e[i].ws_off);
+            return SI_OK;
+        }
+    if (c->full)
+        return SI_OK;
+    const size_t ws_off = ((size_t)(m->rows * m->in) + 255) & ~(size_t)255;
+    const size_t bytes = ws_off + (size_t)(m->rows * (m->in / g)) * 4;
+    if (c->n == c->cap) {
+        const size_t cap = c->cap ? 2 * c->cap : 64;
+        cu_w8_entry *ne = realloc(c->e, cap * sizeof *ne);
+        if (ne == NULL)
+            return SI_OK;
+        c->e = ne;
+        c->cap = cap;
+    }
+    uint8_t *mem = NULL;
+    if (!fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        c->full = true;
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
+                     "w8_cache: %zu entries, %.1f MiB; no more (the device's free-memory reserve): later "
+                     "products requantise per call", c->n, (double)c->bytes / 1048576.0);
+        return SI_OK;
+    }
+    int rc = si_cu_w8_weights(m, g, (int8_t *)mem, (float *)(mem + ws_off), b->stream);
+    if (rc != 0) {
+        cudaFree(mem);
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": MATMUL (int8 weights, cached): %s", si_cu_errstr(rc));
+    }
+    cu_w8_entry *e = &c->e[c->n++];
+    e->w = m->w;
+    e->type = m->type;
+    e->rows = m->rows;
+    e->in = m->in;
+    e->row_bytes = m->row_bytes;
+    e->g = g;
+    e->mem = mem;
+    e->bytes = bytes;
+    e->ws_off = ws_off;
+    c->bytes += bytes;
+    *wq = (const int8_t *)mem;
+    *ws = (const float *)(mem + ws_off);
+    return SI_OK;
+}
+
+void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi)
+{
+    struct cu_w8_cache *c = b->w8_cache;
+    if (c == NULL || c->n == 0)
+        return;
+    bool synced = false;
+    for (size_t i = 0; i < c->n;) {
+        cu_w8_entry *e = &c->e[i];
+        const uint8_t *elo = e->w, *ehi = e->w + (uint64_t)e->rows * e->row_bytes;
+        if (elo < (const uint8_t *)hi && (const uint8_t *)lo < ehi) {
+            if (!synced && b->stream != NULL)
+                cudaStreamSynchronize(b->stream);   /* a product may still read it */
+            synced = true;
+            cudaFree(e->mem);
+            c->bytes -= e->bytes;
+            c->e[i] = c->e[--c->n];
+            c->full = false;
+        } else {
+            i++;
+        }
+    }
+}
+
+void cu_w8_cache_free(si_backend *b)
+{
+    struct cu_w8_cache *c = b->w8_cache;
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        cudaFree(c->e[i].mem);
+    free(c->e);
+    free(c);
+    b->w8_cache = NULL;
+}
