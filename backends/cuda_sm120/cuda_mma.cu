@@ -42,6 +42,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_ptx.cuh"
 #include "cuda_mma_dec.cuh"
 
 #define MMA_BM      128                 // weight rows per block
@@ -67,39 +68,6 @@
 #define SM_XD  (SM_X + 2 * MMA_BN * MMA_LD)        // f32 [2][8][64]
 #define SM_XS  (SM_XD + 2 * MMA_NSUB * MMA_BN * 4) // f32 [2][8][64]
 #define SM_TOTAL (SM_XS + 2 * MMA_NSUB * MMA_BN * 4)
-
-// ---- PTX wrappers -------------------------------------------------------
-
-__device__ __forceinline__ void mma_k32(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%10,%10,%10};"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
-}
-
-__device__ __forceinline__ void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-                 "{%7,%7,%7,%7};"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b0), "r"(0));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
-}
-
-__device__ __forceinline__ void cp_async4(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(g));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // int32 -> f32 for |v| < 2^22 with two full-rate ops (I2F runs at a
 // quarter of the FP32 rate on sm_90): the exact value, as __int2float_rn.

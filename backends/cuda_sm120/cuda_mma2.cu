@@ -39,8 +39,8 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
-#include "cuda_mma_dec.cuh"
 #include "cuda_ptx.cuh"
+#include "cuda_mma_dec.cuh"
 
 #define M2_BN      128                 // columns per block
 #define M2_KT      128                 // k per tile
@@ -401,15 +401,7 @@ __device__ __forceinline__ void m2_block(float (&acc)[BM / 32][4][4], const uint
     const bool MIN = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
     const int MT = BM / 32, NT = 4;
     uint32_t bf[NT][2];
-#pragma unroll
-    for (int p = 0; p < NT / 2; p++) {
-        uint32_t r[4];
-        ldsm_x4(r, X + b_off + p * 16 * M2_LD + 32 * b);
-        bf[2 * p][0] = r[0];
-        bf[2 * p][1] = r[1];
-        bf[2 * p + 1][0] = r[2];
-        bf[2 * p + 1][1] = r[3];
-    }
+    ldsm_b4(bf, X + b_off + 32 * b, M2_LD);
     float dx[NT][2], sx[NT][2];
     {
         const float4 *p = (const float4 *)(xc + (2 * b) * M2_BN + wc + 8 * t4);

@@ -3,9 +3,8 @@
 // mma_tile).  The two tile and schedule the product differently (the A/B
 // pair), but decode the GGUF blocks of a weight tile to int8 and scales,
 // and write their accumulators, the same way: that part lives here once.
-// No PTX here: tests/cuda/emu/run-mma-emu.sh builds both kernels as host
-// C++ with this header as it is (ptx_emu.h stands in for the kernels' own
-// PTX wrappers).
+// No PTX here: tests/cuda/emu/run-mma-emu.sh builds the kernels as host
+// C++ with this header as it is (ptx_emu.h stands in for cuda_ptx.cuh).
 #ifndef SI_CUDA_MMA_DEC_CUH
 #define SI_CUDA_MMA_DEC_CUH
 
@@ -38,6 +37,24 @@ __device__ __forceinline__ void cu_k45_head(const uint32_t hdr[4], float &d, flo
 #pragma unroll
     for (int k = 0; k < 12; k++)
         b[k] = (uint8_t)(hdr[1 + k / 4] >> (8 * (k % 4)));
+}
+
+// The B fragments of 4 n8-tiles x k32 from a row-major int8 tile (rows =
+// columns of the product, ld bytes apart): two ldmatrix.x4 at row p and
+// p + 16 (lane addresses: cuda_mma2.cu's header); bf[nt] = {k 0..15,
+// k 16..31}.  (ldsm_x4: cuda_ptx.cuh, or the emulator's ptx_emu.h, is
+// included before this header.)
+__device__ __forceinline__ void ldsm_b4(uint32_t bf[4][2], const uint8_t *p, int ld)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        uint32_t r[4];
+        ldsm_x4(r, p + h * 16 * ld);
+        bf[2 * h][0] = r[0];
+        bf[2 * h][1] = r[1];
+        bf[2 * h + 1][0] = r[2];
+        bf[2 * h + 1][1] = r[3];
+    }
 }
 
 // A warp's accumulators: MT x 4 tiles of m16n8 (rows wr + 16 mt + g and

@@ -1,5 +1,5 @@
 // backends/cuda_sm120/cuda_ptx.cuh — the inline PTX of the int8
-// tensor-core GEMMs (cuda_mma2.cu, cuda_w8.cu): mma.sync, ldmatrix,
+// tensor-core GEMMs (cuda_mma.cu, cuda_mma2.cu, cuda_w8.cu): mma.sync, ldmatrix,
 // cp.async.  Operands as the PTX ISA gives them; tests/cuda/emu/ptx_emu.h
 // defines the same names on the host (the emulator harnesses include it
 // in place of this header).
@@ -7,6 +7,23 @@
 #define SI_CUDA_PTX_CUH
 
 #include <stdint.h>
+
+// D = A B (C = 0).
+__device__ __forceinline__ void mma_k32(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+__device__ __forceinline__ void mma_k16(int c[4], uint32_t a0, uint32_t a1, uint32_t b0)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                 "{%7,%7,%7,%7};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+}
 
 // D = A B + C with every C element = c0 (the int32 sum wraps).
 __device__ __forceinline__ void mma_k32c(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int c0)
@@ -53,6 +70,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait_group()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // D = A B + D: the int32 sums carried from the previous k-step (wrapping).
 __device__ __forceinline__ void mma_k32acc(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)

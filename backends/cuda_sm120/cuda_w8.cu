@@ -45,8 +45,8 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
-#include "cuda_mma_dec.cuh"
 #include "cuda_ptx.cuh"
+#include "cuda_mma_dec.cuh"
 
 #define W8_BM      128
 #define W8_BN      128
@@ -109,6 +109,21 @@ template <int G> __device__ __forceinline__ float w8_amax(const float *v, int n)
     return __any_sync(0xffffffffu, bad) ? __int_as_float(0x7fc00000) : a;
 }
 
+// A lane's 8 values v, elements i0.. of a row (on: i0 < the row's
+// length), to int8 at q + i0, and from the first lane of each G-wide
+// block its scale at s[i0 / G].  The whole warp calls it (the block's
+// largest magnitude is a shuffle reduction).
+template <int G>
+__device__ __forceinline__ void w8_store8(const float *v, bool on, int lane, int64_t i0, int8_t *q, float *s)
+{
+    const float sc = w8_scale(w8_amax<G>(v, 8));
+    if (on) {
+        *(uint2 *)(q + i0) = make_uint2(w8_pack4(v, sc), w8_pack4(v + 4, sc));
+        if (lane % (G / 8) == 0)
+            s[i0 / G] = sc;
+    }
+}
+
 // One warp per 256 weights of a row, 8 consecutive weights a lane
 // (cu_deq8: the cpu's dequantisation), G / 8 lanes a scale block.
 template <int T, int G>
@@ -127,12 +142,7 @@ __global__ void w8_weights_kernel(const uint8_t *w, uint64_t row_bytes, int64_t 
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 v[j] = 0.0f;
-        const float s = w8_scale(w8_amax<G>(v, 8));
-        if (on) {
-            *(uint2 *)(wq + r * in + i0) = make_uint2(w8_pack4(v, s), w8_pack4(v + 4, s));
-            if (lane % (G / 8) == 0)
-                ws[r * (in / G) + i0 / G] = s;
-        }
+        w8_store8<G>(v, on, lane, i0, wq + r * in, ws + r * (in / G));
     }
 }
 
@@ -150,12 +160,7 @@ __global__ void w8_quant_x_kernel(const float *x, int64_t x_stride, int64_t in, 
 #pragma unroll
         for (int j = 0; j < 8; j++)
             v[j] = on ? x[c * x_stride + i0 + j] : 0.0f;
-        const float s = w8_scale(w8_amax<128>(v, 8));
-        if (on) {
-            *(uint2 *)(q + c * in + i0) = make_uint2(w8_pack4(v, s), w8_pack4(v + 4, s));
-            if ((lane & 15) == 0)
-                d[c * (in / 128) + i0 / 128] = s;
-        }
+        w8_store8<128>(v, on, lane, i0, q + c * in, d + c * (in / 128));
     }
 }
 
@@ -275,15 +280,7 @@ w8_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
 #pragma unroll
             for (int kk = 0; kk < 2; kk++) {
                 uint32_t bf[4][2], af[4][4];
-#pragma unroll
-                for (int p = 0; p < 2; p++) {
-                    uint32_t r[4];
-                    ldsm_x4(r, st + b_off + p * 16 * W8_LD + 32 * kk);
-                    bf[2 * p][0] = r[0];
-                    bf[2 * p][1] = r[1];
-                    bf[2 * p + 1][0] = r[2];
-                    bf[2 * p + 1][1] = r[3];
-                }
+                ldsm_b4(bf, st + b_off + 32 * kk, W8_LD);
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
                     ldsm_x4(af[mt], st + a_off + mt * 16 * W8_LD + 32 * kk);

@@ -34,8 +34,7 @@ trap 'rm -rf "$out"' EXIT
 # (The *_src functions print the host C++ of a kernel; the planted-bug
 # runs below edit it.)
 mma_src() {
-    sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ int32 -> f32/{/^\/\/ int32 -> f32/!d;}' \
-        -e 's/^#include "cuda_quant.cuh"/#include "cuda_quant.cuh"\n#include "ptx_emu.h"/' \
+    sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
         -e '/^template <int T> static cudaError_t mma_launch/,/^}/d' \
         -e '/^extern "C" int si_cu_matmul_mma/,$d' \

@@ -139,7 +139,7 @@ plants() {
     # a NaN in the activations not voted: q = 0 hides it
     plant nan-vote 's/return __any_sync(0xffffffffu, bad) ?/return false ?/' "EMU_NAN=1" q5_k 128 512 128
     # the weights' scales: one block's of each warp only
-    plant ws-index 's/+ i0 \/ G\] = s;/+ i0 \/ 256] = s;/' "" q8_0 128 512 128
+    plant ws-index 's/s\[i0 \/ G\] = sc;/s[i0 \/ 256] = sc;/' "" q8_0 128 512 128
 }
 # Cases: [EMU_G=32] [EMU_DRIFT=seed] [EMU_NAN=1] TYPE ROWS IN NCOLS [X_DIV [X_PAD [Y_PAD]]]
 cases() {
