@@ -10,9 +10,10 @@
  *     batch yet: workspaces grow, captured graphs go stale),
  *   - 10 more decode steps of both.
  * The graph = false side also runs every op alone (gemv_fuse = false,
- * fuse_norm = false: no MATMUL groups, no fused ADD+RMSNORM+int8 copy), so
- * the fusions are checked against the plain ops here too (Q8_0 weights:
- * the int8 paths they live on).
+ * fuse_norm = false: no MATMUL groups, no fused ADD+RMSNORM+int8 copy) in
+ * plain stream order (pdl = false), so the fusions and the programmatic
+ * dependent launches are checked against the plain ops here too (Q8_0
+ * weights: the int8 paths they live on).
  * Every logit of every step must agree to 1e-6 (relative to max(1, |x|));
  * the kernels do the same IEEE operations, so they are expected
  * bit-identical.  The
@@ -214,9 +215,9 @@ int main(void)
     si_err err = { { 0 } };
     const char *text =
         "[backend.graph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\n"
-        "[backend.nograph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\ngemv_fuse = false\nfuse_norm = false\n"
+        "[backend.nograph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
         "[backend.graph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\n"
-        "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\n";
+        "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n";
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
