@@ -11,7 +11,9 @@
  * upload and buf_free).  It is made only while at least a reserve of the
  * device's memory stays free (the KV cache and scratch grow later too);
  * past that, or when cudaMalloc fails, the product requantises into the
- * scratch as without the cache.  Never during graph capture. */
+ * scratch as without the cache.  During graph capture an entry is used but
+ * none is made (no allocation may happen there); dropping one makes the
+ * captured graphs stale (ws_gen), as they may read it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +64,7 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
 {
     *wq = NULL;
     *ws = NULL;
-    if (!b->w8_cache_on || b->capturing)
+    if (!b->w8_cache_on)
         return SI_OK;
     struct cu_w8_cache *c = b->w8_cache;
     if (c == NULL) {
@@ -76,7 +78,7 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
             *ws = (const float *)(c->e[i].mem + c->e[i].ws_off);
             return SI_OK;
         }
-    if (c->full)
+    if (c->full || b->capturing)
         return SI_OK;
     const size_t ws_off = ((size_t)(m->rows * m->in) + 255) & ~(size_t)255;
     const size_t bytes = ws_off + (size_t)(m->rows * (m->in / g)) * 4;
@@ -131,6 +133,7 @@ void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi)
             if (!synced && b->stream != NULL)
                 cudaStreamSynchronize(b->stream);   /* a product may still read it */
             synced = true;
+            b->ws_gen++;
             cudaFree(e->mem);
             c->bytes -= e->bytes;
             c->e[i] = c->e[--c->n];
