@@ -47,12 +47,14 @@
 #include <math.h>
 
 #include "cuda_attn.cuh"
+#include "cuda_launch.cuh"
 
 #define ATTN_THREADS 128
 #define ATTN_CHUNK   128   /* positions scored per online-softmax step */
 
 __global__ void rope_kernel(cu_attn a)
 {
+    cu_pdl_enter();
     const int64_t t = blockIdx.x;
     const int half = a.n_rot / 2;
     const double base = a.rope_base, nr = a.n_rot, factor = a.yarn_factor;
@@ -121,6 +123,7 @@ __device__ void quant_row(const float *x, int hd, int8_t *q, float *scale, float
 
 __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
 {
+    cu_pdl_enter();
     extern __shared__ float sm[];
     __shared__ double red[33];
     __shared__ float redf[33];
@@ -360,6 +363,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t
 // Block (token t, head h): merges the splits 0..pos/chunk of the head.
 __global__ void __launch_bounds__(COMB_THREADS) combine_kernel(cu_attn a, int32_t chunk, int n_split)
 {
+    cu_pdl_enter();
     __shared__ float w_s[SPLIT_MAX];
     __shared__ float inv_s;
     const int64_t t = blockIdx.x;
@@ -521,9 +525,11 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         return (int)cudaErrorInvalidValue;   // head_dim outside 16..256: refused by kv_create first
     if (split && pl.n_split > 1 && a->part == NULL)
         return (int)cudaErrorInvalidValue;   // si_cu_attn_part_bytes() said it needs a workspace
+    // (decode's path: its launches through cu_launch, knob pdl; a failed
+    // launch shows in cudaGetLastError below)
     if (a->n_rot > 0)
-        rope_kernel<<<n, 64, 0, s>>>(*a);
-    append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_app, s>>>(*a);
+        cu_launch(rope_kernel, dim3(n), dim3(64), 0, s, *a);
+    cu_launch(append_kernel, dim3(n, (unsigned)a->n_head_kv), dim3(ATTN_THREADS), sm_app, s, *a);
     if (!split) {
         attend_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_att, s>>>(*a);
     } else {
@@ -537,7 +543,7 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         else
             launch_split<false>(a, &pl, s);
         if (pl.n_split > 1)
-            combine_kernel<<<dim3(n, (unsigned)a->n_head), COMB_THREADS, 0, s>>>(*a, pl.chunk, pl.n_split);
+            cu_launch(combine_kernel, dim3(n, (unsigned)a->n_head), dim3(COMB_THREADS), 0, s, *a, pl.chunk, pl.n_split);
     }
     return (int)cudaGetLastError();
 }

@@ -24,6 +24,7 @@
 #include <math.h>
 
 #include "cuda_attn.cuh"
+#include "cuda_launch.cuh"
 
 #define GQA_STAGE 16384   /* bytes of one K (or V) tile in shared memory */
 
@@ -75,6 +76,7 @@ template <bool F16> __device__ __forceinline__ void smem8(const char *p, float *
 template <bool F16, int RB>
 __global__ void __launch_bounds__(SPLIT_THREADS) split_gqa_kernel(cu_attn a, int32_t chunk, int n_split, int rows)
 {
+    cu_pdl_enter();
     // q, later the folded sums: [RB][hd] f32; p: [RB][SPLIT_TILE] f32;
     // then the K tile and the V tile: [rows][hd] of the cache's type
     extern __shared__ float sm[];
@@ -198,11 +200,14 @@ static void launch(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStr
     const dim3 grid((unsigned)a->n, (unsigned)(a->n_head / rb), (unsigned)n_split);
     const int hd = a->head_dim, rows = gqa_rows(hd, F16);
     const size_t smem = ((size_t)rb * hd + (size_t)rb * SPLIT_TILE) * sizeof(float) + 2 * (size_t)rows * hd * (F16 ? 2 : 4);
+    // (knob pdl: cu_launch; a failed launch shows in the caller's
+    // cudaGetLastError)
+    const dim3 blk(SPLIT_THREADS);
     switch (rb) {
-    case 8: split_gqa_kernel<F16, 8><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
-    case 4: split_gqa_kernel<F16, 4><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
-    case 2: split_gqa_kernel<F16, 2><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
-    default: split_gqa_kernel<F16, 1><<<grid, SPLIT_THREADS, smem, s>>>(*a, chunk, n_split, rows); break;
+    case 8: cu_launch(split_gqa_kernel<F16, 8>, grid, blk, smem, s, *a, chunk, n_split, rows); break;
+    case 4: cu_launch(split_gqa_kernel<F16, 4>, grid, blk, smem, s, *a, chunk, n_split, rows); break;
+    case 2: cu_launch(split_gqa_kernel<F16, 2>, grid, blk, smem, s, *a, chunk, n_split, rows); break;
+    default: cu_launch(split_gqa_kernel<F16, 1>, grid, blk, smem, s, *a, chunk, n_split, rows); break;
     }
 }
 

@@ -18,6 +18,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_launch.cuh"
 
 __global__ void route_kernel(float *logits, int64_t n, int E, int K, int32_t *sel, float *wts)
 {
@@ -79,6 +80,7 @@ __device__ __forceinline__ bool route_better(float v, int i, float bv, int bi)
 template <int J>
 __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts)
 {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (t >= n)
@@ -150,6 +152,7 @@ __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, 
 
 __global__ void swiglu_kernel(float *g, uint64_t gs, const float *u, uint64_t us, int64_t rows, int64_t F)
 {
+    cu_pdl_enter();
     const int64_t total = rows * F;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
@@ -161,6 +164,7 @@ __global__ void swiglu_kernel(float *g, uint64_t gs, const float *u, uint64_t us
 __global__ void combine_kernel(float *dst, uint64_t ds, const float *y, const float *wts, const float *ys,
                                const float *gamma, int64_t n, int K, int64_t H)
 {
+    cu_pdl_enter();
     const int64_t total = n * H;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
@@ -192,9 +196,9 @@ extern "C" int si_cu_moe_route(const float *logits, int64_t n, int E, int K, int
         const unsigned g = (unsigned)(blocks < 0x7fffffff ? blocks : 0x7fffffff);
         cudaStream_t s = (cudaStream_t)stream;
         if (E <= 256)
-            route_warp_kernel<8><<<g, 128, 0, s>>>(logits, n, E, K, sel, wts);
+            cu_launch(route_warp_kernel<8>, dim3(g), dim3(128), 0, s, logits, n, E, K, sel, wts);
         else
-            route_warp_kernel<32><<<g, 128, 0, s>>>(logits, n, E, K, sel, wts);
+            cu_launch(route_warp_kernel<32>, dim3(g), dim3(128), 0, s, logits, n, E, K, sel, wts);
     } else {
         route_kernel<<<(unsigned)((n + 127) / 128), 128, 0, (cudaStream_t)stream>>>((float *)logits, n, E, K, sel,
                                                                                   wts);
@@ -207,8 +211,8 @@ extern "C" int si_cu_swiglu_rows(float *g, uint64_t g_stride, const float *u, ui
 {
     if (rows <= 0 || F <= 0)
         return 0;
-    swiglu_kernel<<<blocks_for(rows * F), 256, 0, (cudaStream_t)stream>>>(g, g_stride, u, u_stride, rows, F);
-    return (int)cudaGetLastError();
+    return (int)cu_launch(swiglu_kernel, dim3(blocks_for(rows * F)), dim3(256), 0, (cudaStream_t)stream, g, g_stride, u,
+                          u_stride, rows, F);
 }
 
 extern "C" int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y, const float *wts,
@@ -216,7 +220,6 @@ extern "C" int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y
 {
     if (n <= 0 || H <= 0)
         return 0;
-    combine_kernel<<<blocks_for(n * H), 256, 0, (cudaStream_t)stream>>>(dst, dst_stride, y, wts, ys, gamma, n, K,
-                                                                        H);
-    return (int)cudaGetLastError();
+    return (int)cu_launch(combine_kernel, dim3(blocks_for(n * H)), dim3(256), 0, (cudaStream_t)stream, dst, dst_stride, y,
+                          wts, ys, gamma, n, K, H);
 }

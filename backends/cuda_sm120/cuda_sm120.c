@@ -75,9 +75,11 @@
  *                         later prefill chunks skip the requantisation;
  *                         false: requantise every product (the A/B).
  *   pdl = true | false    programmatic dependent launch for the decode
- *                         step's most frequent kernels (the int8 GEMV and
- *                         quantiser, RMSNORM, ADD/SWIGLU, the GDN conv,
- *                         rows and norm; cuda_launch.cuh): each may be
+ *                         step's kernels (the int8 GEMV and quantiser,
+ *                         RMSNORM, ADD/SWIGLU, the GDN conv, rows and
+ *                         norm, RoPE, K/V append, split-K GQA attention
+ *                         and its combine, the MoE router, SwiGLU and
+ *                         combine; cuda_launch.cuh): each may be
  *                         resident while the kernel before it drains and
  *                         waits for it on the device, hiding a launch per
  *                         kernel; false: plain stream order (the A/B).

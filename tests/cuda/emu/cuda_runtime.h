@@ -60,6 +60,11 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
 // what `k<<<grid, block, smem, stream>>>(args)` becomes (sed in run-*-emu.sh)
 static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::function<void()> &body)
 { emu_launch(grid, block, smem, body); }
+// cuda_launch.cuh's cu_launch (knob pdl: the attribute has no meaning here;
+// the kernels' cu_pdl_enter is a no-op on the host)
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
+{ emu_launch_s(grid, block, smem, s, [&] { k(static_cast<P>(args)...); }); return cudaSuccess; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
