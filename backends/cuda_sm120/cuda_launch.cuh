@@ -3,8 +3,11 @@
 // lets a kernel be resident while the previous one in the stream drains;
 // the kernel itself waits for it (cu_pdl_enter, cuda_quant.cuh, its first
 // statement: only kernels that call it may be launched this way).  In a
-// captured graph the dependency becomes a programmatic edge.  nvcc only
-// (the host emulation cuts the launchers).
+// captured graph the dependency becomes a programmatic edge.  What keeps it
+// exact: every kernel launched here calls cu_pdl_enter before its first
+// global access; one that did not could finish before its predecessor, and
+// the next kernel's wait (on it) would return too early.  nvcc only
+// (tests/cuda/emu/cuda_runtime.h has the host emulation's cu_launch).
 #ifndef SI_CUDA_LAUNCH_CUH
 #define SI_CUDA_LAUNCH_CUH
 #ifdef __CUDACC__
