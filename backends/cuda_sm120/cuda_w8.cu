@@ -124,10 +124,33 @@ __device__ __forceinline__ void w8_store8(const float *v, bool on, int lane, int
     }
 }
 
-// One warp per 256 weights of a row, 8 consecutive weights a lane
-// (cu_deq8: the cpu's dequantisation), G / 8 lanes a scale block.
-template <int T, int G>
-__global__ void w8_weights_kernel(const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws)
+// The rows a requantiser reads: GGUF weight rows (cu_deq8: the cpu's
+// dequantisation), or f32 activation columns `stride` floats apart.
+template <int T> struct w8_gguf {
+    const uint8_t *w;
+    uint64_t       row_bytes;
+    __device__ __forceinline__ void load(int64_t r, int64_t i0, float v[8]) const
+    {
+        cu_deq8<T>(w + (uint64_t)r * row_bytes, i0, v);
+    }
+};
+
+struct w8_f32 {
+    const float *x;
+    int64_t      stride;
+    __device__ __forceinline__ void load(int64_t r, int64_t i0, float v[8]) const
+    {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = x[r * stride + i0 + j];
+    }
+};
+
+// One warp per 256 values of a row of `in`, 8 consecutive values a lane,
+// G / 8 lanes a scale block: int8 at q[r * in + i], scales at s[r * (in /
+// G) + i / G].
+template <int G, class S>
+__global__ void w8_rows_kernel(S src, int64_t rows, int64_t in, int8_t *q, float *s)
 {
     const int lane = threadIdx.x & 31;
     const int64_t npair = (in + 255) / 256, total = rows * npair;
@@ -137,30 +160,12 @@ __global__ void w8_weights_kernel(const uint8_t *w, uint64_t row_bytes, int64_t 
         const bool on = i0 < in;   // (in % 128 == 0: a half warp is all on or all off)
         float v[8];
         if (on)
-            cu_deq8<T>(w + (uint64_t)r * row_bytes, i0, v);
+            src.load(r, i0, v);
         else
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 v[j] = 0.0f;
-        w8_store8<G>(v, on, lane, i0, wq + r * in, ws + r * (in / G));
-    }
-}
-
-// The activations: one warp per 256 values of a column, as the weights.
-// Column c of x starts at x + c * x_stride.
-__global__ void w8_quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d)
-{
-    const int lane = threadIdx.x & 31;
-    const int64_t npair = (in + 255) / 256, total = ncx * npair;
-    for (int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < total;
-         p += ((int64_t)gridDim.x * blockDim.x) >> 5) {
-        const int64_t c = p / npair, i0 = (p % npair) * 256 + 8 * lane;
-        const bool on = i0 < in;
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            v[j] = on ? x[c * x_stride + i0 + j] : 0.0f;
-        w8_store8<128>(v, on, lane, i0, q + c * in, d + c * (in / 128));
+        w8_store8<G>(v, on, lane, i0, q + r * in, s + r * (in / G));
     }
 }
 
@@ -317,10 +322,11 @@ static cudaError_t w8_weights_go(const uint8_t *w, uint64_t row_bytes, int64_t r
                                  float *ws, cudaStream_t s)
 {
     const unsigned grid = w8_grid(rows * ((in + 255) / 256));
+    const w8_gguf<T> src = { w, row_bytes };
     if (g == 32)
-        w8_weights_kernel<T, 32><<<grid, 256, 0, s>>>(w, row_bytes, rows, in, wq, ws);
+        w8_rows_kernel<32><<<grid, 256, 0, s>>>(src, rows, in, wq, ws);
     else
-        w8_weights_kernel<T, 128><<<grid, 256, 0, s>>>(w, row_bytes, rows, in, wq, ws);
+        w8_rows_kernel<128><<<grid, 256, 0, s>>>(src, rows, in, wq, ws);
     return cudaGetLastError();
 }
 
@@ -357,7 +363,8 @@ extern "C" int si_cu_w8_quantize_x(const float *x, int64_t x_stride, int64_t in,
         return 0;
     if (in % 128 != 0)
         return (int)cudaErrorInvalidValue;
-    w8_quant_x_kernel<<<w8_grid(ncx * ((in + 255) / 256)), 256, 0, (cudaStream_t)stream>>>(x, x_stride, in, ncx, q, d);
+    const w8_f32 src = { x, x_stride };
+    w8_rows_kernel<128><<<w8_grid(ncx * ((in + 255) / 256)), 256, 0, (cudaStream_t)stream>>>(src, ncx, in, q, d);
     return (int)cudaGetLastError();
 }
 

@@ -43,8 +43,9 @@ EOT
 size_t emu_w8_smem() { return W8_SMEM; }
 template <int T> static void emu_w8_weights_t(int g, const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws, unsigned blocks)
 {
-    if (g == 32) emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_weights_kernel<T, 32>(w, row_bytes, rows, in, wq, ws); });
-    else emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_weights_kernel<T, 128>(w, row_bytes, rows, in, wq, ws); });
+    const w8_gguf<T> src = { w, row_bytes };
+    if (g == 32) emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_rows_kernel<32>(src, rows, in, wq, ws); });
+    else emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_rows_kernel<128>(src, rows, in, wq, ws); });
 }
 void emu_w8_weights(uint32_t type, int g, const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws, unsigned blocks)
 {
@@ -57,7 +58,7 @@ void emu_w8_weights(uint32_t type, int g, const uint8_t *w, uint64_t row_bytes, 
     }
 }
 void emu_w8_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, unsigned blocks)
-{ emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_quant_x_kernel(x, x_stride, in, ncx, q, d); }); }
+{ const w8_f32 src = { x, x_stride }; emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_rows_kernel<128>(src, ncx, in, q, d); }); }
 // w8_go's grid
 void emu_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
 {
@@ -133,7 +134,7 @@ plants() {
     # rows past the end not clamped (a read past wq)
     plant row-clamp 's/^        r = r < mm.rows ? r : mm.rows - 1;$/;/' "" q4_k 200 256 130
     # x read at a stride of in, not x_stride
-    plant x-stride 's/x\[c \* x_stride + i0 + j\]/x[c * in + i0 + j]/' "" q8_0 128 256 128 1 48
+    plant x-stride 's/x\[r \* stride + i0 + j\]/x[r * 256 + i0 + j]/' "" q8_0 128 256 128 1 48
     # a block's amax over twice its lanes (G = 128: the whole warp)
     plant amax-lanes 's/o = G \/ 16; o > 0/o = G \/ 8; o > 0/' "" q6_k 128 256 128
     # a NaN in the activations not voted: q = 0 hides it

@@ -2,11 +2,11 @@
 // (cuda_w8.cu: weights and activations requantised to int8 per G-wide
 // block, one f32 scale each; EMU_G=128, the default, or 32) under the
 // host emulation, with the PTX of ptx_emu.h.  Checked:
-//   w8_weights_kernel<T, G>: every int8 weight and scale bit for bit
+//   w8_rows_kernel<G> on weights: every int8 weight and scale bit for bit
 //     against ref_quant below (written from the header's definition, not
 //     from the kernel) over core's si_dequant of the row; random GGUF
 //     bytes with sane f16 scales, one all-zero 128-block (s = 0, q = 0);
-//   w8_quant_x_kernel (G = 128 only): the same, columns x_stride apart
+//   w8_rows_kernel<128> on activations: the same, columns x_stride apart
 //     (the padding NaN: reading it shows), a column of exact .5 ties
 //     (s = 1), a zero block, an outlier block;
 //   both at the launcher's grid and at a 1-block grid-stride one;
