@@ -62,9 +62,11 @@ static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t
 { emu_launch(grid, block, smem, body); }
 // cuda_launch.cuh's cu_launch (knob pdl: the attribute has no meaning here;
 // the kernels' cu_pdl_enter is a no-op on the host)
+#ifndef EMU_OWN_RUNTIME_API
 template <typename... P, typename... A>
 static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
 { emu_launch_s(grid, block, smem, s, [&] { k(static_cast<P>(args)...); }); return cudaSuccess; }
+#endif
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
