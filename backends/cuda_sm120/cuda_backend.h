@@ -68,9 +68,11 @@ struct si_backend {
     size_t         xq_cap;
     const void    *xq_key;
     int64_t        xq_in, xq_ncx, xq_stride;
+    int            xq_blk;          /* its scale block: 32 or 128 (i8 GEMM)  */
     uintptr_t      xq_lo, xq_hi;
-    /* mma_weights = i8: one weight matrix requantised to int8 and its
-     * activations (cuda_w8.cu), rewritten by every such product. */
+    /* mma_weights = i8: one weight matrix requantised to int8 (cuda_w8.cu;
+     * when w8_cache has none), rewritten by every such product; its
+     * activations go through xq like the dp4a path's. */
     uint8_t       *w8;
     size_t         w8_cap;
     /* knob w8_cache (cuda_w8cache.c): int8 weights kept after first use */

@@ -96,11 +96,13 @@ static void xq_parts(si_backend *b, int64_t in, int64_t ncx, int slot, int8_t **
     *s = (float *)(base + rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float)));
 }
 
-/* Slot 0 now holds the int8 copy of x (enqueued): later products of x
- * find it. */
-static void xq_hold(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx)
+/* Slot 0 now holds the int8 copy of x (enqueued), scales per blk (32:
+ * si_cu_quantize_x's, with block sums; 128: si_cu_w8_quantize_x's, for
+ * mma_weights = i8): later products of x find it. */
+static void xq_hold(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int blk)
 {
     b->xq_key = x;
+    b->xq_blk = blk;
     b->xq_in = in;
     b->xq_ncx = ncx;
     b->xq_stride = x_stride;
@@ -109,11 +111,12 @@ static void xq_hold(si_backend *b, const float *x, int64_t x_stride, int64_t in,
 }
 
 /* The int8 copy of x [ncx columns of `in`, x_stride floats apart] in half
- * `slot` of the scratch: values q, scales d, block sums s.  Slot 0 is a
- * cache: the same input again (same device address and shape, nothing
+ * `slot` of the scratch: values q, scales d per blk (32, with block sums
+ * s; or 128, s unused: the per-32 layout has room).  Slot 0 is a cache:
+ * the same input again (same device address, shape and blk, nothing
  * written to it since) is not quantised again, so q/k/v/gate projections
  * of one input share it. */
-static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot,
+static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot, int blk,
                   int8_t **q, float **d, float **s, si_err *err)
 {
     const size_t bytes = xq_bytes(in, ncx);
@@ -121,52 +124,44 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     if (rc != SI_OK)
         return rc;
     xq_parts(b, in, ncx, slot, q, d, s);
-    if (slot == 0 && b->xq_key == (const void *)x && b->xq_in == in && b->xq_ncx == ncx && b->xq_stride == x_stride)
+    if (slot == 0 && b->xq_key == (const void *)x && b->xq_in == in && b->xq_ncx == ncx && b->xq_stride == x_stride &&
+        b->xq_blk == blk)
         return SI_OK;
     if (slot == 0)
         b->xq_key = NULL;
-    rc = launched(si_cu_quantize_x(x, x_stride, in, ncx, *q, *d, *s, b->stream), "quantise activations", err);
+    rc = launched(blk == 128 ? si_cu_w8_quantize_x(x, x_stride, in, ncx, *q, *d, b->stream)
+                             : si_cu_quantize_x(x, x_stride, in, ncx, *q, *d, *s, b->stream),
+                  "quantise activations", err);
     if (rc == SI_OK && slot == 0)
-        xq_hold(b, x, x_stride, in, ncx);
+        xq_hold(b, x, x_stride, in, ncx, blk);
     return rc;
 }
 
 /* mma_weights = i8 (cuda_w8.cu): the weight matrix's int8 copy from the
- * cache (w8_cache), else requantised into the w8 scratch; then the
- * activations, then the GEMM.  The scratch is rewritten by the next
- * product, after this one on the stream. */
-static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, si_err *err)
+ * cache (w8_cache), else requantised into the w8 scratch (rewritten by
+ * the next product, after this one on the stream); the activations per
+ * w8_block through xq_get, so products of one input share them. */
+static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, int slot, si_err *err)
 {
     const int g = b->w8_block;
-    const int8_t *cq;
-    const float *cs;
-    int rc = cu_w8_cache_get(b, m, g, &cq, &cs, err);
-    if (rc != SI_OK)
-        return rc;
-    const bool cached = cq != NULL;
-    const size_t wq = cached ? 0 : (size_t)(m->rows * m->in), ws = cached ? 0 : (size_t)(m->rows * (m->in / g)) * 4;
-    const size_t xq = (size_t)(ncx * m->in), xd = (size_t)(ncx * (m->in / g)) * 4;
-    const size_t o_ws = (wq + 255) & ~(size_t)255, o_xq = (o_ws + ws + 255) & ~(size_t)255;
-    const size_t o_xd = (o_xq + xq + 255) & ~(size_t)255, o_xs = (o_xd + xd + 255) & ~(size_t)255;
-    /* (g = 32: the dp4a path's quantiser, which also writes block sums) */
-    rc = cu_w8_reserve(b, o_xs + (g == 32 ? xd : 0), err);
-    if (rc != SI_OK)
-        return rc;
-    uint8_t *base = b->w8;
-    int8_t *q = (int8_t *)(base + o_xq);
-    float *d = (float *)(base + o_xd);
-    if (!cached) {
-        cq = (const int8_t *)base;
-        cs = (const float *)(base + o_ws);
-        rc = launched(si_cu_w8_weights(m, g, (int8_t *)base, (float *)(base + o_ws), b->stream),
+    const int8_t *wq;
+    const float *ws;
+    int rc = cu_w8_cache_get(b, m, g, &wq, &ws, err);
+    if (rc == SI_OK && wq == NULL) {
+        const size_t o_ws = ((size_t)(m->rows * m->in) + 255) & ~(size_t)255;
+        if ((rc = cu_w8_reserve(b, o_ws + (size_t)(m->rows * (m->in / g)) * 4, err)) != SI_OK)
+            return rc;
+        wq = (const int8_t *)b->w8;
+        ws = (const float *)(b->w8 + o_ws);
+        rc = launched(si_cu_w8_weights(m, g, (int8_t *)b->w8, (float *)(b->w8 + o_ws), b->stream),
                       "MATMUL (int8 weights)", err);
     }
+    int8_t *q;
+    float *d, *s;
     if (rc == SI_OK)
-        rc = launched(g == 32 ? si_cu_quantize_x(m->x, m->x_stride, m->in, ncx, q, d, (float *)(base + o_xs), b->stream)
-                              : si_cu_w8_quantize_x(m->x, m->x_stride, m->in, ncx, q, d, b->stream),
-                      "MATMUL (int8 activations)", err);
+        rc = xq_get(b, m->x, m->x_stride, m->in, ncx, slot, g, &q, &d, &s, err);
     if (rc == SI_OK)
-        rc = launched(si_cu_matmul_w8(m, g, cq, cs, q, d, b->stream), "MATMUL (int8 mma, i8 weights)", err);
+        rc = launched(si_cu_matmul_w8(m, g, wq, ws, q, d, b->stream), "MATMUL (int8 mma, i8 weights)", err);
     return rc;
 }
 
@@ -216,10 +211,10 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
     if (mma && b->mm_w8 && si_cu_w8_ok(&m))
-        return mm_run_w8(b, &m, ncx, err);
+        return mm_run_w8(b, &m, ncx, slot, err);
     int8_t *q;
     float *d, *s;
-    int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, &q, &d, &s, err);
+    int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, 32, &q, &d, &s, err);
     if (rc != SI_OK)
         return rc;
     if (mma && b->mm_mma_v2)
@@ -419,7 +414,7 @@ static int swiglu_q_exec(si_backend *b, const si_op *op, si_err *err)
     if (rc != SI_OK)
         return rc;
     xq_after(b, op);
-    xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows);
+    xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows, 32);
     return SI_OK;
 }
 
@@ -449,7 +444,7 @@ static int norm_fused_exec(si_backend *b, const si_op *ops, size_t n, bool quant
     for (size_t k = 0; k < n; k++)
         xq_after(b, &ops[k]);
     if (quant)
-        xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows);
+        xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows, 32);
     return SI_OK;
 }
 

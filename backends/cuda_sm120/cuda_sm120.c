@@ -493,7 +493,7 @@ int cu_w8_reserve(si_backend *b, size_t bytes, si_err *err)
 {
     if (bytes <= b->w8_cap && b->w8 != NULL)
         return SI_OK;
-    return cu_scratch_grow(b, &b->w8, &b->w8_cap, bytes, "int8 weights and activations (mma_weights = i8)", err);
+    return cu_scratch_grow(b, &b->w8, &b->w8_cap, bytes, "int8 weights (mma_weights = i8)", err);
 }
 
 int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
