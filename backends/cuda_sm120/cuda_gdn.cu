@@ -22,6 +22,7 @@
 #include "cuda_launch.cuh"
 
 #define GDN_THREADS 128
+#define CONV_REG    8     /* conv taps held in registers at decode */
 
 __global__ void conv_kernel(cu_gdn g)
 {
@@ -33,6 +34,34 @@ __global__ void conv_kernel(cu_gdn g)
     const int K = g.conv_k, H = K - 1;
     float *st = (float *)(g.state + run.state_off) + c * H;
     const float *w = g.conv_w + c * g.conv_w_stride;
+    if (run.len == 1 && K <= CONV_REG) {
+        // Decode: weights, state and input loaded at once, then the same
+        // sum as below and the shifted state written from registers (the
+        // loop below reads state entries after writing others, which the
+        // compiler cannot reorder: a round trip each).
+        float wv[CONV_REG], sv[CONV_REG];
+#pragma unroll
+        for (int j = 0; j < CONV_REG; j++) {
+            wv[j] = j < K ? w[j] : 0.0f;
+            sv[j] = j < H ? st[j] : 0.0f;
+        }
+        const float x = g.u[run.t0 * g.u_stride + c];
+        float wh = 0.0f;   // w[H] without a dynamic index into registers
+#pragma unroll
+        for (int j = 0; j < CONV_REG; j++)
+            wh = j == H ? wv[j] : wh;
+        float acc = wh * x;
+#pragma unroll
+        for (int j = 0; j < CONV_REG; j++)
+            if (j < H)
+                acc += wv[j] * sv[j];
+        g.y[run.t0 * g.conv_dim + c] = cu_silu(acc);
+#pragma unroll
+        for (int j = 0; j < CONV_REG; j++)
+            if (j < H)
+                st[j] = j + 1 < H ? sv[j + 1] : x;
+        return;
+    }
     // Element at run-relative position p (p may be negative: then state).
     for (int64_t i = 0; i < run.len; i++) {
         const float x = g.u[(run.t0 + i) * g.u_stride + c];

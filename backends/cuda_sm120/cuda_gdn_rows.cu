@@ -73,7 +73,13 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
         float q[GR_MAX_EL], k[GR_MAX_EL];
         warp_l2norm(y + (int64_t)kh * dk, el, g.eps, qscale, q);
         warp_l2norm(y + key_dim + (int64_t)kh * dk, el, g.eps, 1.0f, k);
-        const float *v = y + 2 * key_dim + (int64_t)j * dv;
+        // v of the warp's rows loaded here, not between the stores to
+        // out below (which the compiler must assume may alias v: each
+        // load would wait for the previous row's round trip)
+        float vr[GR_ROWS_W];
+#pragma unroll
+        for (int r = 0; r < GR_ROWS_W; r++)
+            vr[r] = y[2 * key_dim + (int64_t)j * dv + m0 + r];
         const float bt = g.b[t * g.b_stride + j], at = g.a[t * g.a_stride + j];
         const float beta = 1.0f / (1.0f + expf(-bt));
         const float sp_in = at + dt_b;
@@ -89,7 +95,7 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
                 rk = fmaf(s[r][e], k[e], rk);
             }
             rk = cu_warp_sum(rk);
-            const float delta = beta * (v[m0 + r] - rk);
+            const float delta = beta * (vr[r] - rk);
             float o = 0.0f;
 #pragma unroll
             for (int e = 0; e < GR_MAX_EL; e++) {
@@ -122,6 +128,31 @@ __global__ void norm_kernel(cu_gdn g)
     const int j = (int)(w % g.n_v_head), dv = g.dv;
     float *o = g.dst + t * g.dst_stride + (int64_t)j * dv;
     const float *z = g.z + t * g.z_stride + (int64_t)j * dv;
+    // Up to 256 elements a head (every model here) o, z and the weight are
+    // all loaded before the first store: o may alias them as far as the
+    // compiler knows, so a load after a store waited for it.
+    if (dv <= 32 * GR_MAX_EL) {
+        float ov[GR_MAX_EL], zv[GR_MAX_EL], wv[GR_MAX_EL];
+        double ss = 0.0;
+#pragma unroll
+        for (int e = 0; e < GR_MAX_EL; e++) {
+            const int m = lane + 32 * e;
+            ov[e] = m < dv ? o[m] : 0.0f;
+            zv[e] = m < dv ? z[m] : 0.0f;
+            wv[e] = m < dv ? g.norm_w[m] : 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < GR_MAX_EL; e++)
+            if (lane + 32 * e < dv)
+                ss += (double)ov[e] * (double)ov[e];
+        ss = cu_warp_sumd(ss);
+        const float sc = (float)(1.0 / sqrt(ss / dv + (double)g.eps));
+#pragma unroll
+        for (int e = 0; e < GR_MAX_EL; e++)
+            if (lane + 32 * e < dv)
+                o[lane + 32 * e] = __fmul_rn(__fmul_rn(__fmul_rn(ov[e], sc), wv[e]), cu_silu(zv[e]));
+        return;
+    }
     double ss = 0.0;
     for (int m = lane; m < dv; m += 32)
         ss += (double)o[m] * (double)o[m];
