@@ -125,7 +125,6 @@ __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
 {
     cu_pdl_enter();
     extern __shared__ float sm[];
-    __shared__ double red[33];
     __shared__ float redf[33];
     const int64_t t = blockIdx.x;
     const int g = blockIdx.y, hd = a.head_dim;
@@ -135,7 +134,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         x[i] = k[i];
     __syncthreads();
-    norm_rope(x, a.k_norm, a, a.rope + t * a.n_rot, red);
+    norm_rope_rows(x, 1, a.k_norm, a, a.rope + t * a.n_rot);
     if (a.i8) {
         const uint64_t row = kv_page_row(a, a.seq[t], a.pos[t], g);
         quant_row(x, hd, (int8_t *)a.kc + row * hd, a.ks + row, redf);
@@ -166,7 +165,6 @@ __device__ __forceinline__ float kv_load(const void *base, uint64_t i, bool f16)
 __global__ void __launch_bounds__(ATTN_THREADS) attend_kernel(cu_attn a)
 {
     extern __shared__ float sm[];
-    __shared__ double red[33];
     const int64_t t = blockIdx.x;
     const int h = blockIdx.y, hd = a.head_dim;
     const int g = h / (a.n_head / a.n_head_kv);
@@ -178,7 +176,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attend_kernel(cu_attn a)
         acc[i] = 0.0f;
     }
     __syncthreads();
-    norm_rope(q, a.q_norm, a, a.rope + t * a.n_rot, red);
+    norm_rope_rows(q, 1, a.q_norm, a, a.rope + t * a.n_rot);
 
     const float scale = 1.0f / sqrtf((float)hd);
     const int32_t seq = a.seq[t], pos = a.pos[t];
@@ -261,7 +259,6 @@ template <bool F16, int RB>
 __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t chunk, int n_split)
 {
     extern __shared__ float sm[];   // q, later the folded sums: [RB][hd]; p: [RB][SPLIT_TILE]
-    __shared__ double red[33];
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     const int U = RB >= 8 ? 2 : 4;  // rows loaded ahead per lane (bytes in flight vs registers)
     const int hd = a.head_dim;
@@ -280,7 +277,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t
     float *qs = sm, *ps = sm + RB * hd;
 
     float q[RB][8], acc[RB][8];
-    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, red, q, acc);
+    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, q, acc);
 
     const float scale = 1.0f / sqrtf((float)hd);
     const uint64_t step = (uint64_t)a.n_head_kv * hd;
@@ -463,14 +460,13 @@ static void launch_split(const cu_attn *a, const split_plan *pl, cudaStream_t s)
 __global__ void __launch_bounds__(ATTN_THREADS) qprep_kernel(cu_attn a, float *q)
 {
     extern __shared__ float sm[];
-    __shared__ double red[33];
     const int64_t t = blockIdx.x;
     const int h = blockIdx.y, hd = a.head_dim;
     const float *src = a.qg + t * a.qg_stride + (uint64_t)h * 2 * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         sm[i] = src[i];
     __syncthreads();
-    norm_rope(sm, a.q_norm, a, a.rope + t * a.n_rot, red);
+    norm_rope_rows(sm, 1, a.q_norm, a, a.rope + t * a.n_rot);
     float *out = q + ((uint64_t)t * a.n_head + h) * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         out[i] = sm[i];

@@ -24,26 +24,75 @@ static __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
-// x (shared, head_dim) <- rope(rms(x) * w) for the block; w NULL = no norm.
-static __device__ void norm_rope(float *x, const float *w, const cu_attn &a, const float *cs, double *red)
+// x (shared, head_dim) <- rope(rms(x) * w) by one warp (w NULL: no
+// norm).  The sum of squares in double as the cpu backend.  Up to 256
+// elements and 128 rotated pairs (every model here) the weight's and the
+// rope table's values are loaded into registers before the sum, so their
+// round trips overlap it instead of following it; longer rows loop.
+static __device__ void warp_norm_rope(float *x, const float *w, const cu_attn &a, const float *cs)
 {
-    const int hd = a.head_dim;
+    const int hd = a.head_dim, lane = threadIdx.x & 31, half = a.n_rot / 2;
+    if (hd > 256) {
+        if (w != NULL) {
+            double ss = 0.0;
+            for (int i = lane; i < hd; i += 32)
+                ss += (double)x[i] * (double)x[i];
+            const float sc = (float)(1.0 / sqrt(cu_warp_sumd(ss) / hd + (double)a.eps));
+            for (int i = lane; i < hd; i += 32)
+                x[i] = __fmul_rn(__fmul_rn(x[i], sc), w[i]);
+            __syncwarp();
+        }
+        for (int i = lane; i < half; i += 32) {
+            const float x0 = x[i], x1 = x[i + half], c = cs[2 * i], s = cs[2 * i + 1];
+            x[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+            x[i + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+        }
+        __syncwarp();
+        return;
+    }
+    float wv[8], cv[4], sv[4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        wv[j] = w != NULL && lane + 32 * j < hd ? w[lane + 32 * j] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int i = lane + 32 * j;
+        cv[j] = i < half ? cs[2 * i] : 0.0f;
+        sv[j] = i < half ? cs[2 * i + 1] : 0.0f;
+    }
     if (w != NULL) {
         double ss = 0.0;
-        for (int i = threadIdx.x; i < hd; i += blockDim.x)
-            ss += (double)x[i] * (double)x[i];
-        ss = cu_block_sumd(ss, red);
-        const float sc = (float)(1.0 / sqrt(ss / hd + (double)a.eps));
-        for (int i = threadIdx.x; i < hd; i += blockDim.x)
-            x[i] = __fmul_rn(__fmul_rn(x[i], sc), w[i]);
-        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (lane + 32 * j < hd)
+                ss += (double)x[lane + 32 * j] * (double)x[lane + 32 * j];
+        const float sc = (float)(1.0 / sqrt(cu_warp_sumd(ss) / hd + (double)a.eps));
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (lane + 32 * j < hd)
+                x[lane + 32 * j] = __fmul_rn(__fmul_rn(x[lane + 32 * j], sc), wv[j]);
+        __syncwarp();
     }
-    const int half = a.n_rot / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float x0 = x[i], x1 = x[i + half], c = cs[2 * i], s = cs[2 * i + 1];
-        x[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        x[i + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int i = lane + 32 * j;
+        if (i < half) {
+            const float x0 = x[i], x1 = x[i + half];
+            x[i] = __fsub_rn(__fmul_rn(x0, cv[j]), __fmul_rn(x1, sv[j]));
+            x[i + half] = __fadd_rn(__fmul_rn(x1, cv[j]), __fmul_rn(x0, sv[j]));
+        }
     }
+    __syncwarp();
+}
+
+// Rows x, x + hd, .. (shared, `rows` of them) normed and roped, one warp
+// per row (the rows of a block's query heads used to go one after the
+// other through block-wide reductions: ~20-30 us per decode attention).
+// Contains __syncthreads().
+static __device__ void norm_rope_rows(float *x, int rows, const float *w, const cu_attn &a, const float *cs)
+{
+    for (int r = threadIdx.x >> 5; r < rows; r += blockDim.x >> 5)
+        warp_norm_rope(x + (int64_t)r * a.head_dim, w, a, cs);
     __syncthreads();
 }
 
@@ -72,8 +121,7 @@ void cu_launch_split_gqa(const cu_attn *a, int rb, int32_t chunk, int n_split, c
 // gate split_finish reads).
 template <int RB>
 static __device__ __forceinline__ const float *split_begin(const cu_attn &a, int64_t t, int h0, int hd, int cl, float *qs,
-                                                   float *m_s, float *l_s, double *red, float (&q)[RB][8],
-                                                   float (&acc)[RB][8])
+                                                   float *m_s, float *l_s, float (&q)[RB][8], float (&acc)[RB][8])
 {
     const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
     for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
@@ -83,8 +131,7 @@ static __device__ __forceinline__ const float *split_begin(const cu_attn &a, int
         l_s[threadIdx.x] = 0.0f;
     }
     __syncthreads();
-    for (int r = 0; r < RB; r++)
-        norm_rope(qs + r * hd, a.q_norm, a, a.rope + t * a.n_rot, red);
+    norm_rope_rows(qs, RB, a.q_norm, a, a.rope + t * a.n_rot);
 #pragma unroll
     for (int r = 0; r < RB; r++)
 #pragma unroll

@@ -80,7 +80,6 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_gqa_kernel(cu_attn a, int
     // q, later the folded sums: [RB][hd] f32; p: [RB][SPLIT_TILE] f32;
     // then the K tile and the V tile: [rows][hd] of the cache's type
     extern __shared__ float sm[];
-    __shared__ double red[33];
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     const int hd = a.head_dim;
     const int64_t t = blockIdx.x;
@@ -112,7 +111,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_gqa_kernel(cu_attn a, int
     }
 
     float q[RB][8], acc[RB][8];
-    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, red, q, acc);
+    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, q, acc);
 
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t p0 = c0; p0 < c1; p0 += rows) {

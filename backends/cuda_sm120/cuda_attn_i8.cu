@@ -39,7 +39,6 @@ template <int RB>
 __global__ void __launch_bounds__(SPLIT_THREADS) split_i8_kernel(cu_attn a, int32_t chunk, int n_split)
 {
     extern __shared__ float sm[];   // q, later the folded sums: [RB][hd]; p: [RB][SPLIT_TILE]
-    __shared__ double red[33];
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     __shared__ uint64_t row_s[SPLIT_TILE];          // byte offset of each row of the tile
     __shared__ float sk_s[SPLIT_TILE], sv_s[SPLIT_TILE];
@@ -62,7 +61,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_i8_kernel(cu_attn a, int3
     const int8_t *kc = (const int8_t *)a.kc + cl * 8, *vc = (const int8_t *)a.vc + cl * 8;
 
     float q[RB][8], acc[RB][8];
-    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, red, q, acc);
+    const float *qg = split_begin<RB>(a, t, h0, hd, cl, qs, m_s, l_s, q, acc);
 
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t p0 = c0; p0 < c1; p0 += SPLIT_TILE) {
