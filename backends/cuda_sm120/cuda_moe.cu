@@ -58,25 +58,25 @@ __global__ void route_kernel(float *logits, int64_t n, int E, int K, int32_t *se
         w[k] /= tot;
 }
 
-// (v, i) beats (bv, bi): larger value, ties (and two NaNs) to the lower
-// index; a NaN never beats a number.
-__device__ __forceinline__ bool route_better(float v, int i, float bv, int bi)
+// Selection order of (probability v, expert e) as one 64-bit key: larger
+// v first, ties (two NaNs too) to the lower index, a NaN below every
+// number (the cpu backend's order).  v is in [0, 1] or NaN (a softmax
+// output), so its bits order like the values; NaN gets 0 and a number its
+// bits + 1 above 32 bits, the index's complement below.  Key 0: nothing
+// (taken, or past E).
+__device__ __forceinline__ unsigned long long route_key(float v, int e)
 {
-    if (bi < 0)
-        return i >= 0;
-    if (i < 0)
-        return false;
-    if (isnan(bv) != isnan(v))
-        return isnan(bv);
-    if (v > bv)
-        return true;
-    return !(v < bv) && i < bi;
+    const unsigned hi = v != v ? 0u : __float_as_uint(v) + 1u;
+    return ((unsigned long long)hi << 32) | (0xffffffffu - (unsigned)e);
 }
 
 // J = experts per lane held in registers (E <= 32 * J): the logits are read
-// once and each probability computed once, instead of K + 2 passes over
-// memory with the exponentials redone per round (~15 us per decode token
-// at E = 256, K = 8; the same expf and division, so the same bits).
+// once and each probability computed once.  The K picks are K rounds of a
+// warp arg-max over the keys by two __reduce_max_sync (the high words,
+// then the low words of the lanes that hold the maximum); each lane keeps
+// its own best key and only the lane that lost its pick scans its J again.
+// The shuffle tree with a compare per level spent ~12 us per decode token
+// at E = 256, K = 8 (one warp, a dependent chain of ~2800 instructions).
 template <int J>
 __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts)
 {
@@ -106,37 +106,27 @@ __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, 
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    unsigned long long key[J], best = 0;
 #pragma unroll
-    for (int j = 0; j < J; j++)
-        v[j] = expf(v[j] - mx) / sum;
-    uint32_t taken = 0;   // bit j: expert lane + 32*j was selected
+    for (int j = 0; j < J; j++) {
+        const int e = lane + 32 * j;
+        key[j] = e < E ? route_key(expf(v[j] - mx) / sum, e) : 0ull;
+        best = key[j] > best ? key[j] : best;
+    }
     float tot = 0.0f;
     for (int k = 0; k < K; k++) {
-        float bv = 0.0f;
-        int bi = -1;
+        const unsigned hi = __reduce_max_sync(0xffffffffu, (unsigned)(best >> 32));
+        const unsigned lo = __reduce_max_sync(0xffffffffu, (unsigned)(best >> 32) == hi ? (unsigned)best : 0u);
+        // lo == 0: fewer than K experts (only with K > E): index 0, weight 0
+        const int bi = lo == 0u ? 0 : (int)(0xffffffffu - lo);
+        const float bv = lo == 0u ? 0.0f : hi == 0u ? __uint_as_float(0x7fffffffu) : __uint_as_float(hi - 1u);
+        const bool mine = lo != 0u && (bi & 31) == lane;
+        best = 0;
 #pragma unroll
         for (int j = 0; j < J; j++) {
-            const int e = lane + 32 * j;
-            if (e < E && !(taken & (1u << j)) && route_better(v[j], e, bv, bi)) {
-                bv = v[j];
-                bi = e;
-            }
+            key[j] = mine && j == (bi >> 5) ? 0ull : key[j];
+            best = key[j] > best ? key[j] : best;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (route_better(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if (bi < 0) {   // fewer than K experts (only with K > E): keep the index in range
-            bi = 0;
-            bv = 0.0f;
-        }
-        if ((bi & 31) == lane)
-            taken |= 1u << (bi >> 5);
         if (lane == 0) {
             sel[t * K + k] = bi;
             wts[t * K + k] = bv;
@@ -191,7 +181,7 @@ extern "C" int si_cu_moe_route(const float *logits, int64_t n, int E, int K, int
 {
     if (n <= 0)
         return 0;
-    if (E <= 1024) {   // the taken-mask holds 32 experts per lane
+    if (E <= 1024) {   // at most 32 keys per lane
         const int64_t blocks = (n + 3) / 4;
         const unsigned g = (unsigned)(blocks < 0x7fffffff ? blocks : 0x7fffffff);
         cudaStream_t s = (cudaStream_t)stream;

@@ -55,6 +55,13 @@ template <class T> static inline T __shfl_up_sync(unsigned, T v, int o)
 { T r; int l = (int)(threadIdx.x & 31); emu::xchg(&v, &r, sizeof(T), l >= o ? l - o : l); return r; }
 template <class T> static inline T __shfl_down_sync(unsigned, T v, int o)
 { T r; int l = (int)(threadIdx.x & 31); emu::xchg(&v, &r, sizeof(T), l + o < 32 ? l + o : l); return r; }
+// redux.sync.max.u32: every lane gets the warp's maximum
+static inline unsigned __reduce_max_sync(unsigned, unsigned v)
+{
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++) { unsigned r; emu::xchg(&v, &r, sizeof v, l); m = r > m ? r : m; }
+    return m;
+}
 // run kernel(args) on every block of the grid
 void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
 // what `k<<<grid, block, smem, stream>>>(args)` becomes (sed in run-*-emu.sh)
