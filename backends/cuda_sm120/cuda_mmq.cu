@@ -238,19 +238,34 @@ __device__ __forceinline__ void mmq_unit_q4w(const uint8_t *row, int64_t u, cons
     }
 }
 
+// Lanes per weight row at one column (L of mmq_kernel): a row of fewer
+// than 4 * 32 units leaves lanes idle or with one unit each, and the
+// warp's fixed work (pointers, expert lookup, the shuffle reduction)
+// outweighs its loads: the 35b's expert GEMVs (512- and 2048-wide rows)
+// issued ~370 instructions per 350-byte row.  So narrow rows share a warp,
+// L lanes each, >= 4 units a lane where the row has them.
+static inline __host__ __device__ int mmq_row_lanes(int64_t units)
+{
+    return units >= 128 ? 32 : units >= 64 ? 16 : units >= 32 ? 8 : 4;
+}
+
 // Column j of the product reads quantised column j / x_div.  U units of
 // a lane are in one unrolled step, so their loads are in flight together.
+// L lanes per row (32 / L rows a warp, L < 32 only at NT = 1): the lanes
+// of a row reduce among themselves (the same shuffle order as
+// cu_warp_sum at L = 32, so the same bits there).
 // Blocks past product 0's rows belong to mm.more[0..n_more) in order
 // (one launch for the products of one input; uniform per block); with
 // per-column experts every product steps by the same expert_bytes (an
 // expert's gate and up).
-template <int T, int NT, int U, bool W = false>
+template <int T, int NT, int U, bool W = false, int L = 32>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     cu_pdl_enter();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr int RB = MMQ_WARPS * (32 / L);   // rows a block
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sl = lane % L;
     int64_t bx = blockIdx.x, rows = mm.rows, ys = mm.y_stride;
-    int64_t nbk = (rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    int64_t nbk = (rows + RB - 1) / RB;
     const uint8_t *wbase = mm.w;
     uint64_t rb = mm.row_bytes;
     float *y = mm.y;
@@ -261,15 +276,17 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
         rows = mm.more[k].rows;
         rb = mm.more[k].row_bytes;
         ys = mm.more[k].y_stride;
-        nbk = (rows + MMQ_WARPS - 1) / MMQ_WARPS;
+        nbk = (rows + RB - 1) / RB;
     }
-    const int64_t r = bx * MMQ_WARPS + warp;
-    if (r >= rows)
+    const int64_t r = (bx * MMQ_WARPS + warp) * (32 / L) + lane / L;
+    if (L == 32 && r >= rows)
         return;
+    // (L < 32: a lane past the rows still takes part in its warp's shuffles)
+    const bool live = r < rows;
     const int64_t units = W ? mm.in / 64 : mm.in / mmq_traits<T>::units_per_elem_div, nb = mm.in / 32;
     for (int64_t j0 = (int64_t)blockIdx.y * NT; j0 < mm.ncols; j0 += (int64_t)gridDim.y * NT) {
         const int nt = mm.ncols - j0 < NT ? (int)(mm.ncols - j0) : NT;
-        const uint8_t *w = wbase + (uint64_t)r * rb;
+        const uint8_t *w = wbase + (uint64_t)(live ? r : 0) * rb;
         if (mm.expert != NULL)
             w += (uint64_t)mm.expert[j0] * mm.expert_bytes;
         const int8_t *xqs[NT];
@@ -284,7 +301,7 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
             acc[t] = 0.0f;
         }
 #pragma unroll U
-        for (int64_t u = lane; u < units; u += 32) {
+        for (int64_t u = live ? sl : units; u < units; u += L) {
             if (W)
                 mmq_unit_q4w<NT>(w, u, xqs, xds, xss, nt, acc);
             else
@@ -292,25 +309,29 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            const float s = cu_warp_sum(acc[t]);
-            if (lane == 0 && t < nt)
+            float s = acc[t];
+#pragma unroll
+            for (int o = L / 2; o > 0; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (sl == 0 && live && t < nt)
                 y[(j0 + t) * ys + r] = s;
         }
     }
 }
 
-template <int T, int NT, int U, bool W = false>
+template <int T, int NT, int U, bool W = false, int L = 32>
 static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
+    const int64_t rb = MMQ_WARPS * (32 / L);
+    int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++)
-        gx += (mm->more[k].rows + MMQ_WARPS - 1) / MMQ_WARPS;
+        gx += (mm->more[k].rows + rb - 1) / rb;
     int64_t gy = (mm->ncols + NT - 1) / NT;
     if (gy > 65535)
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    return cu_launch(mmq_kernel<T, NT, U, W>, dim3((unsigned)gx, (unsigned)gy), dim3(32 * MMQ_WARPS), 0, s, *mm, xq, xd, xs);
+    return cu_launch(mmq_kernel<T, NT, U, W, L>, dim3((unsigned)gx, (unsigned)gy), dim3(32 * MMQ_WARPS), 0, s, *mm, xq, xd, xs);
 }
 
 // One column: U = mm->gemv_unroll (bench A/B), else MMQ_UNROLL.
@@ -320,6 +341,14 @@ static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd
     if (T == SI_TYPE_Q4_K && mm->gemv_wide && mm->ncols == 1)   // (bench A/B only)
         return mmq_go<SI_TYPE_Q4_K, 1, 2, true>(mm, xq, xd, xs, s);
     if (mm->expert != NULL || mm->ncols == 1) {
+        if (mm->gemv_unroll <= 0) {   // (gemv_unroll: the bench's A/B of U at 32 lanes a row)
+            switch (mmq_row_lanes(mm->in / mmq_traits<T>::units_per_elem_div)) {
+            case 4: return mmq_go<T, 1, MMQ_UNROLL, false, 4>(mm, xq, xd, xs, s);
+            case 8: return mmq_go<T, 1, MMQ_UNROLL, false, 8>(mm, xq, xd, xs, s);
+            case 16: return mmq_go<T, 1, MMQ_UNROLL, false, 16>(mm, xq, xd, xs, s);
+            default: break;
+            }
+        }
         const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
         return u >= 8 ? mmq_go<T, 1, 8>(mm, xq, xd, xs, s)
              : u >= 4 ? mmq_go<T, 1, 4>(mm, xq, xd, xs, s)
