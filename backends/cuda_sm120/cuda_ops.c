@@ -110,6 +110,24 @@ static void xq_hold(si_backend *b, const float *x, int64_t x_stride, int64_t in,
     b->xq_hi = (uintptr_t)(x + (ncx - 1) * x_stride + in);
 }
 
+/* Whether slot 0 holds x: the held input itself, or (per-32 blocks)
+ * columns j.. j+ncx of it (*j): the MOE's routed and shared down
+ * projections read the two parts of one quantised SwiGLU output.  A
+ * column offset keeps the scales 16-byte aligned. */
+static bool xq_hit(const si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int blk, int64_t *j)
+{
+    *j = 0;
+    if (b->xq_key == NULL || b->xq_in != in || b->xq_stride != x_stride || b->xq_blk != blk)
+        return false;
+    if ((const void *)x == b->xq_key)
+        return ncx == b->xq_ncx || (blk == 32 && ncx < b->xq_ncx);
+    if (blk != 32 || x_stride <= 0 || x < (const float *)b->xq_key)
+        return false;
+    const int64_t off = x - (const float *)b->xq_key;
+    *j = off / x_stride;
+    return off % x_stride == 0 && *j + ncx <= b->xq_ncx && (*j * (in / 32)) % 4 == 0;
+}
+
 /* The int8 copy of x [ncx columns of `in`, x_stride floats apart] in half
  * `slot` of the scratch: values q, scales d per blk (32, with block sums
  * s; or 128, s unused: the per-32 layout has room).  Slot 0 is a cache:
@@ -124,9 +142,15 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     if (rc != SI_OK)
         return rc;
     xq_parts(b, in, ncx, slot, q, d, s);
-    if (slot == 0 && b->xq_key == (const void *)x && b->xq_in == in && b->xq_ncx == ncx && b->xq_stride == x_stride &&
-        b->xq_blk == blk)
+    int64_t j;
+    if (slot == 0 && xq_hit(b, x, x_stride, in, ncx, blk, &j)) {
+        const int64_t nb = in / 32;
+        xq_parts(b, in, b->xq_ncx, 0, q, d, s);   /* (the holder's layout) */
+        *q += j * in;
+        *d += j * nb;
+        *s += j * nb;
         return SI_OK;
+    }
     if (slot == 0)
         b->xq_key = NULL;
     rc = launched(blk == 128 ? si_cu_w8_quantize_x(x, x_stride, in, ncx, *q, *d, b->stream)
@@ -885,6 +909,26 @@ static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const
     return rc == SI_OK ? mm_run(b, &up, 0, err) : rc;
 }
 
+/* gu [rows][2F] (gate, up): the gate half <- silu(gate) * up and its int8
+ * copy into slot 0, held as the quantised input gu (stride 2F, F wide):
+ * swiglu_q_kernel, the same bits as the SwiGLU and quantiser kernels. */
+static int moe_swiglu_q(si_backend *b, float *gu, int64_t F, int64_t rows, si_err *err)
+{
+    int rc = cu_xq_reserve(b, xq_bytes(F, rows), err);
+    if (rc != SI_OK)
+        return rc;
+    int8_t *q;
+    float *qd, *qs;
+    xq_parts(b, F, rows, 0, &q, &qd, &qs);
+    const uint64_t st = (uint64_t)(2 * F) * sizeof(float);
+    const cu_rows g = { (uint8_t *)gu, rows, 1, st, 0, 0 }, u = { (uint8_t *)(gu + F), rows, 1, st, 0, 0 };
+    b->xq_key = NULL;
+    rc = launched(si_cu_swiglu_q(&g, &u, &g, F, rows, q, qd, qs, b->stream), "MOE", err);
+    if (rc == SI_OK)
+        xq_hold(b, gu, 2 * F, F, rows, 32);
+    return rc;
+}
+
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     si_oc_moe_dims d;
@@ -936,14 +980,21 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
         if ((rc = mm_run(b, &mm, 0, err)) == SI_OK)
             rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, err);
     }
-    /* 4. down projections (their inputs are scratch: slot 1) */
+    /* 4. down projections.  Their inputs are scratch: slot 1, or with
+     * knob fuse_norm on the int8 paths one kernel computes the SwiGLU
+     * and its int8 copy into slot 0 for both downs (h's copy there is
+     * done with: the gate/up products are enqueued). */
     const bool one_act = d.shared && Fs == F;
+    const bool fuse_q = b->fuse_norm && b->mm_dp4a && F % 32 == 0;
+    const int dslot = fuse_q ? 0 : 1;
     if (rc == SI_OK)
-        rc = launched(si_cu_swiglu_rows(gu, (uint64_t)(2 * F), gu + F, (uint64_t)(2 * F), one_act ? NK + n : NK, F, s),
-                      "MOE", err);
+        rc = fuse_q ? moe_swiglu_q(b, gu, F, one_act ? NK + n : NK, err)
+                    : launched(si_cu_swiglu_rows(gu, (uint64_t)(2 * F), gu + F, (uint64_t)(2 * F),
+                                                 one_act ? NK + n : NK, F, s),
+                               "MOE", err);
     if (rc == SI_OK) {
         mm = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
-        rc = mm_run(b, &mm, 1, err);
+        rc = mm_run(b, &mm, dslot, err);
     }
     if (rc == SI_OK && d.shared) {
         if (!one_act)
@@ -951,9 +1002,11 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
                           err);
         if (rc == SI_OK) {
             mm = mm_of(W[8], 0, gus, 2 * Fs, 1, ys, H, n, H, NULL);
-            rc = mm_run(b, &mm, 1, err);
+            rc = mm_run(b, &mm, one_act ? dslot : 1, err);
         }
     }
+    if (fuse_q)
+        b->xq_key = NULL;   /* gu is workspace: later ops may rewrite it unseen */
     /* 5. combine */
     if (rc == SI_OK)
         rc = launched(si_cu_moe_combine((float *)dptr(&op->dst), row_stride(&op->dst) / 4, y, wts, ys, gamma, n,
