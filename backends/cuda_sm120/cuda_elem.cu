@@ -8,8 +8,13 @@
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
 
+// (a row within dim 1, every decode row: no 64-bit division, which is a
+// ~100-instruction routine on the GPU and sat on every kernel's critical
+// path here, per element in swiglu_q_kernel)
 __device__ __forceinline__ float *row_ptr(const cu_rows &t, int64_t r)
 {
+    if (r < t.ne1)
+        return (float *)(t.p + (uint64_t)r * t.nb1);
     int64_t i1 = r % t.ne1, i2 = (r / t.ne1) % t.ne2, i3 = r / (t.ne1 * t.ne2);
     return (float *)(t.p + (uint64_t)i1 * t.nb1 + (uint64_t)i2 * t.nb2 + (uint64_t)i3 * t.nb3);
 }
@@ -266,7 +271,9 @@ __global__ void swiglu_q_kernel(cu_rows g, cu_rows u, cu_rows d, int64_t ne0, in
     const int lane = threadIdx.x & 31;
     for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
          blk += ((int64_t)gridDim.x * blockDim.x) >> 5) {
-        const int64_t r = blk / nb, i = (blk % nb) * 32 + lane;
+        // (32-bit division where it fits: see row_ptr)
+        const int64_t r = total <= 0x7fffffff ? (int)blk / (int)nb : blk / nb;
+        const int64_t i = (blk - r * nb) * 32 + lane;
         const float v = __fmul_rn(cu_silu(row_ptr(g, r)[i]), row_ptr(u, r)[i]);
         row_ptr(d, r)[i] = v;
         cu_q8_block32(v, lane, q + r * ne0 + i - lane, qd + r * nb + i / 32, qs + r * nb + i / 32);

@@ -50,7 +50,8 @@ __global__ void quant_x_kernel(const float *x, int64_t x_stride, int64_t in, int
     const int lane = threadIdx.x & 31;
     for (int64_t blk = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; blk < total;
          blk += ((int64_t)gridDim.x * blockDim.x) >> 5) {
-        const int64_t c = blk / nb, i = (blk % nb) * 32 + lane;
+        // (32-bit division where it fits: the 64-bit one is a long routine)
+        const int64_t c = total <= 0x7fffffff ? (int)blk / (int)nb : blk / nb, i = (blk - c * nb) * 32 + lane;
         cu_q8_block32(x[c * x_stride + i], lane, q + c * in + i - lane, d + c * nb + i / 32, sum + c * nb + i / 32);
     }
 }
