@@ -56,8 +56,8 @@ __global__ void route_kernel(float *logits, int64_t n, int E, int K, int32_t *se
 }
 
 __global__ void __launch_bounds__(1024) schedule_kernel(const int32_t *sel, int64_t NK, int E, int K,
-                                                        int32_t *n_tiles, int32_t *tile_exp, int32_t *row_tok,
-                                                        int32_t *row_slot)
+                                                        int bt, int32_t *n_tiles, int32_t *tile_exp,
+                                                        int32_t *row_tok, int32_t *row_slot)
 {
     __shared__ int cnt[MI8_MAX_E], first[MI8_MAX_E], fill[MI8_MAX_E];
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -73,24 +73,26 @@ __global__ void __launch_bounds__(1024) schedule_kernel(const int32_t *sel, int6
         int tiles = 0;
         for (int e = 0; e < E; e++) {
             first[e] = tiles;
-            tiles += (cnt[e] + MI8_BT - 1) / MI8_BT;
+            tiles += (cnt[e] + bt - 1) / bt;
         }
         *n_tiles = tiles;
     }
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
-        const int nt = (cnt[e] + MI8_BT - 1) / MI8_BT;
+        const int nt = (cnt[e] + bt - 1) / bt;
         for (int i = 0; i < nt; i++)
             tile_exp[first[e] + i] = e;
-        // padding rows read token 0 (any valid row) and are never stored
-        for (int r = cnt[e]; r < nt * MI8_BT; r++) {
-            row_tok[(int64_t)first[e] * MI8_BT + r] = 0;
-            row_slot[(int64_t)first[e] * MI8_BT + r] = -1;
+        // padding rows read any valid token and are never stored; spread
+        // over the tokens, as a small batch's tiles are mostly padding and
+        // thousands of blocks reading one token row hammer one L2 slice
+        for (int r = cnt[e]; r < nt * bt; r++) {
+            row_tok[(int64_t)first[e] * bt + r] = (int32_t)(((int64_t)first[e] * bt + r) % (NK / K));
+            row_slot[(int64_t)first[e] * bt + r] = -1;
         }
     }
     for (int64_t a = threadIdx.x; a < NK; a += blockDim.x) {
         const int e = sel[a];
-        const int64_t r = (int64_t)first[e] * MI8_BT + atomicAdd(&fill[e], 1);
+        const int64_t r = (int64_t)first[e] * bt + atomicAdd(&fill[e], 1);
         row_tok[r] = (int32_t)(a / K);
         row_slot[r] = (int32_t)a;
     }
@@ -154,13 +156,14 @@ extern "C" int mi8_route(float *logits, int64_t n, int E, int K, int32_t *sel, f
     return (int)cudaGetLastError();
 }
 
-extern "C" int mi8_schedule(const int32_t *sel, int64_t n, int E, int K, int32_t *n_tiles, int32_t *tile_exp,
-                            int32_t *row_tok, int32_t *row_slot, int64_t max_tiles, void *stream)
+extern "C" int mi8_schedule(const int32_t *sel, int64_t n, int E, int K, int bt, int32_t *n_tiles,
+                            int32_t *tile_exp, int32_t *row_tok, int32_t *row_slot, int64_t max_tiles, void *stream)
 {
     (void)max_tiles;   // the caller sized the arrays for n*K/BT + E tiles, the most there can be
-    if (E > MI8_MAX_E || E <= 0)
+    if (E > MI8_MAX_E || E <= 0 || bt <= 0)
         return (int)cudaErrorInvalidValue;
-    schedule_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(sel, n * K, E, K, n_tiles, tile_exp, row_tok, row_slot);
+    schedule_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(sel, n * K, E, K, bt, n_tiles, tile_exp, row_tok,
+                                                          row_slot);
     return (int)cudaGetLastError();
 }
 

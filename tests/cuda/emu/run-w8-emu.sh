@@ -35,9 +35,12 @@ w8_src() {
 static inline int __any_sync(unsigned m, int p)
 { for (int o = 16; o > 0; o >>= 1) p |= __shfl_xor_sync(m, p, o); return p != 0; }
 EOT
+    # (cuda_w8.cuh, the requantiser and epilogue it shares with the MOE
+    # plugin, pasted in place of its #include, so the plants reach it)
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/' \
         -e '/^\/\/ ---- launchers/,$d' \
+        -e "/^#include \"cuda_w8.cuh\"/{r $src/cuda_w8.cuh" -e 'd;}' \
         "$src/cuda_w8.cu"
     cat <<'EOT'
 size_t emu_w8_smem() { return W8_SMEM; }

@@ -1,7 +1,7 @@
 /* tests/cuda/emu/moe/cuda_runtime_api.h — C stand-in for the CUDA runtime
  * calls of plugins/moe_grouped_i8/moe_grouped_i8.c under the host
  * emulation (moe_emu.cc implements them: guarded host memory, a stream
- * that is always idle). */
+ * that is always idle, a device of EMU_MEM_TOTAL / EMU_MEM_FREE bytes). */
 #ifndef EMU_CUDA_RUNTIME_API_H
 #define EMU_CUDA_RUNTIME_API_H
 #include <stddef.h>
@@ -16,6 +16,8 @@ cudaError_t cudaFree(void *p);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaGetLastError(void);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
 const char *cudaGetErrorString(cudaError_t e);
 #ifdef __cplusplus
 }

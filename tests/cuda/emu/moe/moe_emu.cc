@@ -7,8 +7,16 @@
 // function the reference uses, so both pick the same experts.
 // Device memory is host memory ending at a PROT_NONE page (reads past a
 // buffer's end fault), 256-aligned like cudaMalloc, filled with NaN bytes.
+// Knob weights from EMU_WEIGHTS (unset: the default, i8): the w8 path is
+// checked within 3e-2 of the largest |ref| where it runs (H, F and the
+// shared F multiples of 128; else the gguf path runs, within 2e-3); a value
+// other than i8/gguf must make init fail naming the knob.  EMU_MEM_FREE:
+// the device's free bytes (default 100 GB; 1 GiB: no int8 copy may be
+// kept, each call requantises into its workspace, and the plugin must say
+// so in its log); EMU_FS_ADD: the shared FFN is F + this wide.
 // Usage: moe_emu TYPE E K H F N fused shared [down_type] [declines]   (TYPE q8_0|q4_K|q5_K|q6_K)
 #include "moe_emu_ext.h"
+#include "ptx_emu.h"
 
 #include <map>
 #include <set>
@@ -32,6 +40,10 @@ struct si_buf {   // cuda_sm120's layout (cuda_backend.h)
 
 // ---- device memory -----------------------------------------------------------
 static std::map<void *, std::pair<void *, size_t>> g_maps;
+static size_t g_dev_bytes;   // what the plugin holds from cudaMalloc (for cudaMemGetInfo)
+static std::map<void *, size_t> g_dev_sizes;
+static int g_optin;
+void emu_smem_optin(int bytes) { g_optin = std::max(g_optin, bytes); }
 static int g_syncs, g_frees_unsynced;
 static bool g_pending;   // work "enqueued" since the last sync (for the free check)
 
@@ -60,10 +72,12 @@ static char g_stream_obj;
 #define STREAM ((void *)&g_stream_obj)
 
 extern "C" {
-cudaError_t cudaMalloc(void **p, size_t n) { *p = galloc(n); return cudaSuccess; }
+cudaError_t cudaMalloc(void **p, size_t n) { *p = galloc(n); g_dev_sizes[*p] = n; g_dev_bytes += n; return cudaSuccess; }
 cudaError_t cudaFree(void *p)
 {
     if (p == NULL) return cudaSuccess;
+    g_dev_bytes -= g_dev_sizes[p];
+    g_dev_sizes.erase(p);
     if (g_pending) g_frees_unsynced++;   // the stream may still use it on a GPU
     gfree(p);
     return cudaSuccess;
@@ -77,6 +91,21 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    if (s != STREAM) { fprintf(stderr, "emu: cudaMemsetAsync on a stream that is not the backend's\n"); abort(); }
+    memset(p, v, n);
+    g_pending = true;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    const char *f = getenv("EMU_MEM_FREE");
+    const size_t fr = f ? (size_t)strtoull(f, NULL, 10) : (size_t)100e9;
+    *total_bytes = (size_t)141e9;
+    *free_bytes = fr > g_dev_bytes ? fr - g_dev_bytes : 0;
+    return cudaSuccess;
+}
 const char *cudaGetErrorString(cudaError_t e) { return e == 0 ? "no error" : "emulated error"; }
 }
 
@@ -87,13 +116,16 @@ void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, const s
         fprintf(stderr, "emu: bad launch grid (%u,%u,%u) block %u\n", grid.x, grid.y, grid.z, block.x);
         abort();
     }
-    // static shared memory of these kernels is <= 12 KiB (schedule) or 256 B (GEMMs)
-    if (smem + 256 > 48 * 1024) {
-        fprintf(stderr, "emu: %zu bytes of dynamic shared memory + static > 48 KiB without opt-in\n", smem);
+    // static shared memory of these kernels is <= 12 KiB (schedule) or 256 B
+    // (GEMMs); above 48 KiB only with the opt-in (the w8 GEMMs), <= 227 KiB
+    if ((smem + 256 > 48 * 1024 && smem > (size_t)g_optin) || smem + 256 > 227 * 1024) {
+        fprintf(stderr, "emu: %zu bytes of dynamic shared memory + static: over 48 KiB without the opt-in (%d) or over 227 KiB\n", smem, g_optin);
         abort();
     }
     g_pending = true;
+    emu_ptx::smem_bytes = smem;
     emu_launch(grid, block, smem, body);
+    emu_ptx::check_drained();
 }
 
 // ---- mma.sync m16n8k32 s8 (see moe_emu_ext.h for the table) -------------------
@@ -201,8 +233,15 @@ static void x_buf_unwrap(si_backend *, si_buf *bf)
     delete bf;
 }
 
-static void h_log(const si_host *, int, const char *, const char *, ...) {}
-static const char *h_cfg(const si_host *, const char *, const char *) { return NULL; }
+static bool g_said_per_call;   // the plugin logged that copies do not fit
+static void h_log(const si_host *, int, const char *, const char *fmt, ...)
+{
+    if (strstr(fmt, "requantised per call") != NULL) g_said_per_call = true;
+}
+static const char *h_cfg(const si_host *, const char *, const char *key)
+{
+    return strcmp(key, "weights") == 0 ? getenv("EMU_WEIGHTS") : NULL;
+}
 
 // ---- inputs --------------------------------------------------------------------------
 static uint32_t rs = 12345;
@@ -248,6 +287,7 @@ struct wt {   // a weight [in, rows, ne2] and its reference decode
     std::vector<float> m32;   // per 32 values: the min (K-quants with a min), else 0
 };
 
+static void decode_weight(wt &w);
 static void make_weight(wt &w, const qtype &q, int64_t in, int64_t rows, int64_t ne2)
 {
     w.q = q, w.in = in, w.rows = rows, w.ne2 = ne2;
@@ -255,6 +295,22 @@ static void make_weight(wt &w, const qtype &q, int64_t in, int64_t rows, int64_t
     uint8_t *p = (uint8_t *)galloc(nbytes);
     fill_blocks(q, p, (int64_t)(nbytes / q.bytes), in);
     w.buf = { p, nbytes, false };
+    decode_weight(w);
+}
+
+// new random bytes in place (other weights loaded at the same address)
+static void refill_weight(wt &w)
+{
+    fill_blocks(w.q, (uint8_t *)w.buf.dev, (int64_t)(w.buf.nbytes / w.q.bytes), w.in);
+    decode_weight(w);
+}
+
+static void decode_weight(wt &w)
+{
+    const qtype q = w.q;
+    const int64_t in = w.in, rows = w.rows, ne2 = w.ne2;
+    const uint64_t rb = (uint64_t)(in / q.blk) * q.bytes;
+    uint8_t *p = (uint8_t *)w.buf.dev;
     w.t = si_tensor{};
     w.t.buf = &w.buf;
     w.t.type = q.id;
@@ -342,7 +398,12 @@ int main(int argc, char **argv)
     const qtype q = qt_of(argv[1]), qd = argc > 9 ? qt_of(argv[9]) : q;
     const int64_t E = atoll(argv[2]), K = atoll(argv[3]), H = atoll(argv[4]), F = atoll(argv[5]), n = atoll(argv[6]);
     const bool fused = atoi(argv[7]) != 0, shared = atoi(argv[8]) != 0;
-    const int64_t Fs = F + 32 * (shared ? 1 : 0) * (q.blk == 32 ? 1 : 8);   // a different width for the shared FFN
+    const int64_t fs_add = getenv("EMU_FS_ADD") ? atoll(getenv("EMU_FS_ADD")) : 32 * (q.blk == 32 ? 1 : 8);
+    const int64_t Fs = F + (shared ? fs_add : 0);   // a different width for the shared FFN
+    const char *wk = getenv("EMU_WEIGHTS");
+    const bool bad_knob = wk != NULL && strcmp(wk, "i8") != 0 && strcmp(wk, "gguf") != 0;
+    const bool w8 = !bad_knob && (wk == NULL || strcmp(wk, "i8") == 0) && H % 128 == 0 && F % 128 == 0 && (!shared || Fs % 128 == 0);
+    const bool mem_tight = getenv("EMU_MEM_FREE") != NULL && strtoull(getenv("EMU_MEM_FREE"), NULL, 10) <= (1ull << 30);
     rs = (uint32_t)(E * 7919 + K * 104729 + H * 13 + F * 17 + n * 31 + fused * 3 + shared * 5) | 1u;
 
     // inputs: h and dst with row strides > H (the gaps must stay untouched)
@@ -382,6 +443,12 @@ int main(int argc, char **argv)
     const si_kernel_ops *ko = (const si_kernel_ops *)pl->ops;
     void *state = NULL;
     si_err err = {};
+    if (bad_knob) {
+        const bool refused = ko->init(&host, "kernel.moe_grouped_i8", &ext, &state, &err) != SI_OK;
+        const bool named = refused && strstr(err.msg, "weights") && strstr(err.msg, wk);
+        printf("%s weights = '%s': init %s (%s)\n", named ? "ok  " : "FAIL", wk, refused ? "refused" : "accepted it", refused ? err.msg : "");
+        return named ? 0 : 1;
+    }
     if (ko->init(&host, "kernel.moe_grouped_i8", &ext, &state, &err) != SI_OK) { fprintf(stderr, "init: %s\n", err.msg); return 1; }
     if (ko->supports(state, &op) != !want_decline) {
         printf("FAIL %s E %s H %s F %s: supports() %s\n", argv[1], argv[2], argv[4], argv[5], want_decline ? "took a shape it cannot launch" : "declined the shape");
@@ -392,10 +459,18 @@ int main(int argc, char **argv)
         ko->fini(state);
         return 0;
     }
-    // twice: the first grows the workspace, the second reuses it (regrowth
-    // between shapes is not exercised: one shape per process)
+    // twice: the first grows the workspace (and keeps the int8 copies), the
+    // second reuses it (regrowth between shapes is not exercised: one shape
+    // per process).  EMU_REWRITE=1: then other weights at the same
+    // addresses, and a third run (the kept copies must not be used stale)
     int rc = SI_OK;
-    for (int rep = 0; rep < 2 && rc == SI_OK; rep++) {
+    const int reps = getenv("EMU_REWRITE") ? 3 : 2;
+    for (int rep = 0; rep < reps && rc == SI_OK; rep++) {
+        if (rep == 2) {
+            refill_weight(gate), refill_weight(down);
+            if (!fused) refill_weight(up);
+            if (shared) refill_weight(sg), refill_weight(su), refill_weight(sd);
+        }
         for (int64_t i = 0; i < n * ds; i++) dst[i] = NAN;
         rc = ko->exec(state, &op, &err);
     }
@@ -469,13 +544,17 @@ int main(int argc, char **argv)
     int64_t used = 0;
     for (int64_t e = 0; e < E; e++) used += per_e[(size_t)e] > 0;
     const double rel = maxref > 0 ? maxerr / maxref : 1.0;
-    const bool ok = nan == 0 && bad_gap == 0 && rel < 2e-3 && g_frees_unsynced == 0 && g_builtin_calls == 2 * (shared ? 2 : 1);
-    printf("%s %s%s E %lld K %lld H %lld F %lld (Fs %lld) n %lld %s%s: experts used %lld, max|ref| %.4g, max err %.3g (rel %.3g at t %lld o %lld), NaN %lld, gap writes %lld, builtin calls %d\n",
-           ok ? "ok  " : "FAIL", argv[1], argc > 9 ? (std::string("/") + argv[9]).c_str() : "", (long long)E, (long long)K,
+    const double tol = w8 ? 3e-2 : 2e-3;
+    // the i8 copies: kept (nothing said) or, without room, per call (said)
+    const bool policy_ok = !w8 || g_said_per_call == mem_tight;
+    const bool ok = nan == 0 && bad_gap == 0 && rel < tol && g_frees_unsynced == 0 && g_builtin_calls == reps * (shared ? 2 : 1) && policy_ok;
+    printf("%s [%s%s%s] %s%s E %lld K %lld H %lld F %lld (Fs %lld) n %lld %s%s: experts used %lld, max|ref| %.4g, max err %.3g (rel %.3g at t %lld o %lld), NaN %lld, gap writes %lld, builtin calls %d\n",
+           ok ? "ok  " : "FAIL", w8 ? "i8" : "gguf", w8 && mem_tight ? ", per call" : "", policy_ok ? "" : ", COPY POLICY WRONG", argv[1], argc > 9 ? (std::string("/") + argv[9]).c_str() : "", (long long)E, (long long)K,
            (long long)H, (long long)F, (long long)Fs, (long long)n, fused ? "fused" : "separate", shared ? " +shared" : "",
            (long long)used, maxref, maxerr, rel, (long long)(worst / H), (long long)(worst % H), (long long)nan,
            (long long)bad_gap, g_builtin_calls);
     ko->fini(state);
     if (!g_live.empty()) { printf("FAIL: %zu wrapped buffers left after fini\n", g_live.size()); return 1; }
+    if (g_dev_bytes != 0) { printf("FAIL: %zu bytes of device memory left after fini\n", g_dev_bytes); return 1; }
     return ok ? 0 : 1;
 }

@@ -12,9 +12,20 @@
 //     col = 4t + (i & 3) for i < 8, else 4t + (i & 3) + 16;
 //   B elements b_i, i = 0..7: row (k) = 4t + (i & 3) (+16 for i >= 4), col = g;
 //   C/D c_i, i = 0..3: row = g (i < 2) or g + 8, col = 2t + (i & 1).
+// The w8 GEMMs (moe_i8_w8.cu) take their PTX from ../ptx_emu.h (as
+// run-w8-emu.sh does for cuda_w8.cu), __any_sync as an OR over the
+// shuffles' butterfly (every lane must reach it, as on the device), and
+// cudaFuncSetAttribute's shared-memory opt-in, recorded for the launch
+// check (emu_smem_optin).
 #pragma once
 #include "../cuda_runtime.h"
 #include "cuda_runtime_api.h"
+static inline int __any_sync(unsigned m, int p)
+{ for (int o = 16; o > 0; o >>= 1) p |= __shfl_xor_sync(m, p, o); return p != 0; }
+enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+void emu_smem_optin(int bytes);
+template <class K> static inline cudaError_t cudaFuncSetAttribute(K *, int attr, int v)
+{ if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) emu_smem_optin(v); return cudaSuccess; }
 static inline int atomicAdd(int *p, int v) { int o = *p; *p = v + o; return o; }
 void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, const std::function<void()> &body);
 void emu_mma_s8(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);
