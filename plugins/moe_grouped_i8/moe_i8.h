@@ -59,8 +59,8 @@ typedef struct mi8_act {
     float  *d, *s;
 } mi8_act;
 
-/* softmax over E, top-K (ties: lower index), renormalised; logits [n][E]
- * are overwritten with the probabilities. */
+/* softmax over E (<= MI8_MAX_E), top-K (ties: lower index), renormalised;
+ * logits [n][E] are only read (cuda_sm120's route_warp_kernel). */
 int mi8_route(float *logits, int64_t n, int E, int K, int32_t *sel, float *wts, void *stream);
 /* Groups the n*K assignments by expert into tiles of bt rows (one thread
  * block; bt = MI8_BT or MI8_W8_BT). */
