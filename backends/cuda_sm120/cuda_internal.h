@@ -108,6 +108,9 @@ typedef struct cu_mm {
                                   * once, 2/4/8 (bench A/B only; 0: 4)    */
     bool           gemv_wide;    /* v1, Q4_K, one column: 32-byte units
                                   * (bench A/B only)                      */
+    bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
+                                  * weights, >= 64 columns, no experts:
+                                  * mm_tiled_kernel (cuda_matmul.cu)     */
     int            n_more;       /* v1 only (the ops split it for the
                                   * others): products 1.. of the launch   */
     cu_mm_part     more[CU_MM_MORE];   /* (same x, type, experts and

@@ -1,0 +1,105 @@
+// tests/cuda/emu/mm_emu.cc — cuda_matmul.cu's tiled f32 GEMM
+// (mm_tiled_kernel, knob f32_gemm = tiled) under the host emulation,
+// against each output summed on the host in the kernel's order (fmaf over
+// k from 0: bit for bit) and within f32 rounding of a double reference;
+// F32/F16/BF16 weights, row/column/k tails, x_div, a y with gaps between
+// its columns (nothing stored there), and the GEMV-style mm_kernel<T, 8,
+// 1> it replaces within the same f32 bound.
+// Usage: mm_emu (no arguments; run-mm-emu.sh pastes the kernels in).
+#include "cuda_runtime.h"
+#include "cuda_internal.h"
+
+#include MM_KERNELS   // cuda_matmul.cu up to its launchers
+
+static uint32_t rs = 11;
+static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
+
+// a stored weight element and its value
+static void put(uint32_t type, uint8_t *row, int64_t i, float v, float *val)
+{
+    if (type == SI_TYPE_F32) {
+        memcpy(row + 4 * i, &v, 4);
+        *val = v;
+    } else if (type == SI_TYPE_F16) {
+        const _Float16 h = (_Float16)v;
+        memcpy(row + 2 * i, &h, 2);
+        *val = (float)h;
+    } else {   // BF16: the top half of the float (truncated: a valid bf16)
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        const uint16_t b = (uint16_t)(u >> 16);
+        memcpy(row + 2 * i, &b, 2);
+        u = (uint32_t)b << 16;
+        memcpy(val, &u, 4);
+    }
+}
+
+static int one(uint32_t type, int64_t rows, int64_t in, int64_t ncols, int64_t x_div)
+{
+    const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = in * esz, ncx = (ncols - 1) / x_div + 1;
+    const int64_t xs = in + 3, ys = rows + 5;   // gaps after each x and y column
+    std::vector<uint8_t> w((size_t)(rows * rb));
+    std::vector<float> wv((size_t)(rows * in)), x((size_t)(ncx * xs)), y((size_t)(ncols * ys), NAN), y2 = y;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < in; i++)
+            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+    for (auto &v : x) v = fr();
+    cu_mm mm = {};
+    mm.w = w.data(); mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)rb;
+    mm.x = x.data(); mm.x_stride = xs; mm.x_div = x_div; mm.y = y.data(); mm.y_stride = ys; mm.ncols = ncols;
+    mm.f32_tiled = true;
+    const dim3 grid((unsigned)((ncols + MMT_BN - 1) / MMT_BN), (unsigned)((rows + MMT_BM - 1) / MMT_BM));
+    emu_launch(grid, dim3(256), 0, [&] {
+        if (type == SI_TYPE_F32) mm_tiled_kernel<SI_TYPE_F32>(mm);
+        else if (type == SI_TYPE_F16) mm_tiled_kernel<SI_TYPE_F16>(mm);
+        else mm_tiled_kernel<SI_TYPE_BF16>(mm);
+    });
+    cu_mm m2 = mm;
+    m2.y = y2.data();
+    emu_launch(dim3((unsigned)((rows + MM_WARPS - 1) / MM_WARPS), (unsigned)((ncols + 7) / 8)), dim3(32 * MM_WARPS), 0, [&] {
+        if (type == SI_TYPE_F32) mm_kernel<SI_TYPE_F32, 8, 1>(m2);
+        else if (type == SI_TYPE_F16) mm_kernel<SI_TYPE_F16, 8, 1>(m2);
+        else mm_kernel<SI_TYPE_BF16, 8, 1>(m2);
+    });
+    int64_t notbit = 0, gap = 0;
+    double worst = 0, worst2 = 0;
+    for (int64_t c = 0; c < ncols; c++) {
+        const float *xc = &x[(size_t)((c / x_div) * xs)];
+        for (int64_t r = 0; r < ys; r++) {
+            const float got = y[(size_t)(c * ys + r)];
+            if (r >= rows) {   // a gap: must stay untouched
+                gap += got == got;
+                continue;
+            }
+            float seq = 0.0f;
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < in; k++) {
+                const float a = wv[(size_t)(r * in + k)];
+                seq = fmaf(a, xc[k], seq);
+                ref += (double)a * xc[k];
+                mag += fabs((double)a * xc[k]);
+            }
+            notbit += memcmp(&got, &seq, 4) != 0;
+            const double bound = (double)(in + 2) * 6e-8 * mag + 1e-30;
+            worst = std::max(worst, fabs(got - ref) / bound);
+            worst2 = std::max(worst2, fabs(y2[(size_t)(c * ys + r)] - ref) / bound);
+        }
+    }
+    const bool ok = notbit == 0 && gap == 0 && worst <= 1.0 && worst2 <= 1.0;
+    printf("  %s rows %lld in %lld ncols %lld x_div %lld: %lld not bit-exact, %lld gap writes, err %.3g / %.3g (gemv) of the f32 bound  %s\n",
+           type == SI_TYPE_F32 ? "f32" : type == SI_TYPE_F16 ? "f16" : "bf16", (long long)rows, (long long)in,
+           (long long)ncols, (long long)x_div, (long long)notbit, (long long)gap, worst, worst2, ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+int main()
+{
+    int rc = 0;
+    rc |= one(SI_TYPE_F32, 70, 264, 130, 1);    // row, column and k tails
+    rc |= one(SI_TYPE_F32, 64, 32, 64, 1);      // exactly one tile
+    rc |= one(SI_TYPE_F16, 256, 512, 64, 1);
+    rc |= one(SI_TYPE_BF16, 33, 40, 65, 2);     // x_div 2, k tail of 8
+    rc |= one(SI_TYPE_F32, 5, 12, 70, 3);       // in < 8 per loader group tail
+    printf(rc ? "FAIL\n" : "OK\n");
+    return rc;
+}

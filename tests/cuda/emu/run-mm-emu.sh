@@ -1,0 +1,25 @@
+#!/bin/sh
+# tests/cuda/emu/run-mm-emu.sh — cuda_matmul.cu's tiled f32 GEMM
+# (mm_tiled_kernel) and the GEMV-style mm_kernel under the host emulation
+# (mm_emu.cc), then one planted bug (the barrier before the next k-tile's
+# stores removed) that must be caught.  No GPU; g++ (x86-64); seconds.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../../.." && pwd)
+src=$top/backends/cuda_sm120
+out=${1:-${TMPDIR:-/tmp}}/mm-emu.$$
+mkdir -p "$out"
+trap 'rm -rf "$out"' EXIT
+# the kernels only: everything from the launcher on is cut
+sed -e '/^template <int T> static cudaError_t mm_launch/,$d' "$src/cuda_matmul.cu" > "$out/k.cc"
+F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
+g++ $F -DMM_KERNELS="\"$out/k.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_emu"
+"$out/mm_emu"
+# planted: the first barrier of the k loop (the previous tile still read)
+perl -0pe 's/__syncthreads\(\);   \/\/ every thread is done with the previous tile/;/' "$out/k.cc" > "$out/bug.cc"
+cmp -s "$out/k.cc" "$out/bug.cc" && { echo "plant no-sync: the edit did not apply (kernel changed?)"; exit 1; }
+g++ $F -DMM_KERNELS="\"$out/bug.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_bug"
+if "$out/mm_bug" > "$out/bug.log" 2>&1; then
+    echo "plant no-sync: NOT detected"; exit 1
+fi
+echo "plant no-sync: detected ($(grep -m1 FAIL "$out/bug.log" | cut -c1-100))"
