@@ -119,6 +119,11 @@ for m in 9b 35b; do
     step "ab_w8_pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 $GG
     step "ab_w8_32_pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 $W32
 done
+# the tiled f32 GEMM of float-stored weights (the MOE router over a
+# prefill batch) against the GEMV-style kernel (f32_gemm = gemv, default)
+FT="--set backend.cuda_sm120.f32_gemm=tiled"
+step ab_f32_gemm_pp_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 $FT
+step check_35b_f32_gemm 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $FT
 step check_35b_f32 60 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $F32 --set backend.cuda_sm120.prefill_mm=gemv \
     --set kernel.moe_grouped_i8.enabled=false
 # the depths: prefix 4k and 32k, defaults (int8 products, the plugins)
@@ -129,6 +134,8 @@ for d in 4096 32768; do
     done
 done
 step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK --set kernel.moe_grouped_i8.enabled=false
+step ab_moe_w8_pp_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \
+    --set kernel.moe_grouped_i8.weights=gguf
 # 7. long prompts and long contexts
 step pp_32k_9b 60 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 32768 --reps 2 --warmup 0
 step pp_32k_35b 60 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 32768 --reps 2 --warmup 0
