@@ -108,6 +108,9 @@ typedef struct cu_mm {
                                   * once, 2/4/8 (bench A/B only; 0: 4)    */
     bool           gemv_wide;    /* v1, Q4_K, one column: 32-byte units
                                   * (bench A/B only)                      */
+    bool           gemv_order;   /* v1, Q4_K/Q5_K, one column: a warp's
+                                  * lanes share the sub-block pair of an
+                                  * iteration (bench A/B only)           */
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */

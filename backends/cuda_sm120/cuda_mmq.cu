@@ -269,7 +269,15 @@ static inline __host__ __device__ int mmq_row_lanes(int64_t units)
 // (one launch for the products of one input; uniform per block); with
 // per-column experts every product steps by the same expert_bytes (an
 // expert's gate and up).
-template <int T, int NT, int U, bool W = false, int L = 32>
+// O (cu_mm.gemv_order, Q4_K/Q5_K at one column, 32 lanes; bench A/B):
+// unit ordinal v = lane + 32 k is mapped so that all lanes of an
+// iteration hold the same sub-block pair g of 16 different super-blocks
+// (v >> 7: a group of 16 blocks; g = (v >> 5) & 3; block 16 * group +
+// (v & 31) / 2, half v & 1).  The unit's scale decode (cu_scale_min_k4's
+// j < 4 branch) is then the same for the whole warp instead of divergent,
+// and a warp's load is 16 runs of 32 contiguous bytes.  The same terms
+// per unit; the f32 order of a lane's units differs.
+template <int T, int NT, int U, bool W = false, int L = 32, bool O = false>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     cu_pdl_enter();
@@ -311,8 +319,17 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
             xss[t] = xs + c * nb;
             acc[t] = 0.0f;
         }
+        // (O: whole groups of 16 blocks; units of a missing block skipped)
+        const int64_t uend = O ? (units / 8 + 15) / 16 * 128 : units;
 #pragma unroll U
-        for (int64_t u = live ? sl : units; u < units; u += L) {
+        for (int64_t v = live ? sl : uend; v < uend; v += L) {
+            int64_t u = v;
+            if (O) {
+                const int64_t vv = v & 127;
+                u = (((v >> 7) << 4) + ((vv & 31) >> 1)) * 8 + (((vv >> 5) & 3) << 1) + (vv & 1);
+                if (u >= units)
+                    continue;
+            }
             if (W)
                 mmq_unit_q4w<NT>(w, u, xqs, xds, xss, nt, acc);
             else
@@ -330,7 +347,7 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
     }
 }
 
-template <int T, int NT, int U, bool W = false, int L = 32>
+template <int T, int NT, int U, bool W = false, int L = 32, bool O = false>
 static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const int64_t rb = MMQ_WARPS * (32 / L);
@@ -342,7 +359,7 @@ static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, co
         gy = 65535;   // the kernel loops over the rest
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    return cu_launch(mmq_kernel<T, NT, U, W, L>, dim3((unsigned)gx, (unsigned)gy), dim3(32 * MMQ_WARPS), 0, s, *mm, xq, xd, xs);
+    return cu_launch(mmq_kernel<T, NT, U, W, L, O>, dim3((unsigned)gx, (unsigned)gy), dim3(32 * MMQ_WARPS), 0, s, *mm, xq, xd, xs);
 }
 
 // One column: U = mm->gemv_unroll (bench A/B), else MMQ_UNROLL.
@@ -351,6 +368,10 @@ static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd
 {
     if (T == SI_TYPE_Q4_K && mm->gemv_wide && mm->ncols == 1)   // (bench A/B only)
         return mmq_go<SI_TYPE_Q4_K, 1, 2, true>(mm, xq, xd, xs, s);
+    if constexpr (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {   // (bench A/B only)
+        if (mm->gemv_order && mm->ncols == 1 && mm->expert == NULL)
+            return mmq_go<T, 1, MMQ_UNROLL, false, 32, true>(mm, xq, xd, xs, s);
+    }
     if (mm->expert != NULL || mm->ncols == 1) {
         if (mm->gemv_unroll <= 0) {   // (gemv_unroll: the bench's A/B of U at 32 lanes a row)
             switch (mmq_row_lanes(mm->in / mmq_traits<T>::units_per_elem_div)) {

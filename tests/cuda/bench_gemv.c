@@ -19,7 +19,9 @@
  * back between two events.  Each case also checks v2 against v1 (same
  * integer terms: they differ by f32 summation order only).  v1 is also
  * timed with 2 and 8 units a lane in flight (U=2, U=8; default 4) and, for
- * Q4_K, with 32-byte units ("wide", cu_mm.gemv_wide).  Last,
+ * Q4_K, with 32-byte units ("wide", cu_mm.gemv_wide), and for Q4_K/Q5_K
+ * with a warp's lanes on one sub-block pair ("ordered", cu_mm.gemv_order,
+ * checked against v1).  Last,
  * decode's products of one input (ffn gate+up, GDN qkv/z/beta/alpha,
  * attention q/k/v) as one v1 launch (cu_mm.more, knob gemv_fuse) against
  * one launch each, which must give the same bits.
@@ -146,7 +148,8 @@ typedef struct dense_ctx {
 /* v: 1 = v1, 2 = v2 as the backend runs it, 3 = v2 kept off its staged
  * path, 4/5 = v2 with 1/4 rows a lane group (one column), 6/7 = v1 with
  * 2/8 units a lane in flight (one column; v1's default is 4), 8 = v1 with
- * Q4_K's 32-byte units (one column) */
+ * Q4_K's 32-byte units (one column), 9 = v1 with a warp's lanes on one
+ * sub-block pair (Q4_K/Q5_K, one column: cu_mm.gemv_order) */
 static void run_dense(void *p, int v)
 {
     dense_ctx *c = p;
@@ -154,6 +157,7 @@ static void run_dense(void *p, int v)
     c->mm.gemv_rows = v == 4 ? 1 : v == 5 ? 4 : 0;
     c->mm.gemv_unroll = v == 6 ? 2 : v == 7 ? 8 : 0;
     c->mm.gemv_wide = v == 8;
+    c->mm.gemv_order = v == 9;
     int e = v >= 2 && v <= 5 ? si_cu_matmul_q8(&c->mm, c->x->q, c->x->d, c->x->s, NULL)
                    : si_cu_matmul_q8_v1(&c->mm, c->x->q, c->x->d, c->x->s, NULL);
     CK((cudaError_t)e);
@@ -197,12 +201,19 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         const float u8 = nc == 1 ? time_median(run_dense, &c, 7) : 0.0f;
         const float uw = nc == 1 && t == SI_TYPE_Q4_K ? time_median(run_dense, &c, 8) : 0.0f;
         c.mm.y = y2;
+        /* (the ordered units, checked against v1 like v2's variants) */
+        double rd = 0;
+        float uo = 0.0f;
+        if (nc == 1 && (t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K)) {
+            uo = time_median(run_dense, &c, 9);
+            CK(cudaDeviceSynchronize());
+            rd = rel_diff(y2, y1, (size_t)(rows * nc));
+        }
         /* the variants of v2 (checked against v1 one by one), then v2 as
          * the backend runs it, last, so y2 holds its result */
         static const int vs[] = { 3, 4, 5, 2 };
         static const char *const vn[] = { "direct", "R=1", "R=4", "v2" };
         float us[4];
-        double rd = 0;
         for (int k2 = 0; k2 < 4; k2++) {
             us[k2] = nc == 1 || vs[k2] < 4 ? time_median(run_dense, &c, vs[k2]) : 0.0f;
             CK(cudaDeviceSynchronize());
@@ -220,6 +231,8 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
             printf(" GB/s | v1 U=2 %.0f U=8 %.0f", gb / (u2 * 1e-6), gb / (u8 * 1e-6));
         if (uw > 0)
             printf(" wide %.0f", gb / (uw * 1e-6));
+        if (uo > 0)
+            printf(" ordered %.0f", gb / (uo * 1e-6));
         printf(" GB/s  (%s; %.1f MB; v2-v1 %.1e%s)\n", what, gb * 1e3, rd, ok ? "" : " MISMATCH");
         fflush(stdout);
         cudaFree(y1);

@@ -105,13 +105,13 @@ void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8
 // the grid of mmq_go: MMQ_WARPS rows per block of every product of the
 // launch, ceil(ncols / NT) columns; U units a lane at once (mmq_launch:
 // gemv_unroll at one column, else MMQ_UNROLL; 2 at more columns)
-template <int T, int NT, int U, int L = 32> static void emu_mmq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+template <int T, int NT, int U, int L = 32, bool O = false> static void emu_mmq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int64_t rb = MMQ_WARPS * (32 / L);
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
     const unsigned gy = (unsigned)((mm->ncols + NT - 1) / NT);
-    emu_launch(dim3((unsigned)gx, gy), dim3(32 * MMQ_WARPS), 0, [&] { mmq_kernel<T, NT, U, false, L>(*mm, xq, xd, xs); });
+    emu_launch(dim3((unsigned)gx, gy), dim3(32 * MMQ_WARPS), 0, [&] { mmq_kernel<T, NT, U, false, L, O>(*mm, xq, xd, xs); });
 }
 template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
@@ -123,6 +123,11 @@ template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const 
         return;
     }
     const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
+    if constexpr (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K)
+        if (mm->gemv_order && mm->ncols == 1 && mm->expert == NULL) {   // lanes share the sub-block
+            emu_mmq_t<T, 1, MMQ_UNROLL, 32, true>(mm, xq, xd, xs);
+            return;
+        }
     if ((mm->expert != NULL || mm->ncols == 1) && mm->gemv_unroll <= 0 &&
         mmq_row_lanes(mm->in / mmq_traits<T>::units_per_elem_div) < 32) {   // narrow rows share a warp
         switch (mmq_row_lanes(mm->in / mmq_traits<T>::units_per_elem_div)) {
@@ -266,6 +271,7 @@ dp4a_plants() {
     plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
     plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
     plant dp4a part-rows 's/rows = mm.more\[k\].rows;/;/' "EMU_PARTS=3" q4_k 37 512 1
+    plant dp4a order-half 's/+ (vv \& 1);/+ 0;/' "EMU_ORDER=1" q4_k 33 4096 1
     plant dp4a row-lanes 's/for (int o = L \/ 2; o > 0/for (int o = L \/ 4; o > 0/' "" q5_k 77 512 1
     plant dp4a wide-half 's/cu_ld16(B + 32 + 32 \* g, v + 4);/cu_ld16(B + 16 + 32 * g, v + 4);/' "EMU_WIDE=1" q4_k 9 512 1
     plant dp4a q45-scale 's/cu_scale_min_k4w(hd\[1\], hd\[2\], hd\[3\], 2 \* g + 1, sc1, m1)/cu_scale_min_k4w(hd[1], hd[2], hd[3], 2 * g, sc1, m1)/' "" q5_k 19 512 3
@@ -307,6 +313,8 @@ dp4a_cases() {
     # Q4_K's 32-byte units (gemv_wide, bench A/B): rows of 1..16 units a
     # lane, several products, experts
     EMU_WIDE=1 dp4a q4_k 77 512 1; EMU_WIDE=1 dp4a q4_k 33 4096 1; EMU_WIDE=1 dp4a q4_k 9 256 1
+    EMU_ORDER=1 dp4a q4_k 77 512 1; EMU_ORDER=1 dp4a q5_k 33 4096 1; EMU_ORDER=1 dp4a q4_k 9 12288 1
+    EMU_ORDER=1 dp4a q5_k 17 6144 1
     EMU_WIDE=1 EMU_PARTS=3 dp4a q4_k 37 2048 1; EMU_WIDE=1 EMU_EXPERTS=5 dp4a q4_k 17 512 1
 }
 # v2 (EMU_KERNEL=gemv): every type, ncols 1..8, odd rows, rows of 8/16/32+
