@@ -424,21 +424,30 @@ static bool swiglu_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i,
            quantises(b, &ops[i + 1], &op->dst, use_kernel);
 }
 
-static int swiglu_q_exec(si_backend *b, const si_op *op, si_err *err)
+/* d = silu(g) * u over nrows rows of ne0, and its int8 copy (per 32) into
+ * slot 0, whose held input is dropped first; the caller holds d there
+ * (xq_hold) once it knows d's address and stride. */
+static int swiglu_q_slot0(si_backend *b, const cu_rows *g, const cu_rows *u, const cu_rows *d, int64_t ne0,
+                          int64_t nrows, const char *what, si_err *err)
 {
-    const si_tensor *y = &op->dst;
-    const int64_t ne0 = y->ne[0], nrows = si_oc_ne(y, 1) * si_oc_ne(y, 2) * si_oc_ne(y, 3);
     int rc = cu_xq_reserve(b, xq_bytes(ne0, nrows), err);
     if (rc != SI_OK)
         return rc;
     int8_t *q;
     float *qd, *qs;
     xq_parts(b, ne0, nrows, 0, &q, &qd, &qs);
+    b->xq_key = NULL;
+    return launched(si_cu_swiglu_q(g, u, d, ne0, nrows, q, qd, qs, b->stream), what, err);
+}
+
+static int swiglu_q_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    const si_tensor *y = &op->dst;
+    const int64_t ne0 = y->ne[0], nrows = si_oc_ne(y, 1) * si_oc_ne(y, 2) * si_oc_ne(y, 3);
     cu_rows g = rows_of(op->src[0]), u = rows_of(op->src[1]), d = rows_of(y);
-    rc = launched(si_cu_swiglu_q(&g, &u, &d, ne0, nrows, q, qd, qs, b->stream), "SWIGLU", err);
+    int rc = swiglu_q_slot0(b, &g, &u, &d, ne0, nrows, "SWIGLU", err);
     if (rc != SI_OK)
         return rc;
-    xq_after(b, op);
     xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows, 32);
     return SI_OK;
 }
@@ -915,16 +924,9 @@ static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const
  * swiglu_q_kernel, the same bits as the SwiGLU and quantiser kernels. */
 static int moe_swiglu_q(si_backend *b, float *gu, int64_t F, int64_t rows, si_err *err)
 {
-    int rc = cu_xq_reserve(b, xq_bytes(F, rows), err);
-    if (rc != SI_OK)
-        return rc;
-    int8_t *q;
-    float *qd, *qs;
-    xq_parts(b, F, rows, 0, &q, &qd, &qs);
     const uint64_t st = (uint64_t)(2 * F) * sizeof(float);
     const cu_rows g = { (uint8_t *)gu, rows, 1, st, 0, 0 }, u = { (uint8_t *)(gu + F), rows, 1, st, 0, 0 };
-    b->xq_key = NULL;
-    rc = launched(si_cu_swiglu_q(&g, &u, &g, F, rows, q, qd, qs, b->stream), "MOE", err);
+    const int rc = swiglu_q_slot0(b, &g, &u, &g, F, rows, "MOE", err);
     if (rc == SI_OK)
         xq_hold(b, gu, 2 * F, F, rows, 32);
     return rc;
