@@ -141,7 +141,6 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
     int rc = cu_xq_reserve(b, bytes, err);
     if (rc != SI_OK)
         return rc;
-    xq_parts(b, in, ncx, slot, q, d, s);
     int64_t j;
     if (slot == 0 && xq_hit(b, x, x_stride, in, ncx, blk, &j)) {
         const int64_t nb = in / 32;
@@ -151,6 +150,7 @@ static int xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
         *s += j * nb;
         return SI_OK;
     }
+    xq_parts(b, in, ncx, slot, q, d, s);
     if (slot == 0)
         b->xq_key = NULL;
     rc = launched(blk == 128 ? si_cu_w8_quantize_x(x, x_stride, in, ncx, *q, *d, b->stream)
