@@ -25,7 +25,15 @@ for f in "$b"/tests/cuda/check_cuda_*; do
     [ -x "$f" ] && progs="$progs $n"
 done
 [ -n "$SI_TESTS" ] && progs=$SI_TESTS   # a chosen few (names as above)
-for t in $progs; do
+# check_cuda_ops runs once per Check test case (its whole run is longer
+# than one time limit): check_cuda_ops:attn and so on, also in SI_TESTS.
+progs=$(for t in $progs; do
+    [ "$t" = check_cuda_ops ] && t="check_cuda_ops:matmul check_cuda_ops:attn check_cuda_ops:gdn check_cuda_ops:moe"
+    echo "$t"
+done)
+for tc in $progs; do
+    t=${tc%%:*} case=
+    [ "$t" != "$tc" ] && case=${tc#*:}
     bin="$b/tests/cuda/$t"
     # libtool may have left a wrapper script; the real binary is in .libs
     [ -x "$b/tests/cuda/.libs/$t" ] && bin="$b/tests/cuda/.libs/$t"
@@ -36,16 +44,23 @@ for t in $progs; do
     fi
     start=$(date +%s)
     # a kernel that hangs must not take the whole call with it
-    timeout "${SI_TEST_TIMEOUT:-240}" "$bin" > "$logs/$t.log" 2>&1
+    log="$logs/$t${case:+-$case}.log"
+    # (an empty CK_RUN_CASE would select no case at all)
+    if [ -n "$case" ]; then
+        CK_RUN_CASE=$case timeout "${SI_TEST_TIMEOUT:-240}" "$bin" > "$log" 2>&1
+    else
+        timeout "${SI_TEST_TIMEOUT:-240}" "$bin" > "$log" 2>&1
+    fi
     rc=$?
+    t=$tc
     secs=$(( $(date +%s) - start ))
     case $rc in
         0)  echo "PASS    $t (${secs}s)" ;;
-        77) echo "SKIP    $t (${secs}s): $(grep -m1 SKIP "$logs/$t.log")"; fail=1 ;;
+        77) echo "SKIP    $t (${secs}s): $(grep -m1 SKIP "$log")"; fail=1 ;;
         *)  echo "FAIL    $t (exit $rc, ${secs}s)"; fail=1 ;;
     esac
     # Check's summary line and any failure messages
-    grep -E '^[0-9]+%: Checks|:[EF]:|positions, top-1|^MOE |FAILS|worst relative|attach' "$logs/$t.log" | sed 's/^/        /'
+    grep -E '^[0-9]+%: Checks|:[EF]:|positions, top-1|^MOE |FAILS|worst relative|attach' "$log" | sed 's/^/        /'
 done
 if [ $fail -eq 0 ]; then
     echo "gpu-cuda-tests: all passed (logs in $logs)"

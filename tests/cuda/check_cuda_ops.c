@@ -1723,7 +1723,7 @@ int main(void)
     const char *mma1_extra = as_cpu ? "threads = 2\n" : "mma_tile = v1\nmma_weights = gguf\n";
     const char *w8_extra = as_cpu ? "threads = 2\n" : "mma_weights = i8\nw8_block = 128\n";
     const char *w8_32_extra = as_cpu ? "threads = 2\n" : "mma_weights = i8\nw8_block = 32\n";
-    const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\n";
+    const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\nf32_gemm = gemv\n";
     const char *f32t_extra = as_cpu ? "threads = 2\n" : "f32_gemm = tiled\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
@@ -1804,44 +1804,55 @@ int main(void)
         si_config_free(cfg);
         return 77;
     }
+    /* Four test cases, so the GPU session can run each under its own time
+     * limit (CK_RUN_CASE=attn etc.; the cpu's f32 references make the
+     * whole program longer than one step's limit there).  The inputs are
+     * fresh random draws either way (one generator, in run order). */
     Suite *s = suite_create("cuda_ops");
-    TCase *tc = tcase_create("vs_cpu");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_matmul);
-    tcase_add_test(tc, test_matmul_dp4a);
-    tcase_add_test(tc, test_get_rows);
-    tcase_add_test(tc, test_elementwise);
-    tcase_add_test(tc, test_attn_f32);
-    tcase_add_test(tc, test_attn_yarn);
-    tcase_add_test(tc, test_attn_f16_cache);
-    tcase_add_test(tc, test_attn_long_split);
-    tcase_add_test(tc, test_attn_long_split_nofa);
-    tcase_add_test(tc, test_attn_long_fa_9b);
-    tcase_add_test(tc, test_attn_long_simple);
-    tcase_add_test(tc, test_attn_long_f32);
-    tcase_add_test(tc, test_attn_gqa_shared);
-    tcase_add_test(tc, test_attn_long_gqa_35b);
-    tcase_add_test(tc, test_attn_long_gqa_9b);
-    tcase_add_test(tc, test_attn_long_gqa_f32);
-    tcase_add_test(tc, test_kv_too_big);
-    tcase_add_loop_test(tc, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
-    tcase_add_test(tc, test_attn_i8_pages);
-    tcase_add_test(tc, test_attn_i8_long_split);
-    tcase_add_test(tc, test_attn_i8_long_simple);
-    tcase_add_test(tc, test_attn_i8_pool);
-    tcase_add_test(tc, test_gdn_prefill_chunked);
-    tcase_add_test(tc, test_gdn_prefill_seq);
-    tcase_add_test(tc, test_gdn_prefill_knob);
-    tcase_add_test(tc, test_gdn_prefill_9b_timing);
-    tcase_add_test(tc, test_moe);
-    tcase_add_test(tc, test_moe_dp4a);
-    tcase_add_test(tc, test_matmul_mma);
-    tcase_add_test(tc, test_moe_route);   /* the cases above keep their random draws */
-    tcase_add_test(tc, test_gemv_v1);
-    tcase_add_test(tc, test_gemv_ab);
-    tcase_add_test(tc, test_moe_fs_same);
-    tcase_add_test(tc, test_topk);        /* its own draws (rng saved and restored) */
-    suite_add_tcase(s, tc);
+    TCase *tm = tcase_create("matmul"), *ta = tcase_create("attn"), *tg = tcase_create("gdn"),
+          *tx = tcase_create("moe");
+    tcase_set_timeout(tm, 600);
+    tcase_set_timeout(ta, 600);
+    tcase_set_timeout(tg, 600);
+    tcase_set_timeout(tx, 600);
+    tcase_add_test(tm, test_matmul);
+    tcase_add_test(tm, test_matmul_dp4a);
+    tcase_add_test(tm, test_get_rows);
+    tcase_add_test(tm, test_elementwise);
+    tcase_add_test(ta, test_attn_f32);
+    tcase_add_test(ta, test_attn_yarn);
+    tcase_add_test(ta, test_attn_f16_cache);
+    tcase_add_test(ta, test_attn_long_split);
+    tcase_add_test(ta, test_attn_long_split_nofa);
+    tcase_add_test(ta, test_attn_long_fa_9b);
+    tcase_add_test(ta, test_attn_long_simple);
+    tcase_add_test(ta, test_attn_long_f32);
+    tcase_add_test(ta, test_attn_gqa_shared);
+    tcase_add_test(ta, test_attn_long_gqa_35b);
+    tcase_add_test(ta, test_attn_long_gqa_9b);
+    tcase_add_test(ta, test_attn_long_gqa_f32);
+    tcase_add_test(ta, test_kv_too_big);
+    tcase_add_loop_test(tg, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
+    tcase_add_test(ta, test_attn_i8_pages);
+    tcase_add_test(ta, test_attn_i8_long_split);
+    tcase_add_test(ta, test_attn_i8_long_simple);
+    tcase_add_test(ta, test_attn_i8_pool);
+    tcase_add_test(tg, test_gdn_prefill_chunked);
+    tcase_add_test(tg, test_gdn_prefill_seq);
+    tcase_add_test(tg, test_gdn_prefill_knob);
+    tcase_add_test(tg, test_gdn_prefill_9b_timing);
+    tcase_add_test(tx, test_moe);
+    tcase_add_test(tx, test_moe_dp4a);
+    tcase_add_test(tm, test_matmul_mma);
+    tcase_add_test(tx, test_moe_route);   /* the cases above keep their random draws */
+    tcase_add_test(tm, test_gemv_v1);
+    tcase_add_test(tm, test_gemv_ab);
+    tcase_add_test(tx, test_moe_fs_same);
+    tcase_add_test(tm, test_topk);        /* its own draws (rng saved and restored) */
+    suite_add_tcase(s, tm);
+    suite_add_tcase(s, ta);
+    suite_add_tcase(s, tg);
+    suite_add_tcase(s, tx);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
