@@ -63,6 +63,8 @@ for m in 9b 35b; do
         --bs 1 --tg 32 --reps 5 $SAFE
     step "tg_${m}_pdl_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 64 --reps 5 \
         --set backend.cuda_sm120.pdl=false
+    step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
+        --set backend.cuda_sm120.gemv_quad=false
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
@@ -120,8 +122,8 @@ for m in 9b 35b; do
     step "ab_w8_32_pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 $W32
 done
 # the tiled f32 GEMM of float-stored weights (the MOE router over a
-# prefill batch) against the GEMV-style kernel (f32_gemm = gemv, default)
-FT="--set backend.cuda_sm120.f32_gemm=tiled"
+# prefill batch; f32_gemm = tiled, default) against the GEMV-style kernel
+FT="--set backend.cuda_sm120.f32_gemm=gemv"
 step ab_f32_gemm_pp_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 $FT
 step check_35b_f32_gemm 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $FT
 step check_35b_f32 60 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK $F32 --set backend.cuda_sm120.prefill_mm=gemv \

@@ -40,6 +40,7 @@ struct si_backend {
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */
     bool           f32_tiled;       /* knob f32_gemm = tiled (else gemv)     */
+    bool           gemv_quad;       /* knob gemv_quad (cuda_gemvq.cu)        */
     int            w8_block;        /* knob w8_block: 128 or 32              */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */

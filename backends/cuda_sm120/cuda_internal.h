@@ -111,6 +111,9 @@ typedef struct cu_mm {
     bool           gemv_order;   /* v1, Q4_K/Q5_K, one column: a warp's
                                   * lanes share the sub-block pair of an
                                   * iteration (bench A/B only)           */
+    bool           gemv_quad;    /* knob gemv_quad: v1's one-column K-quant
+                                  * rows of in % 2048 == 0 go through
+                                  * cuda_gemvq.cu (4 lanes a block)       */
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */
@@ -143,6 +146,12 @@ bool si_cu_mmq_ok(const cu_mm *mm);
 bool si_cu_gemv_ok(const cu_mm *mm);
 int  si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* The one-column GEMV with four lanes a block (cuda_gemvq.cu), which v1
+ * hands the products it takes when mm->gemv_quad is set: Q4_K/Q5_K/Q6_K,
+ * ncols 1, no experts or w2, in % 2048 == 0, 16-byte aligned rows (every
+ * part of cu_mm.more too).  Same integer terms as v1, another f32 order. */
+bool si_cu_gemvq_ok(const cu_mm *mm);
+int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 
 /* ---- int8 tensor-core MATMUL (cuda_mma.cu) ------------------------------
  * The same product as a GEMM (any ncols; meant for prefill, > 8 columns):

@@ -15,6 +15,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
+#include "cuda_launch.cuh"
 
 #define MM_WARPS 4
 
@@ -30,6 +31,10 @@ __global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
     __shared__ float part[MM_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t r = KS == 1 ? (int64_t)blockIdx.x * MM_WARPS + warp : (int64_t)blockIdx.x;
+    // (dense: the row asked of the L2 before the programmatic-launch wait)
+    if (mm.expert == NULL && blockIdx.y == 0 && lane == 0 && (KS == 1 || warp == 0) && r < mm.rows)
+        cu_prefetch_l2(mm.w + (uint64_t)r * mm.row_bytes, mm.row_bytes);
+    cu_pdl_enter();
     if (r >= mm.rows)
         return;
     const int64_t n8 = mm.in / 8;
@@ -198,14 +203,14 @@ template <int T> static cudaError_t mm_launch(const cu_mm *mm, cudaStream_t s)
             }
         }
     }
+    // (programmatic dependent launch, knob pdl: the router and shared-gate
+    // products of decode)
     dim3 grid((unsigned)gx, (unsigned)gy);
     if (small)
-        mm_kernel<T, 1, MM_WARPS><<<grid, 32 * MM_WARPS, 0, s>>>(*mm);
-    else if (one)
-        mm_kernel<T, 1, 1><<<grid, 32 * MM_WARPS, 0, s>>>(*mm);
-    else
-        mm_kernel<T, 8, 1><<<grid, 32 * MM_WARPS, 0, s>>>(*mm);
-    return cudaGetLastError();
+        return cu_launch(mm_kernel<T, 1, MM_WARPS>, grid, dim3(32 * MM_WARPS), 0, s, *mm);
+    if (one)
+        return cu_launch(mm_kernel<T, 1, 1>, grid, dim3(32 * MM_WARPS), 0, s, *mm);
+    return cu_launch(mm_kernel<T, 8, 1>, grid, dim3(32 * MM_WARPS), 0, s, *mm);
 }
 
 extern "C" bool si_cu_type_ok(uint32_t type)

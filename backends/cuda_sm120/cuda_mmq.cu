@@ -277,10 +277,11 @@ static inline __host__ __device__ int mmq_row_lanes(int64_t units)
 // j < 4 branch) is then the same for the whole warp instead of divergent,
 // and a warp's load is 16 runs of 32 contiguous bytes.  The same terms
 // per unit; the f32 order of a lane's units differs.
+// Dense products (no experts, whose picks come from the kernel before)
+// ask the L2 for the block's weight rows first, then wait (cu_pdl_enter).
 template <int T, int NT, int U, bool W = false, int L = 32, bool O = false>
 __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
-    cu_pdl_enter();
     constexpr int RB = MMQ_WARPS * (32 / L);   // rows a block
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sl = lane % L;
     int64_t bx = blockIdx.x, rows = mm.rows, ys = mm.y_stride;
@@ -298,6 +299,9 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
         nbk = (rows + RB - 1) / RB;
     }
     const int64_t r = (bx * MMQ_WARPS + warp) * (32 / L) + lane / L;
+    if (mm.expert == NULL && blockIdx.y == 0 && sl == 0 && r < rows)
+        cu_prefetch_l2(wbase + (uint64_t)r * rb, rb);
+    cu_pdl_enter();
     if (L == 32 && r >= rows)
         return;
     // (L < 32: a lane past the rows still takes part in its warp's shuffles)
@@ -431,6 +435,8 @@ extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float
         return 0;
     if (mm->x_div < 1 || !si_cu_mmq_ok(mm))
         return (int)cudaErrorInvalidValue;
+    if (mm->gemv_quad && si_cu_gemvq_ok(mm))   // (knob gemv_quad: cuda_gemvq.cu)
+        return si_cu_gemvq(mm, xq, xd, xs, stream);
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
     CU_I8_TYPE_CASES(mmq_launch, mm, xq, xd, xs, s)

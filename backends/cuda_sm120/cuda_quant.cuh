@@ -35,6 +35,27 @@ __device__ __forceinline__ void cu_pdl_enter()
 #endif
 }
 
+// Asks the L2 for bytes [p, p + n) (the 16-byte units wholly inside it)
+// without waiting: a decode GEMV calls it for its weight rows before
+// cu_pdl_enter, so they stream in while the kernel before it drains.  A
+// prefetch never changes what a later load returns (the L2 is where the
+// device's writes meet), so it may precede the wait whatever it reads.
+// One thread issues it for a whole run.  A no-op below sm_90 and on the
+// host emulation.
+__device__ __forceinline__ void cu_prefetch_l2(const void *p, uint64_t n)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uintptr_t a = ((uintptr_t)p + 15) & ~(uintptr_t)15, e = ((uintptr_t)p + n) & ~(uintptr_t)15;
+    for (uintptr_t o = a; o < e; o += 0x40000000u) {
+        const uint32_t k = (uint32_t)(e - o < 0x40000000u ? e - o : 0x40000000u);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(o), "r"(k) : "memory");
+    }
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 __device__ __forceinline__ float cu_f16(const uint8_t *p)
 {
     unsigned short h = (unsigned short)(p[0] | (p[1] << 8));

@@ -115,6 +115,13 @@
  *                         shared is the default: decode on the H200 at
  *                         32k, 35b-a3b 149.0 vs 126.0 tok/s, 9b 182.0 vs
  *                         176.7; at 4k 172.5 vs 167.5 and 212.6 vs 206.1.
+ *   gemv_quad = true | false  the v1 GEMV's one-column products of Q4_K,
+ *                         Q5_K and Q6_K rows of in % 2048 == 0 (no
+ *                         experts) go through cuda_gemvq.cu: four lanes a
+ *                         block, a lane's sub-block fixed (no divergent
+ *                         scale decode), the first weights loaded before
+ *                         the programmatic-launch wait.  Same integer
+ *                         terms as v1, another f32 order; false: v1 (A/B).
  *   gemv_fuse = true | false  consecutive MATMULs of one input on the v1
  *                         GEMV (decode: q/k/v, GDN qkv/z/beta/alpha, ffn
  *                         gate/up) as one launch (cu_mm.more), and an MOE's
@@ -268,7 +275,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true;
+         f32_tiled = true, gemv_quad = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -276,6 +283,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "matmul", "dp4a", "f32", &dp4a },
         { "gemv", "v2", "v1", &gemv_v2 },   /* default v1: see above */
         { "gemv_fuse", "true", "false", &gemv_fuse },
+        { "gemv_quad", "true", "false", &gemv_quad },
         { "fuse_norm", "true", "false", &fuse_norm },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
@@ -343,6 +351,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_mma_v2 = mma_v2;
     b->mm_w8 = mma_w8;
     b->f32_tiled = f32_tiled;
+    b->gemv_quad = gemv_quad;
     b->w8_block = w8_128 ? 128 : 32;
     b->w8_cache_on = w8_cache;
     b->pdl = pdl;

@@ -149,12 +149,15 @@ typedef struct dense_ctx {
  * path, 4/5 = v2 with 1/4 rows a lane group (one column), 6/7 = v1 with
  * 2/8 units a lane in flight (one column; v1's default is 4), 8 = v1 with
  * Q4_K's 32-byte units (one column), 9 = v1 with a warp's lanes on one
- * sub-block pair (Q4_K/Q5_K, one column: cu_mm.gemv_order) */
+ * sub-block pair (Q4_K/Q5_K, one column: cu_mm.gemv_order), 10/11/12 =
+ * v1 handing one-column K-quant rows to cuda_gemvq.cu (knob gemv_quad:
+ * its own choice of rows a warp, 1, 2) */
 static void run_dense(void *p, int v)
 {
     dense_ctx *c = p;
     c->mm.gemv_direct = v == 3;
-    c->mm.gemv_rows = v == 4 ? 1 : v == 5 ? 4 : 0;
+    c->mm.gemv_rows = v == 4 || v == 11 ? 1 : v == 5 ? 4 : v == 12 ? 2 : 0;
+    c->mm.gemv_quad = v >= 10;
     c->mm.gemv_unroll = v == 6 ? 2 : v == 7 ? 8 : 0;
     c->mm.gemv_wide = v == 8;
     c->mm.gemv_order = v == 9;
@@ -209,6 +212,16 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
             CK(cudaDeviceSynchronize());
             rd = rel_diff(y2, y1, (size_t)(rows * nc));
         }
+        /* cuda_gemvq.cu (checked against v1: another f32 order) */
+        float uq[3] = { 0.0f, 0.0f, 0.0f };
+        cu_mm qm = c.mm;
+        qm.gemv_quad = true;
+        if (nc == 1 && si_cu_gemvq_ok(&qm))
+            for (int k2 = 0; k2 < 3; k2++) {
+                uq[k2] = time_median(run_dense, &c, 10 + k2);
+                CK(cudaDeviceSynchronize());
+                rd = fmax(rd, rel_diff(y2, y1, (size_t)(rows * nc)));
+            }
         /* the variants of v2 (checked against v1 one by one), then v2 as
          * the backend runs it, last, so y2 holds its result */
         static const int vs[] = { 3, 4, 5, 2 };
@@ -233,6 +246,9 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
             printf(" wide %.0f", gb / (uw * 1e-6));
         if (uo > 0)
             printf(" ordered %.0f", gb / (uo * 1e-6));
+        if (uq[0] > 0)
+            printf(" GB/s | quad %.2f us %.0f (R=1 %.0f R=2 %.0f)", uq[0], gb / (uq[0] * 1e-6), gb / (uq[1] * 1e-6),
+                   gb / (uq[2] * 1e-6));
         printf(" GB/s  (%s; %.1f MB; v2-v1 %.1e%s)\n", what, gb * 1e3, rd, ok ? "" : " MISMATCH");
         fflush(stdout);
         cudaFree(y1);
@@ -251,7 +267,8 @@ typedef struct group_ctx {
 static void run_group(void *p, int v)
 {
     group_ctx *c = p;
-    if (v == 2) {
+    c->all.gemv_quad = v == 3;
+    if (v >= 2) {
         CK((cudaError_t)si_cu_matmul_q8_v1(&c->all, c->x->q, c->x->d, c->x->s, NULL));
         return;
     }
@@ -293,12 +310,24 @@ static void bench_group(const char *what, uint32_t t, int64_t in, const int64_t 
     const float us2 = time_median(run_group, &c, 2);
     CK(cudaDeviceSynchronize());
     const double rd = rel_diff(y1, y2, (size_t)tot);
-    const bool ok = rd == 0.0;   /* same kernel, same rows: the same bits */
+    bool ok = rd == 0.0;   /* same kernel, same rows: the same bits */
+    /* one launch through cuda_gemvq.cu (another f32 order than v1) */
+    c.all.gemv_quad = true;
+    const bool qok = si_cu_gemvq_ok(&c.all);
+    c.all.gemv_quad = false;
+    float us3 = 0.0f;
+    if (qok) {
+        us3 = time_median(run_group, &c, 3);
+        CK(cudaDeviceSynchronize());
+        ok = ok && rel_diff(y1, y2, (size_t)tot) < 1e-4;
+    }
     g_bad += !ok;
     const double gb = (double)rb * (double)tot / 1e9;
-    printf("group %-34s %d x %s in %5lld: one launch %7.2f us %5.0f GB/s | %d launches %7.2f us %5.0f GB/s | x%.2f%s\n",
-           what, n, tname(t), (long long)in, us2, gb / (us2 * 1e-6), n, us1, gb / (us1 * 1e-6), us1 / us2,
-           ok ? "" : " MISMATCH");
+    printf("group %-34s %d x %s in %5lld: one launch %7.2f us %5.0f GB/s | %d launches %7.2f us %5.0f GB/s | x%.2f",
+           what, n, tname(t), (long long)in, us2, gb / (us2 * 1e-6), n, us1, gb / (us1 * 1e-6), us1 / us2);
+    if (us3 > 0)
+        printf(" | quad one launch %7.2f us %5.0f GB/s", us3, gb / (us3 * 1e-6));
+    printf("%s\n", ok ? "" : " MISMATCH");
     fflush(stdout);
     for (int k = 0; k < n; k++)
         cudaFree(w[k]);

@@ -1324,7 +1324,7 @@ static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n
     opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
     run_ok(p, &o);
     char what[96];
-    snprintf(what, sizeof what, "MATMUL gemv v2 vs v1 %s in %lld out %lld n %lld", host.type_name(type),
+    snprintf(what, sizeof what, "MATMUL gemv A/B %s in %lld out %lld n %lld", host.type_name(type),
              (long long)in, (long long)out, (long long)n);
     dt_compare(p, &y, 1e-5, what);
     dt_free(p, &w);
@@ -1356,6 +1356,17 @@ START_TEST(test_gemv_ab)
     if (as_cpu)
         return;   /* a cuda_sm120 knob A/B */
     pair p;
+    /* gemv_quad (cuda_gemvq.cu, in the v1 section) against v1's own units:
+     * every type it takes, 1..6 steps a row, odd row counts */
+    pair_open_cu2(&p, "backend.cuda_v1_noquad", "backend.cuda_dp4a_v1");
+    static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
+    for (size_t t = 0; t < 3; t++) {
+        matmul_ab(&p, kt[t], 2048, 77, 1);
+        matmul_ab(&p, kt[t], 4096, 45, 1);
+        matmul_ab(&p, kt[t], 12288, 9, 1);
+        matmul_ab(&p, kt[t], 6144, 1, 1);
+    }
+    pair_close(&p);
     pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_dp4a");
     static const uint32_t qt[] = { SI_TYPE_Q8_0, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
     static const int64_t ns[] = { 1, 2, 4, 5, 8 }, ins[] = { 256, 512, 768, 2048, 4096 };
@@ -1500,19 +1511,21 @@ START_TEST(test_matmul_mma)
      * a row and a 128-row tile tail, one and 8 stages of k, a column and
      * a 128-column tile tail; 4100 x 515 (many tiles) at 128 (the cpu's
      * f32 references are most of this program's time on the GPU machine) */
-    static const char *const w8s[] = { "backend.cuda_w8", "backend.cuda_w8_32" };
+    /* (cuda_w8_nc: the same without w8_cache, every product requantising
+     * its weights into the scratch) */
+    static const char *const w8s[] = { "backend.cuda_w8_nc", "backend.cuda_w8", "backend.cuda_w8_32" };
     static const int64_t w8_rows[] = { 1, 272 }, w8_ns[] = { 9, 515 };
-    for (size_t v = 0; v < 2; v++) {
-        /* (as_cpu: both sections are the stand-in cpu's own int8 path, per
+    for (size_t v = 0; v < 3; v++) {
+        /* (as_cpu: the sections are the stand-in cpu's own int8 path, per
          * 32 but not this scheme: up to ~1.8e-2 on one-row products) */
-        const double tol = v == 0 || as_cpu ? W8_TOL : W8_32_TOL;
+        const double tol = v < 2 || as_cpu ? W8_TOL : W8_32_TOL;
         pair_open(&p, "backend.cpu", w8s[v]);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             for (size_t r = 0; r < 2; r++)
                 for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
                     for (size_t k = 0; k < 2; k++)
                         matmul_mma_case_tol(&p, types[t], ins[i], w8_rows[r], w8_ns[k], tol);
-            if (v == 0)   /* (twice: the second from the w8_cache) */
+            if (v == 1)   /* (twice: the second from the w8_cache) */
                 matmul_mma_case_runs(&p, types[t], 512, 4100, 515, tol, 2);
         }
         pair_close(&p);
@@ -1725,6 +1738,9 @@ int main(void)
     const char *w8_32_extra = as_cpu ? "threads = 2\n" : "mma_weights = i8\nw8_block = 32\n";
     const char *gemv_extra = as_cpu ? "matmul = ref\nthreads = 2\n" : "prefill_mm = gemv\nf32_gemm = gemv\n";
     const char *f32t_extra = as_cpu ? "threads = 2\n" : "f32_gemm = tiled\n";
+    /* (the v1 GEMV on its own units: gemv_quad = true hands it
+     * cuda_gemvq.cu's products in the other v1 sections) */
+    const char *noquad_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_quad = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -1738,7 +1754,7 @@ int main(void)
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
     const char *perhead = as_cpu ? "" : "attn_gqa = per_head\n";
     char text[8192];
-    snprintf(text, sizeof text,
+    const int text_len = snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
              "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
              "[backend.cuda_i8_small]\npath = cuda_sm120.so\n%s%s%s"
@@ -1764,11 +1780,18 @@ int main(void)
              "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_w8_32]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_f32t]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_f32t]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_v1_noquad]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
-             v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra);
+             v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
+             as_cpu ? "" : "w8_cache = false\n");
+    if (text_len < 0 || (size_t)text_len >= sizeof text) {
+        fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
+        return 1;
+    }
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;

@@ -18,11 +18,12 @@
 # quick (~1 min: a few cases of each kernel, a few plants of each; what
 # tests/cuda/emu.test runs), v2 (only the GEMM v2: its cases and plants,
 # ~1.5 min), v2quick (a few of those, ~30 s).
-# dp4a (the GEMV v1 and the quantiser alone, all their cases and bugs).
+# dp4a (the GEMV v1 and the quantiser alone, all their cases and bugs),
+# quad (only cuda_gemvq.cu's cases and bugs).
 # Usage: run-mma-emu.sh [builddir] [quick|v2|v2quick|dp4a]
 set -e
 mode=${2:-full}
-case $mode in full|quick|v2|v2quick|dp4a) ;; *) echo "usage: run-mma-emu.sh [builddir] [quick|v2|v2quick|dp4a]" >&2; exit 2 ;; esac
+case $mode in full|quick|v2|v2quick|dp4a|quad) ;; *) echo "usage: run-mma-emu.sh [builddir] [quick|v2|v2quick|dp4a|quad]" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
@@ -97,7 +98,17 @@ quant_src() {
          /^static cudaError_t mmq_go/ { skip = 1 } /^extern "C" bool si_cu_mmq_ok/ { skip = 0 }
          /^extern "C" int si_cu_quantize_x/ { skip = 1 }
          { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu"
+    # the one-column GEMV v1 hands to cuda_gemvq.cu (knob gemv_quad), its
+    # launchers cut
+    sed -e '/^\/\/ ---- launchers/,$d' "$src/cuda_gemvq.cu"
     cat <<'EOT'
+template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    const int64_t rb = GQ_WARPS * R;
+    int64_t gx = (mm->rows + rb - 1) / rb;
+    for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
+    emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, [&] { gq_kernel<T, R>(*mm, xq, xd, xs); });
+}
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
 {
     emu_launch(dim3(blocks), dim3(256), 0, [&] { quant_x_kernel(x, x_stride, in, ncx, q, d, s); });
@@ -115,6 +126,13 @@ template <int T, int NT, int U, int L = 32, bool O = false> static void emu_mmq_
 }
 template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
+    if constexpr (T != SI_TYPE_Q8_0)
+        if (mm->gemv_quad && si_cu_gemvq_ok(mm)) {   // (as si_cu_matmul_q8_v1 and gq_launch)
+            printf("  (gemvq)\n");
+            if (gq_rows(mm) == 2) emu_gq_t<T, 2>(mm, xq, xd, xs);
+            else emu_gq_t<T, 1>(mm, xq, xd, xs);
+            return;
+        }
     if (T == SI_TYPE_Q4_K && mm->gemv_wide && mm->ncols == 1) {   // 32-byte units, U = 2
         int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
         for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + MMQ_WARPS - 1) / MMQ_WARPS;
@@ -263,8 +281,21 @@ mma2_plants() {
     [ "$1" = all ] || return 0
     plant mma2 no-sync-bm64 's/^        __syncthreads();$/;/' "EMU_DRIFT=3 EMU_BM=64" q6_k 70 512 140
 }
+# cuda_gemvq.cu's (knob gemv_quad)
+quad_plants() {
+    plant dp4a quad-q5-qh 's/lo |= ((w.e\[k\] >> (2 \* p))/lo |= ((w.e[k] >> (2 * p + 1))/' "EMU_QUAD=1" q5_k 9 4096 1
+    [ "$1" = all ] || return 0
+    plant dp4a quad-next 's/(st + 1) \* 8 \* gq_traits/st * 8 * gq_traits/' "EMU_QUAD=1" q4_k 9 4096 1
+    plant dp4a quad-q6-scale 's/(w.e\[1\] >> (o + 16))/(w.e[1] >> o)/' "EMU_QUAD=1" q6_k 9 2048 1
+    plant dp4a quad-scale-pick 's/const unsigned s = 16u \* (unsigned)(g \& 1);/const unsigned s = 0;/' "EMU_QUAD=1" q5_k 9 2048 1
+    plant dp4a quad-min 's/acc -= (dmin/acc += (dmin/' "EMU_QUAD=1" q4_k 9 2048 1
+    plant dp4a quad-parts 's/rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
+    plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2" q6_k 37 2048 1
+    plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1" q6_k 9 2048 1
+}
 # the GEMV v1 and the quantiser (checked bit for bit in every run)
 dp4a_plants() {
+    quad_plants "$1"
     plant dp4a quant-sum 's/sum + c \* nb + i \/ 32)/sum + c * nb)/' "" q4_k 9 256 1
     plant dp4a part-blocks 's/bx -= nbk;/;/' "EMU_PARTS=4" q8_0 41 512 2
     [ "$1" = all ] || return 0
@@ -294,13 +325,35 @@ gemv_plants() {
 # the dp4a decode GEMV v1 (EMU_KERNEL=dp4a: <= 8 columns) against the same
 # references
 dp4a() { EMU_KERNEL=dp4a "$out/mma_emu" "$@" || rc=1; }
+# v1's one-column products through cuda_gemvq.cu (knob gemv_quad): every
+# type it takes, rows of 1..6 steps, 1 and 2 rows a warp, rows cut into
+# products (cu_mm.more), row counts that leave a block part empty; the run
+# must say it went there
+quad() {
+    EMU_QUAD=1 EMU_KERNEL=dp4a "$out/mma_emu" "$@" > "$out/quad.log" 2>&1 || { rc=1; cat "$out/quad.log"; return; }
+    grep -q '(gemvq)' "$out/quad.log" || { echo "quad $*: did not run cuda_gemvq.cu"; rc=1; }
+    grep -E 'max |OK|FAIL' "$out/quad.log" | tail -2
+}
+quad_cases() {
+    if [ "$1" = quick ]; then
+        quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1
+        return 0
+    fi
+    for t in q4_k q5_k q6_k; do
+        quad $t 37 2048 1; quad $t 9 4096 1; quad $t 3 12288 1; quad $t 1 6144 1
+        EMU_ROWS=2 quad $t 37 4096 1; EMU_ROWS=1 quad $t 13 2048 1
+        EMU_PARTS=3 quad $t 21 2048 1; EMU_PARTS=4 quad $t 19 4096 1
+    done
+}
 dp4a_cases() {
     if [ "$1" = quick ]; then
         dp4a q4_k 77 512 1; dp4a q6_k 33 256 3; dp4a q8_0 9 2048 8; dp4a q4_k 20 256 6 3
         EMU_PARTS=4 dp4a q4_k 77 512 1; EMU_PARTS=3 EMU_UNROLL=8 dp4a q6_k 45 2048 1; EMU_UNROLL=2 dp4a q8_0 21 1024 1
         EMU_PARTS=2 EMU_EXPERTS=5 dp4a q5_k 33 512 8
+        quad_cases quick
         return 0
     fi
+    quad_cases
     for t in q4_k q5_k q6_k q8_0; do dp4a $t 77 512 1; dp4a $t 33 256 3; dp4a $t 9 2048 8; done
     dp4a q4_k 20 256 6 3
     # one launch of several products (cu_mm.more: rows cut into 2-4 parts of
@@ -390,6 +443,7 @@ plants() { [ "$PLANT" = no ] || "$@"; }
 case $mode in
 v2quick) mma2_cases quick; plants mma2_plants ;;
 dp4a)    dp4a_cases full; plants dp4a_plants all ;;
+quad)    quad_cases full; plants quad_plants all ;;
 v2)      mma2_cases full; plants mma2_plants all ;;
 quick)   dp4a_cases quick; gemv_cases quick; mma_cases quick; mma2_cases quick
          plants dp4a_plants; plants gemv_plants; plants mma_plants; plants mma2_plants ;;

@@ -1,0 +1,301 @@
+// backends/cuda_sm120/cuda_gemvq.cu — the one-column decode GEMV on int8
+// activations with four lanes a block (knob gemv_quad, default true):
+// Q4_K, Q5_K and Q6_K rows of whole groups of 8 blocks (in % 2048 == 0),
+// no experts.  Everything else stays on v1 (cuda_mmq.cu), which calls in
+// here.
+//
+// Why: v1 (a lane per 16-byte unit, units l, l+32, ... of the row) spent
+// ~150 warp instructions per 512 bytes of Q4_K on the H200 (ncu), about
+// what the SMs can issue at the HBM's rate: the sub-block index differs
+// from lane to lane (the scale decode's branches diverge), the scale bytes
+// are loaded one at a time and the index arithmetic is 64-bit.  Here a
+// warp takes 8 consecutive blocks of a row per step, lane l the part
+// l & 3 of block l >> 2, and that part never changes for the lane:
+//  - Q4_K/Q5_K: part g = sub-blocks 2g and 2g+1 (32 bytes of qs, 64
+//    weights).  The 16-byte header (d, dmin, 12 scale bytes) is one vector
+//    load, the same 16 bytes for the block's four lanes; the 6-bit scales
+//    and mins of all 8 sub-blocks are unpacked with word-wide masks and the
+//    lane's two picked by a fixed shift (no branch).  Q5_K adds the 32
+//    bytes of qh (bits 2g and 2g+1).
+//  - Q6_K: part (h, k) = ql bytes 64h + 16k and 64h + 32 + 16k, qh bytes
+//    32h + 16k (16 each: 64 weights of four 16-wide sub-blocks, scales
+//    8h + k + {0, 2, 4, 6}).  A 210-byte block is 4-byte aligned only at
+//    even block indices, and a lane's block parity is fixed: its loads are
+//    aligned words shifted by 0 or 16 bits (one funnel shift per word).
+// Sums: dp4a per 32 weights (Q4_K/Q5_K, per sub-block) or per 16 (Q6_K,
+// with the activations' sum for its -32, exact in integers), scaled in f32
+// as v1 does (the weights' scales times the activations' per-32 scale; the
+// Q4_K/Q5_K mins against the block's exact f32 sum): the same terms as the
+// cpu backend's int8 path, in another f32 order.
+// A lane holds the next step's weights while it multiplies the current
+// one, and the first step's weights are loaded before the programmatic-
+// launch wait (cu_pdl_enter): weights are not written during a decode
+// step, so they may stream in while the kernel before this one (the norm
+// that produced x) drains; only x waits.
+// R rows a warp (2 where a row is a single step: the 35b's 2048-wide rows)
+// keep two steps of weights in flight per lane either way.
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+#include "cuda_quant.cuh"
+#include "cuda_launch.cuh"
+
+#define GQ_WARPS 4
+
+template <int T> struct gq_traits;
+template <> struct gq_traits<SI_TYPE_Q4_K> { static const int bytes = 144; };
+template <> struct gq_traits<SI_TYPE_Q5_K> { static const int bytes = 176; };
+template <> struct gq_traits<SI_TYPE_Q6_K> { static const int bytes = 210; };
+
+// The weight registers of one lane's part of one block (fields a type
+// does not use are dead and vanish).
+struct gq_part {
+    uint32_t q[8];   // Q4_K/Q5_K: 32 bytes of qs; Q6_K: the two 16-byte ql runs
+    uint32_t h[4];   // Q4_K/Q5_K: header; Q6_K: 16 bytes of qh
+    uint32_t e[8];   // Q5_K: the block's 32 bytes of qh; Q6_K: e[0..1] scales, e[2] d
+};
+
+// Block B of a row, part p of the lane (Q4_K/Q5_K: g = p; Q6_K: h = p >> 1,
+// k = p & 1), odd = the block's index is odd (Q6_K's 2-byte offset).
+template <int T> __device__ __forceinline__ void gq_load(const uint8_t *B, int p, int odd, gq_part &w)
+{
+    if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
+        cu_ld16(B, w.h);
+        const int qs = T == SI_TYPE_Q4_K ? 16 : 48;
+        cu_ld16(B + qs + 32 * p, w.q);
+        cu_ld16(B + qs + 16 + 32 * p, w.q + 4);
+        if (T == SI_TYPE_Q5_K) {
+            cu_ld16(B + 16, w.e);
+            cu_ld16(B + 32, w.e + 4);
+        }
+    } else {
+        // aligned words from B - 2 * odd; byte o of the block is at o + 2 * odd
+        const uint32_t *W = (const uint32_t *)(B - 2 * odd);
+        const unsigned sh = 16u * (unsigned)odd;
+        const int h = p >> 1, k = p & 1;
+        uint32_t a[5], b[5], c[5];
+#pragma unroll
+        for (int i = 0; i < 5; i++) {
+            a[i] = __ldg(W + 16 * h + 4 * k + i);
+            b[i] = __ldg(W + 16 * h + 4 * k + 8 + i);
+            c[i] = __ldg(W + 32 + 8 * h + 4 * k + i);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w.q[i] = __funnelshift_r(a[i], a[i + 1], sh);
+            w.q[4 + i] = __funnelshift_r(b[i], b[i + 1], sh);
+            w.h[i] = __funnelshift_r(c[i], c[i + 1], sh);
+        }
+        const uint32_t s0 = __ldg(W + 48 + 2 * h), s1 = __ldg(W + 49 + 2 * h), s2 = __ldg(W + 50 + 2 * h);
+        w.e[0] = __funnelshift_r(s0, s1, sh);   // scales 8h .. 8h+3
+        w.e[1] = __funnelshift_r(s1, s2, sh);   // scales 8h+4 .. 8h+7
+        w.e[2] = __ldg(W + 52) >> sh;           // d (low 16 bits)
+    }
+}
+
+__device__ __forceinline__ float gq_h2f(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v & 0xffffu))); }
+
+// Q4_K/Q5_K: the 6-bit scales (sc) and mins (mn) of sub-blocks 2g, 2g+1
+// from the header's scale words a (bytes 0-3), b (4-7), c (8-11): bytes j
+// of a & 63 and b & 63 for j < 4; for j >= 4 the low/high nibble of byte
+// j of c with the top two bits of byte j - 4 of a (scale) or b (min).
+__device__ __forceinline__ void gq_scales_k4(uint32_t a, uint32_t b, uint32_t c, int g, int &sc0, int &sc1, int &m0,
+                                             int &m1)
+{
+    const uint32_t sc = g < 2 ? a & 0x3F3F3F3Fu : (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t mn = g < 2 ? b & 0x3F3F3F3Fu : ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+    const unsigned s = 16u * (unsigned)(g & 1);
+    sc0 = (int)((sc >> s) & 0xffu);
+    sc1 = (int)((sc >> (s + 8)) & 0xffu);
+    m0 = (int)((mn >> s) & 0xffu);
+    m1 = (int)((mn >> (s + 8)) & 0xffu);
+}
+
+// acc += the lane's part of block b (index in the row) against x.
+template <int T>
+__device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const int8_t *xq, const float *xd,
+                                        const float *xs, float acc)
+{
+    if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
+        const int e = 256 * b + 64 * p, xb = 8 * b + 2 * p;
+        uint32_t xl[8], xh[8];
+        cu_ld16(xq + e, xl);
+        cu_ld16(xq + e + 16, xl + 4);
+        cu_ld16(xq + e + 32, xh);
+        cu_ld16(xq + e + 48, xh + 4);
+        const float2 dx = __ldg((const float2 *)(xd + xb)), sx = __ldg((const float2 *)(xs + xb));
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            uint32_t lo = w.q[k] & 0x0F0F0F0Fu, hi = (w.q[k] >> 4) & 0x0F0F0F0Fu;
+            if (T == SI_TYPE_Q5_K) {
+                lo |= ((w.e[k] >> (2 * p)) & 0x01010101u) << 4;
+                hi |= ((w.e[k] >> (2 * p + 1)) & 0x01010101u) << 4;
+            }
+            s0 = __dp4a((int)lo, (int)xl[k], s0);
+            s1 = __dp4a((int)hi, (int)xh[k], s1);
+        }
+        int sc0, sc1, m0, m1;
+        gq_scales_k4(w.h[1], w.h[2], w.h[3], p, sc0, sc1, m0, m1);
+        const float d = gq_h2f(w.h[0]), dmin = gq_h2f(w.h[0] >> 16);
+        acc += dx.x * (d * (float)sc0) * (float)s0 + dx.y * (d * (float)sc1) * (float)s1;
+        acc -= (dmin * (float)m0) * sx.x + (dmin * (float)m1) * sx.y;
+        return acc;
+    } else {
+        const int h = p >> 1, k = p & 1, e = 256 * b + 128 * h + 16 * k;
+        uint32_t x[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            cu_ld16(xq + e + 32 * j, x[j]);
+        const float4 dx = __ldg((const float4 *)(xd + 8 * b + 4 * h));
+        int s[4] = { 0, 0, 0, 0 }, sx[4] = { 0, 0, 0, 0 };
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t l0 = w.q[i], l1 = w.q[4 + i], qh = w.h[i];
+            const uint32_t a[4] = {
+                (l0 & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u),
+                (l1 & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u),
+                ((l0 >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u),
+                ((l1 >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u),
+            };
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                s[j] = __dp4a((int)a[j], (int)x[j][i], s[j]);
+                sx[j] = __dp4a(0x01010101, (int)x[j][i], sx[j]);
+            }
+        }
+        // scales 8h + k + 2j: bytes k, k + 2 of e[0], k, k + 2 of e[1]
+        const unsigned o = 8u * (unsigned)k;
+        const float d = gq_h2f(w.e[2]);
+        const float c0 = (float)(int8_t)(w.e[0] >> o), c1 = (float)(int8_t)(w.e[0] >> (o + 16));
+        const float c2 = (float)(int8_t)(w.e[1] >> o), c3 = (float)(int8_t)(w.e[1] >> (o + 16));
+        acc += dx.x * (d * c0) * (float)(s[0] - 32 * sx[0]) + dx.y * (d * c1) * (float)(s[1] - 32 * sx[1]) +
+               dx.z * (d * c2) * (float)(s[2] - 32 * sx[2]) + dx.w * (d * c3) * (float)(s[3] - 32 * sx[3]);
+        return acc;
+    }
+}
+
+// Blocks past product 0's rows belong to mm.more[0..n_more) in order, as
+// in mmq_kernel (uniform per block).  Rows past the end are computed on
+// the last row and not stored, so every lane takes part in the shuffles.
+template <int T, int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    constexpr int RB = GQ_WARPS * R;   // rows a block
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
+    int bx = (int)blockIdx.x;
+    int rows = (int)mm.rows, nbk = (rows + RB - 1) / RB;
+    const uint8_t *wbase = mm.w;
+    uint32_t rb = (uint32_t)mm.row_bytes;
+    float *y = mm.y;   // (one column: the stride does not matter)
+    for (int k = 0; k < mm.n_more && bx >= nbk; k++) {
+        bx -= nbk;
+        wbase = mm.more[k].w;
+        y = mm.more[k].y;
+        rows = (int)mm.more[k].rows;
+        rb = (uint32_t)mm.more[k].row_bytes;
+        nbk = (rows + RB - 1) / RB;
+    }
+    const int r0 = (bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048);
+    const uint8_t *wr[R];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        wr[i] = wbase + (size_t)(r0 + i < rows ? r0 + i : rows - 1) * rb + (size_t)bl * gq_traits<T>::bytes;
+    gq_part cur[R], nxt[R];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        gq_load<T>(wr[i], p, bl & 1, cur[i]);
+    // (the rest of the rows, where there is a rest, asked of the L2)
+    if (steps > 1 && lane < R && r0 + lane < rows)
+        cu_prefetch_l2(wbase + (size_t)(r0 + lane) * rb + 8 * gq_traits<T>::bytes,
+                       (size_t)(steps - 1) * 8 * gq_traits<T>::bytes);
+    cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        acc[i] = 0.0f;
+    for (int st = 0; st < steps; st++) {
+        if (st + 1 < steps) {
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                gq_load<T>(wr[i] + (size_t)(st + 1) * 8 * gq_traits<T>::bytes, p, bl & 1, nxt[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            acc[i] = gq_dot<T>(cur[i], 8 * st + bl, p, xq, xd, xs, acc[i]);
+            cur[i] = nxt[i];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        const float s = cu_warp_sum(acc[i]);
+        if (lane == 0 && r0 + i < rows)
+            y[r0 + i] = s;
+    }
+}
+
+static bool gq_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
+{
+    return (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && rows >= 0 && rows <= 0x7fffffff &&
+           (uint64_t)rows * row_bytes < ((uint64_t)1 << 62);
+}
+
+extern "C" bool si_cu_gemvq_ok(const cu_mm *mm)
+{
+    if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
+        return false;
+    if (mm->ncols != 1 || mm->expert != NULL || mm->w2 != NULL || mm->in <= 0 || mm->in % 2048 != 0 ||
+        mm->in > (1 << 24) || mm->n_more < 0 || mm->n_more > CU_MM_MORE)
+        return false;
+    if (!gq_part_ok(mm->w, mm->row_bytes, mm->rows))
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if (!gq_part_ok(mm->more[k].w, mm->more[k].row_bytes, mm->more[k].rows))
+            return false;
+    return true;
+}
+
+// Rows a warp (R): 2 for Q6_K and where a row is one step (in = 2048),
+// else 1 (H200, bench_gemv: Q6_K 248320 x 4096 2849 vs 2352 GB/s at R =
+// 1, 4096 x 12288 1665 vs 1516; Q4_K 12288 x 4096 1759 at R = 1);
+// mm->gemv_rows 1 or 2 overrides (bench A/B).
+static inline int gq_rows(const cu_mm *mm)
+{
+    if (mm->gemv_rows == 1 || mm->gemv_rows == 2)
+        return mm->gemv_rows;
+    return mm->type == SI_TYPE_Q6_K || mm->in == 2048 ? 2 : 1;
+}
+
+// ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts the file here)
+
+template <int T, int R>
+static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const int64_t rb = GQ_WARPS * R;
+    int64_t gx = (mm->rows + rb - 1) / rb;
+    for (int k = 0; k < mm->n_more; k++)
+        gx += (mm->more[k].rows + rb - 1) / rb;
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    return cu_launch(gq_kernel<T, R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, s, *mm, xq, xd, xs);
+}
+
+template <int T>
+static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const int r = gq_rows(mm);
+    return r == 2 ? gq_go<T, 2>(mm, xq, xd, xs, s) : gq_go<T, 1>(mm, xq, xd, xs, s);
+}
+
+extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
+{
+    if (!si_cu_gemvq_ok(mm))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: return (int)gq_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q5_K: return (int)gq_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q6_K: return (int)gq_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    default: return (int)cudaErrorInvalidValue;
+    }
+}
