@@ -65,6 +65,8 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.pdl=false
     step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.gemv_quad=false
+    step "tg_${m}_prefetch_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
+        --reps 5 --set backend.cuda_sm120.gemv_prefetch=false
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE

@@ -114,6 +114,9 @@ typedef struct cu_mm {
     bool           gemv_quad;    /* knob gemv_quad: v1's one-column K-quant
                                   * rows of in % 2048 == 0 go through
                                   * cuda_gemvq.cu (4 lanes a block)       */
+    bool           prefetch;     /* knob gemv_prefetch: decode GEMVs ask
+                                  * the L2 for their rows before the
+                                  * programmatic-launch wait             */
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t r = KS == 1 ? (int64_t)blockIdx.x * MM_WARPS + warp : (int64_t)blockIdx.x;
     // (dense: the row asked of the L2 before the programmatic-launch wait)
-    if (mm.expert == NULL && blockIdx.y == 0 && lane == 0 && (KS == 1 || warp == 0) && r < mm.rows)
+    if (mm.prefetch && mm.expert == NULL && blockIdx.y == 0 && lane == 0 && (KS == 1 || warp == 0) && r < mm.rows)
         cu_prefetch_l2(mm.w + (uint64_t)r * mm.row_bytes, mm.row_bytes);
     cu_pdl_enter();
     if (r >= mm.rows)

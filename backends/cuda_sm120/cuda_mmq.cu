@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(cu_mm mm, const int
         nbk = (rows + RB - 1) / RB;
     }
     const int64_t r = (bx * MMQ_WARPS + warp) * (32 / L) + lane / L;
-    if (mm.expert == NULL && blockIdx.y == 0 && sl == 0 && r < rows)
+    if (mm.prefetch && mm.expert == NULL && blockIdx.y == 0 && sl == 0 && r < rows)
         cu_prefetch_l2(wbase + (uint64_t)r * rb, rb);
     cu_pdl_enter();
     if (L == 32 && r >= rows)

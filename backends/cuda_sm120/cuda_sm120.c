@@ -122,6 +122,11 @@
  *                         scale decode), the first weights loaded before
  *                         the programmatic-launch wait.  Same integer
  *                         terms as v1, another f32 order; false: v1 (A/B).
+ *   gemv_prefetch = true | false  the dense GEMVs (v1, gemv_quad, f32)
+ *                         ask the L2 for their weight rows before the
+ *                         programmatic-launch wait (cu_prefetch_l2), so
+ *                         they stream in while the kernel before drains;
+ *                         false: no prefetch (A/B; same bits).
  *   gemv_fuse = true | false  consecutive MATMULs of one input on the v1
  *                         GEMV (decode: q/k/v, GDN qkv/z/beta/alpha, ffn
  *                         gate/up) as one launch (cu_mm.more), and an MOE's
@@ -275,7 +280,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true;
+         f32_tiled = true, gemv_quad = true, gemv_prefetch = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -284,6 +289,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv", "v2", "v1", &gemv_v2 },   /* default v1: see above */
         { "gemv_fuse", "true", "false", &gemv_fuse },
         { "gemv_quad", "true", "false", &gemv_quad },
+        { "gemv_prefetch", "true", "false", &gemv_prefetch },
         { "fuse_norm", "true", "false", &fuse_norm },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
@@ -352,6 +358,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_w8 = mma_w8;
     b->f32_tiled = f32_tiled;
     b->gemv_quad = gemv_quad;
+    b->gemv_prefetch = gemv_prefetch;
     b->w8_block = w8_128 ? 128 : 32;
     b->w8_cache_on = w8_cache;
     b->pdl = pdl;
