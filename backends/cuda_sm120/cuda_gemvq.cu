@@ -205,10 +205,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_
 #pragma unroll
     for (int i = 0; i < R; i++)
         gq_load<T>(wr[i], p, bl & 1, cur[i]);
-    // (the rest of the rows, where there is a rest, asked of the L2)
-    if (mm.prefetch && steps > 1 && lane < R && r0 + lane < rows)
-        cu_prefetch_l2(wbase + (size_t)(r0 + lane) * rb + 8 * gq_traits<T>::bytes,
-                       (size_t)(steps - 1) * 8 * gq_traits<T>::bytes);
+    // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
+    // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
     float acc[R];
 #pragma unroll

@@ -23,7 +23,7 @@
 #include "cuda_internal.h"
 
 typedef struct cu_w8_entry {
-    const uint8_t *w;
+    const uint8_t *w, *w_end;   /* the weight bytes it was made from */
     uint32_t       type;
     int64_t        rows, in;
     uint64_t       row_bytes;
@@ -38,6 +38,18 @@ struct cu_w8_cache {
     size_t       bytes;     /* device memory held */
     bool         full;      /* the reserve was reached: no more entries */
 };
+
+/* The end of the bytes the product reads: the last row's data.  Not
+ * rows * row_bytes: a one-row weight's cu_mm has row_bytes 0 (cuda_ops.c's
+ * row_stride), and such an entry was never dropped (check_cuda_ops caught
+ * a stale one at the next weight allocated at the same address). */
+static const uint8_t *weight_end(const cu_mm *m)
+{
+    uint32_t blk = 0, bytes = 0;
+    si_oc_type_blk(m->type, &blk, &bytes);
+    const uint64_t row = blk ? (uint64_t)(m->in / blk) * bytes : 0;
+    return m->w + (uint64_t)(m->rows - 1) * m->row_bytes + row;
+}
 
 static bool same_key(const cu_w8_entry *e, const cu_mm *m, int g)
 {
@@ -106,6 +118,7 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
     }
     cu_w8_entry *e = &c->e[c->n++];
     e->w = m->w;
+    e->w_end = weight_end(m);
     e->type = m->type;
     e->rows = m->rows;
     e->in = m->in;
@@ -128,7 +141,7 @@ void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi)
     bool synced = false;
     for (size_t i = 0; i < c->n;) {
         cu_w8_entry *e = &c->e[i];
-        const uint8_t *elo = e->w, *ehi = e->w + (uint64_t)e->rows * e->row_bytes;
+        const uint8_t *elo = e->w, *ehi = e->w_end;
         if (elo < (const uint8_t *)hi && (const uint8_t *)lo < ehi) {
             if (!synced && b->stream != NULL)
                 cudaStreamSynchronize(b->stream);   /* a product may still read it */
