@@ -92,7 +92,8 @@ for m in 9b 35b; do
     step "prof_pre_$m" 25 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
 done
 # 5. correctness: every GPU test program
-step tests ${SI_TESTS_STEP:-300} '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" SI_TEST_TIMEOUT=${SI_TEST_TIMEOUT:-150} sh scripts/gpu-cuda-tests.sh
+# (all of them: about 8 minutes on the H200, check_cuda_ops's four cases ~6)
+step tests ${SI_TESTS_STEP:-540} '^(PASS|FAIL|SKIP|MISSING)|Checks|:[EF]:|top-1' env OUT="$L/tests" SI_TEST_TIMEOUT=${SI_TEST_TIMEOUT:-200} sh scripts/gpu-cuda-tests.sh
 for f in "$L"/tests/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; } >> "$O/session.log"; done
 step model_int8_vs_cpu_fast 40 "$CHK" env SI_CUDA_TEST_MATMUL=dp4a SI_CUDA_TEST_CPU_MATMUL=fast \
     SI_CUDA_TEST_PREFILL_MM=mma SI_CUDA_TEST_KV=f32 "$T/check_cuda_model"
