@@ -9,29 +9,37 @@
 //                     run's last conv_k-1 raw inputs.
 //   qk_norm_kernel    L2-normalises q (times 1/sqrt(dk)) and k of every
 //                     token of a chunked run in place in the workspace y.
-//   chunk_kernel      the delta rule in chunks of CH = 64 tokens (derivation
-//                     in tests/cpu/check_gdn_chunk.c, which checks this
-//                     algorithm against the recurrence): per chunk, with
-//                     G_t the cumulative log decay inside the chunk,
+//   chunk_pre_kernel  what of a chunk does not depend on the state, for
+//                     every (chunk, v-head) at once: with G_t the
+//                     cumulative log decay inside the chunk (derivation in
+//                     tests/cpu/check_gdn_chunk.c, which checks this
+//                     algorithm against the recurrence),
 //                       A  = strictly-lower(diag(b)(K Kᵀ ⊙ exp(G_t - G_s)))
-//                       P  = lower(Q Kᵀ ⊙ exp(G_t - G_s))
-//                       R  = diag(b)(V - diag(exp G) K S0)
-//                       D  = (I + A)⁻¹ R           (forward substitution)
+//                       T' = (I + A)⁻¹ diag(b)   (forward substitution on
+//                                                 the identity, a column
+//                                                 per 4 lanes)
+//                       P  = lower(Q Kᵀ ⊙ exp(G_t - G_s)),
+//                     both stored transposed into the workspace g.tp.
+//   chunk_kernel      the state-dependent rest, chunk after chunk:
+//                       D  = T' (V - diag(exp G) K S0)
 //                       O  = diag(exp G) Q S0 + P D
 //                       S  = exp(G_last) S0 + Kᵀ diag(exp(G_last - G_s)) D.
-//                     Value columns are independent (each solve is per
-//                     column), so one block handles one (v-head, run,
-//                     slice of DVS = 32 value columns): 4 blocks per head
-//                     at dv = 128, which fills an H200 with 32 heads of one
-//                     sequence.  The block keeps its state slice S0
-//                     (dk x 32 f32) in shared memory across the chunks and
-//                     writes it back at the end; K and Q of the chunk are
-//                     stored transposed (reduction index outer) so the
-//                     4x4 / 4x2 register tiles read them as float4; the
-//                     C x C matrices A and P then overwrite Q (95 KB of
-//                     shared memory at dk = 128: two blocks per sm_90 SM,
-//                     and it fits sm_120's 99 KB).  f32 FMA throughout, no
-//                     tensor cores.
+//                     Value columns are independent, so one block handles
+//                     one (v-head, run, slice of DVS = 32 value columns): 4
+//                     blocks per head at dv = 128, which fills an H200 with
+//                     32 heads of one sequence.  The block keeps its state
+//                     slice S0 (dk x 32 f32) in shared memory across the
+//                     chunks and writes it back at the end; K and Q of the
+//                     chunk are stored transposed (reduction index outer)
+//                     so the register tiles read them as float4; T' and P
+//                     then overwrite Q (95 KB of shared memory at dk = 128:
+//                     two blocks per sm_90 SM, and it fits sm_120's 99 KB).
+//                     f32 FMA throughout, no tensor cores.
+//                     Why two kernels: K Kᵀ and Q Kᵀ were the larger part
+//                     of the serial kernel's work (done again by each of a
+//                     head's 4 slice blocks) and the substitution a chain
+//                     of 64 dependent steps per chunk; both now run with
+//                     every chunk of the op in parallel.
 //   gnorm_kernel      the gated RMSNorm of the chunked tokens, in place on
 //                     the raw outputs chunk_kernel wrote into dst.
 #include <cuda_runtime.h>
@@ -119,22 +127,22 @@ __global__ void __launch_bounds__(128) gnorm_kernel(cu_gdn g)
 // ---- the chunked delta rule ----------------------------------------------
 
 // Shared memory of chunk_kernel for dk rounded up to 4 (dkp).  QT is dead
-// once the products are in registers, so A and BT then take its place:
+// once the products are in registers, so TT and BT then take its place:
 // 95 KB at dk = 128, under sm_120's 99 KB per block, and two blocks fit
 // an sm_90 SM.
 static __host__ __device__ int chunk_u_floats(int dkp)
 {
-    return dkp * LDC > CH * CH + CH * LDC ? dkp * LDC : CH * CH + CH * LDC;
+    return dkp * LDC > 2 * CH * LDC ? dkp * LDC : 2 * CH * LDC;
 }
 
 static size_t chunk_smem_bytes(int dk)
 {
     const int dkp = (dk + 3) & ~3;
     return sizeof(float) * ((size_t)dkp * LDC          // KT        [dkp][LDC]
-                            + chunk_u_floats(dkp)      // QT | A [t][s], BT [s][LDC]
+                            + chunk_u_floats(dkp)      // QT | TT [s][LDC], BT [s][LDC]
                             + (size_t)dkp * DVS        // S         [dkp][DVS]
                             + CH * LDD                 // D         [t][LDD]
-                            + 3 * CH);                 // G, beta, W
+                            + 2 * CH);                 // G, W
 }
 
 // g of token c0 + t of the run (0 beyond the run: padded rows).
@@ -144,6 +152,152 @@ static __device__ __forceinline__ float tok_logdecay(const cu_gdn &g, const cu_g
     if (t >= L)
         return 0.0f;
     return cu_gdn_logdecay(g.a[(run.t0 + c0 + t) * g.a_stride + j], ssm_a, dt_b);
+}
+
+// The run holding chunk c of the op (runs in order, chunk0 rising; a run
+// without chunks has its successor's chunk0, so the last run with chunk0
+// <= c is the one with chunks).
+static __device__ __forceinline__ int chunk_run_of(const cu_gdn_run *runs, int n_runs, int64_t c)
+{
+    int lo = 0, hi = n_runs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (runs[mid].chunk0 <= c)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+// K and Q of chunk c0 of the run transposed into KT/QT (zeros past L and
+// past dk), beta into Bt (0 past L) and the cumulative log decay into Gm
+// (an inclusive warp scan per 32 tokens; warp 1 adds warp 0's total,
+// which it sums itself).  Ends with the block synchronised.
+static __device__ __forceinline__ void chunk_load(const cu_gdn &g, const cu_gdn_run &run, int64_t c0, int L, int j,
+                                                  int kh, float ssm_a, float dt_b, float *KT, float *QT, float *Gm,
+                                                  float *Bt)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, dk = g.dk, dkp = (dk + 3) & ~3;
+    const int64_t tb = run.t0 + c0, key_dim = (int64_t)g.n_k_head * dk;
+    for (int idx = tid; idx < CH * dkp; idx += CTHREADS) {
+        const int t = idx / dkp, i = idx - t * dkp;
+        float k = 0.0f, q = 0.0f;
+        if (t < L && i < dk) {
+            const float *yr = g.y + (tb + t) * g.conv_dim + (int64_t)kh * dk + i;
+            q = yr[0];
+            k = yr[key_dim];
+        }
+        KT[i * LDC + t] = k;
+        QT[i * LDC + t] = q;
+    }
+    if (tid < CH) {
+        const int t = tid;
+        float gv = tok_logdecay(g, run, c0, t, L, ssm_a, dt_b, j);
+        if (Bt != NULL)
+            Bt[t] = t < L ? cu_gdn_beta(g.b[(tb + t) * g.b_stride + j]) : 0.0f;
+        for (int o = 1; o < 32; o <<= 1) {
+            const float up = __shfl_up_sync(0xffffffffu, gv, o);
+            if (lane >= o)
+                gv += up;
+        }
+        if (warp == 1)
+            gv += cu_warp_sum(tok_logdecay(g, run, c0, lane, L, ssm_a, dt_b, j));
+        Gm[t] = gv;
+    }
+    __syncthreads();
+}
+
+// Shared memory of chunk_pre_kernel: KT, QT [dkp][LDC], over which A and
+// T [CH][CH + 1] go once the products are in registers; G, beta.  70 KB
+// at dk = 128 (sm_120 holds 99 KB a block).
+static __host__ __device__ int chunk_pre_u_floats(int dkp)
+{
+    return 2 * dkp * LDC > 2 * CH * (CH + 1) ? 2 * dkp * LDC : 2 * CH * (CH + 1);
+}
+
+static size_t chunk_pre_smem_bytes(int dk)
+{
+    return sizeof(float) * ((size_t)chunk_pre_u_floats((dk + 3) & ~3) + 2 * CH);
+}
+
+// grid (n_chunks, n_v_head), CTHREADS threads: T' and P of one chunk of
+// one v-head into g.tp (both transposed: [s][t]).
+__global__ void __launch_bounds__(CTHREADS, 2) chunk_pre_kernel(cu_gdn g)
+{
+    extern __shared__ __align__(16) float sm[];
+    const int64_t c = blockIdx.x;
+    const int j = blockIdx.y, dk = g.dk, kh = j % g.n_k_head;
+    const int dkp = (dk + 3) & ~3;
+    const cu_gdn_run run = g.runs[chunk_run_of(g.runs, (int)g.n_runs, c)];
+    const int64_t c0 = (c - run.chunk0) * CH;
+    const int L = run.len - c0 < CH ? (int)(run.len - c0) : CH;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *KT = sm, *QT = KT + dkp * LDC, *A = sm, *T = A + CH * (CH + 1), *Gm = sm + chunk_pre_u_floats(dkp),
+          *Bt = Gm + CH;
+    chunk_load(g, run, c0, L, j, kh, g.ssm_a[j], g.dt_bias[j], KT, QT, Gm, Bt);
+
+    // k_t.k_s and q_t.k_s: rows t0..t0+3 against columns s0..s0+3
+    const int t0 = 4 * (tid >> 4), s0 = 4 * (tid & 15);
+    float kk[4][4] = {}, qk[4][4] = {};
+    for (int i = 0; i < dkp; i++) {
+        const float4 kt = *(const float4 *)&KT[i * LDC + t0];
+        const float4 qt = *(const float4 *)&QT[i * LDC + t0];
+        const float4 ks = *(const float4 *)&KT[i * LDC + s0];
+        const float ktv[4] = { kt.x, kt.y, kt.z, kt.w }, qtv[4] = { qt.x, qt.y, qt.z, qt.w };
+        const float ksv[4] = { ks.x, ks.y, ks.z, ks.w };
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                kk[a][b] = fmaf(ktv[a], ksv[b], kk[a][b]);
+                qk[a][b] = fmaf(qtv[a], ksv[b], qk[a][b]);
+            }
+    }
+    __syncthreads();   // every read of KT and QT is done: A and T take their place
+    float e[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int t = t0 + a, s = s0 + b;
+            e[a][b] = s <= t ? expf(Gm[t] - Gm[s]) : 0.0f;
+            A[t * (CH + 1) + s] = s < t ? Bt[t] * e[a][b] * kk[a][b] : 0.0f;
+        }
+    __syncthreads();
+
+    // T = (I + A)⁻¹: row t of column m is [t == m] - sum_{s<t} A_ts T_sm;
+    // column m on the 4 lanes 4 * (m % 8) + sub of warp m / 8, terms s =
+    // sub, sub + 4, ... (rows of a column are written and read in one
+    // warp).  Rows past L have A = 0: T is the identity there.
+    {
+        const int m = 8 * warp + (lane >> 2), sub = lane & 3;
+        for (int t = 0; t < CH; t++) {
+            float p = 0.0f;
+            for (int s = m + sub; s < t; s += 4)   // (T_sm = 0 for s < m)
+                p = fmaf(A[t * (CH + 1) + s], T[s * (CH + 1) + m], p);
+            p += __shfl_xor_sync(0xffffffffu, p, 1);
+            p += __shfl_xor_sync(0xffffffffu, p, 2);
+            if (sub == 0)
+                T[t * (CH + 1) + m] = (t == m ? 1.0f : 0.0f) - p;
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    // P over A (read by no one now), then T' = T diag(b) and P out,
+    // transposed ([s][t]), each a coalesced 16 KB.
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+            A[(t0 + a) * (CH + 1) + s0 + b] = e[a][b] * qk[a][b];
+    __syncthreads();
+    float *Tp = g.tp + ((size_t)c * g.n_v_head + j) * (2 * CH * CH), *Pp = Tp + CH * CH;
+    for (int idx = tid; idx < CH * CH; idx += CTHREADS) {
+        const int s = idx / CH, t = idx - s * CH;
+        Tp[idx] = T[t * (CH + 1) + s] * Bt[s];
+        Pp[idx] = A[t * (CH + 1) + s];
+    }
 }
 
 // grid (n_v_head, n_runs, ceil(dv / DVS)), CTHREADS threads.
@@ -156,9 +310,9 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
     const int j = blockIdx.x, dk = g.dk, dv = g.dv, kh = j % g.n_k_head;
     const int dkp = (dk + 3) & ~3;
     const int mb = blockIdx.z * DVS;   // first value column of this block
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    float *KT = sm, *QT = KT + dkp * LDC, *A = QT, *BT = A + CH * CH, *S = QT + chunk_u_floats(dkp),
-          *D = S + dkp * DVS, *Gm = D + CH * LDD, *Bt = Gm + CH, *W = Bt + CH;
+    const int tid = threadIdx.x;
+    float *KT = sm, *QT = KT + dkp * LDC, *TT = QT, *BT = TT + CH * LDC, *S = QT + chunk_u_floats(dkp),
+          *D = S + dkp * DVS, *Gm = D + CH * LDD, *W = Gm + CH;
     float *Sg = (float *)(g.state + run.state_off) + (int64_t)g.conv_dim * (g.conv_k - 1) + (int64_t)j * dv * dk;
     const float ssm_a = g.ssm_a[j], dt_b = g.dt_bias[j];
     const int64_t key_dim = (int64_t)g.n_k_head * dk;
@@ -169,65 +323,38 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
         S[i * DVS + m] = (i < dk && mb + m < dv) ? Sg[(int64_t)(mb + m) * dk + i] : 0.0f;
     }
 
-    // Tile coordinates.  2a: rows t0..t0+3 against 4 columns s (KKᵀ, QKᵀ)
-    // and 2 value columns m (K S0, Q S0, later the outputs of 2d); 2e: 4
-    // rows i x 4 value columns m.
-    const int t0 = 4 * (tid >> 4), s0 = 4 * (tid & 15), m0 = 2 * (tid & 15);
+    // Tile coordinates.  2a: rows t0..t0+3 against 2 value columns m (K
+    // S0, Q S0, later the outputs of 2c and 2d); 2e: 4 rows i x 4 value
+    // columns m.
+    const int t0 = 4 * (tid >> 4), m0 = 2 * (tid & 15);
     const int u_m0 = 4 * (tid & 7), u_i0 = 4 * (tid >> 3);
 
-    for (int64_t c0 = 0; c0 < run.len; c0 += CH) {
+    for (int64_t c0 = 0, ci = run.chunk0; c0 < run.len; c0 += CH, ci++) {
         const int L = run.len - c0 < CH ? (int)(run.len - c0) : CH;
         const int64_t tb = run.t0 + c0;   // batch index of the chunk's token 0
-        // ---- 1. load: K, Q transposed (zero rows past L and past dk);
-        // beta and the cumulative log decay (an inclusive warp scan per
-        // 32 tokens; warp 1 adds warp 0's total, which it sums itself).
-        for (int idx = tid; idx < CH * dkp; idx += CTHREADS) {
-            const int t = idx / dkp, i = idx - t * dkp;
-            float k = 0.0f, q = 0.0f;
-            if (t < L && i < dk) {
-                const float *yr = g.y + (tb + t) * g.conv_dim + (int64_t)kh * dk + i;
-                q = yr[0];
-                k = yr[key_dim];
-            }
-            KT[i * LDC + t] = k;
-            QT[i * LDC + t] = q;
-        }
-        if (tid < CH) {
-            const int t = tid;
-            float gv = tok_logdecay(g, run, c0, t, L, ssm_a, dt_b, j);
-            Bt[t] = t < L ? cu_gdn_beta(g.b[(tb + t) * g.b_stride + j]) : 0.0f;
-            for (int o = 1; o < 32; o <<= 1) {
-                const float up = __shfl_up_sync(0xffffffffu, gv, o);
-                if (lane >= o)
-                    gv += up;
-            }
-            if (warp == 1)
-                gv += cu_warp_sum(tok_logdecay(g, run, c0, lane, L, ssm_a, dt_b, j));
-            Gm[t] = gv;
-        }
-        __syncthreads();
+        // ---- 1. T' and P of the chunk (chunk_pre_kernel) into registers,
+        // into shared memory once QT is dead (the round trip overlaps the
+        // pass below); K, Q transposed, the cumulative log decay.
+        const float4 *tp4 = (const float4 *)(g.tp + ((size_t)ci * g.n_v_head + j) * (2 * CH * CH));
+        float4 tpr[2 * CH * CH / 4 / CTHREADS];
+#pragma unroll
+        for (int k = 0; k < 2 * CH * CH / 4 / CTHREADS; k++)
+            tpr[k] = tp4[tid + k * CTHREADS];
+        chunk_load(g, run, c0, L, j, kh, ssm_a, dt_b, KT, QT, Gm, NULL);
 
-        // ---- 2a. in registers, one pass over the key dim: k_t.k_s and
-        // q_t.k_s (4x4), k_t.S0[:,m] and q_t.S0[:,m] (4x2).  Then
-        // R = diag(b)(V - diag(exp G) K S0) into D, and the inter-chunk
-        // output exp(G) Q S0 stays in registers for 2d.
-        float kk[4][4] = {}, qk[4][4] = {}, oacc[4][2];
+        // ---- 2a. in registers, one pass over the key dim: k_t.S0[:,m]
+        // and q_t.S0[:,m] (4x2).  Then R = V - diag(exp G) K S0 into D,
+        // and the inter-chunk output exp(G) Q S0 stays in registers for 2d.
+        float oacc[4][2];
         {
             float rk[4][2] = {}, rq[4][2] = {};
             for (int i = 0; i < dkp; i++) {
                 const float4 kt = *(const float4 *)&KT[i * LDC + t0];
                 const float4 qt = *(const float4 *)&QT[i * LDC + t0];
-                const float4 ks = *(const float4 *)&KT[i * LDC + s0];
                 const float2 sv = *(const float2 *)&S[i * DVS + m0];
                 const float ktv[4] = { kt.x, kt.y, kt.z, kt.w }, qtv[4] = { qt.x, qt.y, qt.z, qt.w };
-                const float ksv[4] = { ks.x, ks.y, ks.z, ks.w };
 #pragma unroll
                 for (int a = 0; a < 4; a++) {
-#pragma unroll
-                    for (int b = 0; b < 4; b++) {
-                        kk[a][b] = fmaf(ktv[a], ksv[b], kk[a][b]);
-                        qk[a][b] = fmaf(qtv[a], ksv[b], qk[a][b]);
-                    }
                     rk[a][0] = fmaf(ktv[a], sv.x, rk[a][0]);
                     rk[a][1] = fmaf(ktv[a], sv.y, rk[a][1]);
                     rq[a][0] = fmaf(qtv[a], sv.x, rq[a][0]);
@@ -244,44 +371,39 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
                     const float v = (t < L && mb + m < dv)
                                         ? g.y[(tb + t) * g.conv_dim + 2 * key_dim + (int64_t)j * dv + mb + m]
                                         : 0.0f;
-                    D[t * LDD + m] = Bt[t] * (v - eg * rk[a][b]);
+                    D[t * LDD + m] = v - eg * rk[a][b];
                     oacc[a][b] = eg * rq[a][b];
                 }
             }
         }
         if (tid < CH)
             W[tid] = tid < L ? expf(Gm[L - 1] - Gm[tid]) : 0.0f;
-        __syncthreads();   // every read of QT is done: A and BT take its place
-
-        // ---- 2b. A (strictly lower, t-major) and P (lower, stored
-        // transposed as BT[s][t]).
+        __syncthreads();   // every read of QT is done: TT and BT take its place
 #pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int b = 0; b < 4; b++) {
-                const int t = t0 + a, s = s0 + b;
-                const float e = s <= t ? expf(Gm[t] - Gm[s]) : 0.0f;
-                A[t * CH + s] = s < t ? Bt[t] * e * kk[a][b] : 0.0f;
-                BT[s * LDC + t] = e * qk[a][b];
-            }
+        for (int k = 0; k < 2 * CH * CH / 4 / CTHREADS; k++) {
+            const int e = 4 * (tid + k * CTHREADS), mat = e / (CH * CH), s = (e % (CH * CH)) / CH, t = e % CH;
+            *(float4 *)&(mat ? BT : TT)[s * LDC + t] = tpr[k];
+        }
         __syncthreads();
 
-        // ---- 2c. forward substitution D_t -= sum_{s<t} A_ts D_s, one
-        // column per 8 lanes (lanes 4*sub + c: column 4*warp + c, terms
-        // s = sub, sub + 8, ...).
+        // ---- 2c. D = T' R (T' lower triangular: terms s <= t).
         {
-            const int m = 4 * warp + (lane & 3), sub = lane >> 2;
-            for (int t = 1; t < L; t++) {
-                float p = 0.0f;
-                for (int s = sub; s < t; s += 8)
-                    p = fmaf(A[t * CH + s], D[s * LDD + m], p);
-                p += __shfl_xor_sync(0xffffffffu, p, 4);
-                p += __shfl_xor_sync(0xffffffffu, p, 8);
-                p += __shfl_xor_sync(0xffffffffu, p, 16);
-                if (sub == 0)
-                    D[t * LDD + m] -= p;
-                __syncwarp();
+            float d[4][2] = {};
+            const int s_end = min(t0 + 4, L);
+            for (int s = 0; s < s_end; s++) {
+                const float4 tt = *(const float4 *)&TT[s * LDC + t0];
+                const float2 rr = *(const float2 *)&D[s * LDD + m0];
+                const float ttv[4] = { tt.x, tt.y, tt.z, tt.w };
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    d[a][0] = fmaf(ttv[a], rr.x, d[a][0]);
+                    d[a][1] = fmaf(ttv[a], rr.y, d[a][1]);
+                }
             }
+            __syncthreads();   // every read of R is done
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+                *(float2 *)&D[(t0 + a) * LDD + m0] = make_float2(d[a][0], d[a][1]);
         }
         __syncthreads();
 
@@ -353,6 +475,24 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
     }
 }
 
+// ---- the chunk plan (host) -------------------------------------------------
+
+extern "C" int64_t si_cu_gdn_plan_chunks(cu_gdn_run *runs, int64_t n_runs, int chunk_min)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < n_runs; r++) {
+        runs[r].chunk0 = n;
+        if (chunk_min > 0 && runs[r].len >= chunk_min)
+            n += (runs[r].len + CH - 1) / CH;
+    }
+    return n;
+}
+
+extern "C" size_t si_cu_gdn_tp_bytes(int64_t n_chunks, int n_v_head)
+{
+    return (size_t)n_chunks * (size_t)n_v_head * 2 * CH * CH * sizeof(float);
+}
+
 // ---- launchers -------------------------------------------------------------
 
 extern "C" int si_cu_gdn_conv_tok(const cu_gdn *g, void *stream)
@@ -374,7 +514,7 @@ extern "C" bool si_cu_gdn_chunk_fits(int dk)
         cudaGetLastError();
         return false;
     }
-    return chunk_smem_bytes(dk) <= (size_t)optin;
+    return chunk_smem_bytes(dk) <= (size_t)optin && chunk_pre_smem_bytes(dk) <= (size_t)optin;
 }
 
 extern "C" int si_cu_gdn_chunk(const cu_gdn *g, void *stream)
@@ -382,12 +522,17 @@ extern "C" int si_cu_gdn_chunk(const cu_gdn *g, void *stream)
     cudaStream_t s = (cudaStream_t)stream;
     const size_t smem = chunk_smem_bytes(g->dk);
     const unsigned slices = (unsigned)((g->dv + DVS - 1) / DVS);
-    if (g->n > 0x7fffffff || 2 * (int64_t)g->n_k_head > 65535 || g->n_v_head > 65535 || slices > 65535)
+    const size_t pre = chunk_pre_smem_bytes(g->dk);
+    if (g->n > 0x7fffffff || 2 * (int64_t)g->n_k_head > 65535 || g->n_v_head > 65535 || slices > 65535 ||
+        g->tp == NULL || g->n_chunks <= 0 || g->n_chunks > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
     cudaError_t e = cudaFuncSetAttribute(chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(chunk_pre_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pre);
     if (e != cudaSuccess)
         return (int)e;
     qk_norm_kernel<<<dim3((unsigned)g->n, 2u * (unsigned)g->n_k_head), 128, 0, s>>>(*g);
+    chunk_pre_kernel<<<dim3((unsigned)g->n_chunks, (unsigned)g->n_v_head), CTHREADS, pre, s>>>(*g);
     chunk_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs, slices), CTHREADS, smem, s>>>(*g);
     gnorm_kernel<<<dim3((unsigned)g->n, (unsigned)g->n_v_head), 128, 0, s>>>(*g);
     return (int)cudaGetLastError();

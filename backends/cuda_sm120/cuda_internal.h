@@ -306,6 +306,9 @@ int si_cu_attn_front(const cu_attn *a, float *q, void *stream);
 typedef struct cu_gdn_run {
     int64_t  t0, len;
     uint64_t state_off;          /* bytes into the state buffer            */
+    int64_t  chunk0;             /* chunked runs: the index of the run's
+                                  * first 64-token chunk among the op's
+                                  * (si_cu_gdn_plan_chunks)               */
 } cu_gdn_run;
 
 typedef struct cu_gdn {
@@ -328,6 +331,11 @@ typedef struct cu_gdn {
      * token by token (gdn_prefill = seq). */
     int          chunk_min;
     int64_t      max_len;        /* longest run                            */
+    /* The chunked runs' per-chunk matrices (cuda_gdn_chunk.cu
+     * chunk_pre_kernel): device [n_chunks][n_v_head][2][64 * 64] floats
+     * (si_cu_gdn_tp_bytes), NULL when no run is chunked. */
+    float       *tp;
+    int64_t      n_chunks;
 } cu_gdn;
 
 /* Runs of at least this many tokens go to the chunked kernel by default. */
@@ -343,6 +351,11 @@ int  si_cu_gdn_rows(const cu_gdn *g, void *stream);
  * shared memory fits this device for dk (else everything goes token by
  * token). */
 int  si_cu_gdn_conv_tok(const cu_gdn *g, void *stream);
+/* Host: numbers the 64-token chunks of the runs of >= chunk_min tokens
+ * (runs[r].chunk0; chunk_min 0: none) and returns how many there are;
+ * si_cu_gdn_tp_bytes: the bytes of cu_gdn.tp for that many. */
+int64_t si_cu_gdn_plan_chunks(cu_gdn_run *runs, int64_t n_runs, int chunk_min);
+size_t  si_cu_gdn_tp_bytes(int64_t n_chunks, int n_v_head);
 bool si_cu_gdn_chunk_fits(int dk);
 int  si_cu_gdn_chunk(const cu_gdn *g, void *stream);
 

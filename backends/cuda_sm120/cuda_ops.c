@@ -841,12 +841,17 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
     cu_gdn_run *runs = malloc((size_t)n * sizeof *runs);
     if (runs == NULL)
         return si_err_set(err, SI_ENOMEM, "out of host memory");
-    int64_t n_runs = 0, max_len = 0;
+    int64_t n_runs = 0, max_len = 0, n_chunks = 0;
     int rc = cu_gdn_runs(op, runs, &n_runs, &max_len, err);
     void *ws = NULL;
+    const int chunk_min = b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0;
+    size_t tp_bytes = 0;
     if (rc == SI_OK) {
-        ws = cu_ws_reserve(b, rnd((size_t)n_runs * sizeof *runs) + rnd((size_t)n * (size_t)conv_dim * sizeof(float)),
-                           err);
+        /* (the chunked runs' per-chunk matrices: 32 KB a chunk and v-head) */
+        n_chunks = si_cu_gdn_plan_chunks(runs, n_runs, chunk_min);
+        tp_bytes = si_cu_gdn_tp_bytes(n_chunks, (int)p->n_v_head);
+        ws = cu_ws_reserve(b, rnd((size_t)n_runs * sizeof *runs) + rnd((size_t)n * (size_t)conv_dim * sizeof(float)) +
+                                  rnd(tp_bytes), err);
         if (ws == NULL)
             rc = SI_ENOMEM;
     }
@@ -857,6 +862,7 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
     carve cv = { ws, 0 };
     cu_gdn_run *d_runs = take(&cv, (size_t)n_runs * sizeof *runs);
     float *y = take(&cv, (size_t)n * (size_t)conv_dim * sizeof(float));
+    float *tp = n_chunks > 0 ? take(&cv, tp_bytes) : NULL;
     rc = h2d(b, d_runs, runs, (size_t)n_runs * sizeof *runs, err);
     free(runs);
     if (rc != SI_OK)
@@ -873,7 +879,7 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
         .state = (uint8_t *)p->state->dev, .runs = d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
-        .chunk_min = b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0, .max_len = max_len,
+        .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks,
     };
     return launched(si_cu_gdn(&g, b->stream), "GDN", err);
 }

@@ -1365,6 +1365,9 @@ START_TEST(test_gemv_ab)
         matmul_ab(&p, kt[t], 4096, 45, 1);
         matmul_ab(&p, kt[t], 12288, 9, 1);
         matmul_ab(&p, kt[t], 6144, 1, 1);
+        /* (more rows than the device holds warps: several waves) */
+        matmul_ab(&p, kt[t], 4096, 9001, 1);
+        matmul_ab(&p, kt[t], 2048, 20003, 1);
     }
     pair_close(&p);
     pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_dp4a");

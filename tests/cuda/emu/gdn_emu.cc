@@ -1,7 +1,8 @@
 // tests/cuda/emu/gdn_emu.cc — the GDN kernels of cuda_sm120 under the host
 // emulation: gdn_prefill = seq (conv_kernel + delta_kernel, the path proven
 // on the GPU) against gdn_prefill = chunked (conv_tok/conv_state +
-// delta_kernel for the short runs + qk_norm + chunk_kernel + gnorm), same
+// delta_kernel for the short runs + qk_norm + chunk_pre_kernel +
+// chunk_kernel + gnorm), same
 // random inputs, from a random state; outputs and state within 1e-4 of
 // max |seq|.  pipeline() mirrors si_cu_gdn's dispatch (keep in step).
 // Usage: gdn_emu HK HV DK DV LEN...   (one run per LEN, in order)
@@ -12,11 +13,13 @@ __global__ void delta_kernel(cu_gdn g);
 __global__ void conv_tok_kernel(cu_gdn g);
 __global__ void conv_state_kernel(cu_gdn g);
 __global__ void qk_norm_kernel(cu_gdn g);
+__global__ void chunk_pre_kernel(cu_gdn g);
 __global__ void chunk_kernel(cu_gdn g);
 __global__ void gnorm_kernel(cu_gdn g);
 __global__ void rows_kernel(cu_gdn g);
 __global__ void norm_kernel(cu_gdn g);
 size_t emu_chunk_smem(int dk);
+size_t emu_chunk_pre_smem(int dk);
 static uint32_t rs = 99;
 static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
 static std::vector<float> rnd(size_t n, float s) { std::vector<float> v(n); for (auto &x : v) x = s * fr(); return v; }
@@ -30,6 +33,7 @@ static void pipeline(cu_gdn g, bool chunked)
     L(delta_kernel, dim3(g.n_v_head, (unsigned)g.n_runs), dim3(128), (2 * g.dk + g.dv) * 4);
     if (chunked && g.max_len >= 32) {
         L(qk_norm_kernel, dim3((unsigned)g.n, 2 * g.n_k_head), dim3(128), 0);
+        L(chunk_pre_kernel, dim3((unsigned)g.n_chunks, g.n_v_head), dim3(256), emu_chunk_pre_smem(g.dk));
         L(chunk_kernel, dim3(g.n_v_head, (unsigned)g.n_runs, (g.dv + 31) / 32), dim3(256), emu_chunk_smem(g.dk));
         L(gnorm_kernel, dim3((unsigned)g.n, g.n_v_head), dim3(128), 0);
     }
@@ -70,7 +74,7 @@ int main(int argc, char **argv)
     for (auto &x : nw) x = 1 + 0.2f * fr();
     std::vector<float> st0 = rnd((64 + nr * (slot * 4 + 16)) / 4 + 1, 0.5f);
     const bool rows_ok = dk % 32 == 0 && dk / 32 <= 8 && dv % 16 == 0;
-    std::vector<float> st[3], dst[3], y(n * cd);
+    std::vector<float> st[3], dst[3], y(n * cd), tp;
     for (int c = 0; c < (rows_ok ? 3 : 2); c++) {
         st[c] = st0; dst[c].assign(n * hv * dv, NAN);
         cu_gdn g = {};
@@ -80,6 +84,11 @@ int main(int argc, char **argv)
         g.dst = dst[c].data(); g.state = (uint8_t *)st[c].data(); g.runs = runs.data(); g.n_runs = nr; g.n = n;
         g.conv_dim = cd; g.n_k_head = hk; g.n_v_head = hv; g.dk = dk; g.dv = dv; g.conv_k = K; g.eps = 1e-6f;
         g.y = y.data(); g.max_len = maxl;
+        // (as gdn_exec: the chunks numbered, their matrices' workspace
+        // poisoned, so a chunk the pre kernel skips shows)
+        g.n_chunks = si_cu_gdn_plan_chunks(runs.data(), nr, c == 1 ? 32 : 0);
+        tp.assign(si_cu_gdn_tp_bytes(g.n_chunks, hv) / 4 + 1, NAN);
+        g.tp = tp.data();
         if (c == 2)
             pipeline_rows(g);
         else

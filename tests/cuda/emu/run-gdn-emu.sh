@@ -15,6 +15,7 @@ sed -e '/^\/\/ ---- launchers/,$d' \
     -e 's/extern __shared__ __align__(16) float sm\[\];/float *sm = emu::dyn_smem();/' \
     "$src/cuda_gdn_chunk.cu" > "$out/chunk.cc"
 echo 'size_t emu_chunk_smem(int dk) { return chunk_smem_bytes(dk); }' >> "$out/chunk.cc"
+echo 'size_t emu_chunk_pre_smem(int dk) { return chunk_pre_smem_bytes(dk); }' >> "$out/chunk.cc"
 sed -e '/^extern "C" int si_cu_gdn/,$d' \
     -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' \
     "$src/cuda_gdn.cu" > "$out/seq.cc"
