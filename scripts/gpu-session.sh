@@ -71,6 +71,12 @@ for m in 9b 35b; do
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
 done
+# 2b. the i8 prefill GEMM's 64-byte k-tiles (w8_ktile = 64) against the
+#     default 128
+for m in 9b 35b; do
+    step "ab_w8_kt64_pp_$m" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.w8_ktile=64
+done
 # 3. kernel microbenchmarks (each prints its own table)
 for k in bench_gemv bench_gemm bench_attn; do
     [ -x "$B/$k" ] && step "$k" 60 '.' "$B/$k"
@@ -86,6 +92,12 @@ step ncu_w8 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|st
     $NCU_S $NCU_ST -k regex:w8_kernel -c 1 "$B/bench_gemm" --only q4_k --reps 1 --cols 4096
 step ncu_gemv 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
     $NCU_S $NCU_ST -k regex:mmq_kernel -s 3 -c 1 "$B/bench_gemv" 1
+# 3c. a prefill kernel by kernel under ncu (slow: the 9b's 2048 tokens,
+#     ~900 kernels, took ~200 s on the H200; the first products include
+#     the w8 requantisation)
+NCU_P=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
+step ncu_pre_9b 240 '.' sh -c "ncu --clock-control none --csv --page raw --metrics $NCU_P --log-file $L/ncu_pre_9b.csv \
+    $SI bench -m /tmp/9b.gguf --no-tg --pp 2048 --reps 1 --warmup 0 $G0 && python3 scripts/ncu-kernels.py $L/ncu_pre_9b.csv 30"
 # 4. where the time goes (profile = true runs without the graph)
 for m in 9b 35b; do
     step "prof_dec_$m" 25 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $P

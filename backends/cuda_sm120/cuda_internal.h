@@ -117,6 +117,9 @@ typedef struct cu_mm {
     bool           prefetch;     /* knob gemv_prefetch: decode GEMVs ask
                                   * the L2 for their rows before the
                                   * programmatic-launch wait             */
+    int            w8_ktile;     /* knob w8_ktile: the i8 GEMM's
+                                  * (cuda_w8.cu) k bytes a stage, 128 or
+                                  * 64 (also 0)                          */
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */

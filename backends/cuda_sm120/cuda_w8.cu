@@ -38,9 +38,8 @@
 // a 2048-column GEMM), not cached: no memory beyond one matrix.
 //
 // Tiling: 128 x 128 block tile, 8 warps of 64 rows x 32 columns, k-tiles
-// of 64 bytes through STAGES cp.async stages (rows padded to 80 bytes:
-// ldmatrix conflict-free); the k-tiles of one 128 block are an unrolled
-// pair, so the chain start and the epilogue are fixed in the code.
+// of 64 bytes (or 128: knob w8_ktile, half the block barriers) through
+// STAGES cp.async stages.
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"
@@ -50,72 +49,82 @@
 #include "cuda_w8.cuh"   // the requantiser and the epilogue (shared with plugins/moe_grouped_i8)
 
 #define W8_BN      128
-#define W8_KT      64                        // k bytes per stage
-#define W8_LD      80                        // smem bytes per tile row
 #define W8_THREADS 256
 #ifndef W8_STAGES
 #define W8_STAGES  4
 #endif
 
-// One stage: the weight tile A[BM][LD], the activation tile B[BN][LD],
-// then per scale block of the stage (G = 128: 1, the 128-block's; G = 32:
-// 2) the scales of the BM rows and of the BN columns.
-#define W8_A      0
-#define W8_B      (W8_BM * W8_LD)
-#define W8_SC     (W8_B + W8_BN * W8_LD)
-#define W8_STAGE  (W8_SC + 2 * (W8_BM + W8_BN) * 4)
-#define W8_SMEM   (W8_STAGES * W8_STAGE)
+// One stage of k-tiles of KT bytes (64, or 128 with knob w8_ktile = 128):
+// the weight tile A[BM][LD], the activation tile B[BN][LD] (rows padded
+// by 16 bytes: ldmatrix conflict-free), then per scale block of the stage
+// (G = 128: 1 (KT 64: the 128-block's); G = 32: KT / 32) the scales of
+// the BM rows and of the BN columns.
+template <int KT, int G> struct w8_geom {
+    static constexpr int LD = KT + 16;
+    static constexpr int A = 0;
+    static constexpr int B = W8_BM * LD;
+    static constexpr int SC = B + W8_BN * LD;
+    static constexpr int SETS = G == 128 ? 1 : KT / 32;   // scale sets a stage
+    static constexpr int STAGE = SC + SETS * (W8_BM + W8_BN) * 4;
+    static constexpr int SMEM = W8_STAGES * STAGE;
+};
 
 // ---- the GEMM -----------------------------------------------------------------
 
-// Stage st <- k-tile kt: thread tid copies 16-byte chunks tid and tid +
-// 256 of each tile (row idx / 4, chunk idx % 4) and its scales: tid < 128
-// the row tid's, else column tid - 128's, of 128-block kt / 2 (G = 128)
-// or of 32-blocks 2 kt and 2 kt + 1 (G = 32).  Rows and columns past the
+// Stage st <- k-tile kt: thread tid copies 16-byte chunks tid, tid + 256,
+// ... of each tile (row idx / (KT / 16), chunk idx % (KT / 16)) and its
+// scales: tid < 128 the row tid's, else column tid - 128's, of the stage's
+// scale blocks (set j 1 KB after set j - 1).  Rows and columns past the
 // end are clamped to the last (computed, never stored).
-struct w8_src {
-    const int8_t *a[2], *b[2];
+template <int KT> struct w8_src {
+    static constexpr int N = W8_BM * KT / 16 / W8_THREADS;   // chunks a thread a tile
+    const int8_t *a[N], *b[N];
     const float  *s;
 };
 
-template <int G> __device__ __forceinline__ void w8_issue(uint8_t *st, const w8_src &src, int64_t kt, int tid)
+template <int G, int KT> __device__ __forceinline__ void w8_issue(uint8_t *st, const w8_src<KT> &src, int64_t kt, int tid)
 {
+    typedef w8_geom<KT, G> M;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int idx = tid + i * W8_THREADS, row = idx >> 2, ch = idx & 3;
-        cp_async16(st + W8_A + row * W8_LD + 16 * ch, src.a[i] + kt * W8_KT);
-        cp_async16(st + W8_B + row * W8_LD + 16 * ch, src.b[i] + kt * W8_KT);
+    for (int i = 0; i < w8_src<KT>::N; i++) {
+        const int idx = tid + i * W8_THREADS, row = idx / (KT / 16), ch = idx % (KT / 16);
+        cp_async16(st + M::A + row * M::LD + 16 * ch, src.a[i] + kt * KT);
+        cp_async16(st + M::B + row * M::LD + 16 * ch, src.b[i] + kt * KT);
     }
-    // set j at W8_SC + j * 1 KB: rows' then columns' (tid 128.. land there)
     if (G == 128) {
-        cp_async4(st + W8_SC + 4 * tid, src.s + (kt >> 1));
+        cp_async4(st + M::SC + 4 * tid, src.s + kt * KT / 128);
     } else {
-        cp_async4(st + W8_SC + 4 * tid, src.s + 2 * kt);
-        cp_async4(st + W8_SC + 1024 + 4 * tid, src.s + 2 * kt + 1);
+#pragma unroll
+        for (int j = 0; j < KT / 32; j++)
+            cp_async4(st + M::SC + 1024 * j + 4 * tid, src.s + (KT / 32) * kt + j);
     }
 }
 
 // Grid: x = column tiles (fastest: blocks sharing a weight tile run
-// together), y = row tiles.  in % 256 == 0 (si_cu_w8_ok).
-template <int G>
+// together), y = row tiles.  in % 256 == 0 (si_cu_w8_ok).  A 128-block
+// is TPB = 128 / KT k-tiles (an unrolled loop, so the chain start and the
+// epilogue are fixed in the code), a k-tile KT / 32 k32 steps.
+template <int G, int KT>
 __global__ void __launch_bounds__(W8_THREADS, 1)
 w8_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
 {
+    typedef w8_geom<KT, G> M;
+    constexpr int TPB = 128 / KT, NK = KT / 32;
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
     // ldmatrix row addresses (cuda_mma2.cu's header): A = (rows +0/+8, k
     // +0/+16), B = (columns +0..7 / +8..15, k +0/+16)
-    const int a_off = W8_A + (wr + (lane & 7) + ((lane >> 3) & 1) * 8) * W8_LD + 16 * (lane >> 4);
-    const int b_off = W8_B + (wc + (lane & 7) + (lane >> 4) * 8) * W8_LD + 16 * ((lane >> 3) & 1);
+    const int a_off = M::A + (wr + (lane & 7) + ((lane >> 3) & 1) * 8) * M::LD + 16 * (lane >> 4);
+    const int b_off = M::B + (wc + (lane & 7) + (lane >> 4) * 8) * M::LD + 16 * ((lane >> 3) & 1);
     const int64_t r0 = (int64_t)blockIdx.y * W8_BM, c0 = (int64_t)blockIdx.x * W8_BN, nkb = mm.in / 128;
-    const int64_t nkt = 2 * nkb, nsb = mm.in / G;
+    const int64_t nkt = TPB * nkb, nsb = mm.in / G;
 
-    w8_src src;
+    w8_src<KT> src;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = (tid + i * W8_THREADS) >> 2, ch = (tid + i * W8_THREADS) & 3;
+    for (int i = 0; i < w8_src<KT>::N; i++) {
+        const int row = (tid + i * W8_THREADS) / (KT / 16), ch = (tid + i * W8_THREADS) % (KT / 16);
         int64_t r = r0 + row, c = c0 + row;
         r = r < mm.rows ? r : mm.rows - 1;
         c = (c < mm.ncols ? c : mm.ncols - 1) / mm.x_div;
@@ -136,29 +145,29 @@ w8_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
 #pragma unroll
     for (int s = 0; s < W8_STAGES - 1; s++) {
         if (s < nkt)
-            w8_issue<G>(sm + s * W8_STAGE, src, s, tid);
+            w8_issue<G, KT>(sm + s * M::STAGE, src, s, tid);
         cp_async_commit();
     }
     for (int64_t kb = 0; kb < nkb; kb++) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t kt = 2 * kb + h;
+        for (int h = 0; h < TPB; h++) {
+            const int64_t kt = TPB * kb + h;
             cp_async_wait_group<W8_STAGES - 2>();   // this thread's k-tile kt landed
             // every thread's kt is in; every warp is done with kt - 1,
             // whose stage is refilled next
             __syncthreads();
             const int64_t kn = kt + W8_STAGES - 1;
             if (kn < nkt)
-                w8_issue<G>(sm + (kn % W8_STAGES) * W8_STAGE, src, kn, tid);
+                w8_issue<G, KT>(sm + (kn % W8_STAGES) * M::STAGE, src, kn, tid);
             cp_async_commit();
-            const uint8_t *st = sm + (kt % W8_STAGES) * W8_STAGE;
+            const uint8_t *st = sm + (kt % W8_STAGES) * M::STAGE;
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
+            for (int kk = 0; kk < NK; kk++) {
                 uint32_t bf[4][2], af[4][4];
-                ldsm_b4(bf, st + b_off + 32 * kk, W8_LD);
+                ldsm_b4(bf, st + b_off + 32 * kk, M::LD);
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
-                    ldsm_x4(af[mt], st + a_off + mt * 16 * W8_LD + 32 * kk);
+                    ldsm_x4(af[mt], st + a_off + mt * 16 * M::LD + 32 * kk);
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -169,10 +178,10 @@ w8_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
                             mma_k32acc(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
                     }
                 if (G == 32)
-                    w8_epilogue(acc, ci, (const float *)(st + W8_SC + 1024 * kk), wr, wc, g, t4);
+                    w8_epilogue(acc, ci, (const float *)(st + M::SC + 1024 * kk), wr, wc, g, t4);
             }
-            if (G == 128 && h == 1)
-                w8_epilogue(acc, ci, (const float *)(st + W8_SC), wr, wc, g, t4);
+            if (G == 128 && h == TPB - 1)
+                w8_epilogue(acc, ci, (const float *)(st + M::SC), wr, wc, g, t4);
         }
     }
     cp_async_wait_group<0>();
@@ -238,18 +247,47 @@ extern "C" int si_cu_w8_quantize_x(const float *x, int64_t x_stride, int64_t in,
     return (int)cudaGetLastError();
 }
 
-template <int G>
+template <int G, int KT>
 static cudaError_t w8_go(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
                          cudaStream_t s)
 {
     const int64_t gx = (mm->ncols + W8_BN - 1) / W8_BN, gy = (mm->rows + W8_BM - 1) / W8_BM;
+    const int smem = w8_geom<KT, G>::SMEM;
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    cudaError_t e = cudaFuncSetAttribute(w8_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, W8_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(w8_kernel<G, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess)
         return e;
-    w8_kernel<G><<<dim3((unsigned)gx, (unsigned)gy), W8_THREADS, W8_SMEM, s>>>(*mm, wq, ws, xq, xd);
+    w8_kernel<G, KT><<<dim3((unsigned)gx, (unsigned)gy), W8_THREADS, smem, s>>>(*mm, wq, ws, xq, xd);
     return cudaGetLastError();
+}
+
+// Whether this device gives a block the shared memory of 128-byte k-tiles
+// (sm_90's 227 KB do, sm_120's 99 KB do not).
+static bool w8_kt128_fits(void)
+{
+    static int optin = -1;   // (the same answer for every caller: a benign race)
+    if (optin < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        optin = v;
+    }
+    return optin >= w8_geom<128, 128>::SMEM;
+}
+
+// KT = 128 only at G = 128 (at G = 32 the scale sets of a stage spill
+// registers) and where it fits; else 64.
+template <int G>
+static cudaError_t w8_pick(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
+                           cudaStream_t s)
+{
+    if (G == 128 && mm->w8_ktile == 128 && w8_kt128_fits())
+        return w8_go<128, 128>(mm, wq, ws, xq, xd, s);
+    return w8_go<G, 64>(mm, wq, ws, xq, xd, s);
 }
 
 extern "C" int si_cu_matmul_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq,
@@ -260,5 +298,5 @@ extern "C" int si_cu_matmul_w8(const cu_mm *mm, int g, const int8_t *wq, const f
     if (!si_cu_w8_ok(mm) || (g != 32 && g != 128))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
-    return (int)(g == 32 ? w8_go<32>(mm, wq, ws, xq, xd, s) : w8_go<128>(mm, wq, ws, xq, xd, s));
+    return (int)(g == 32 ? w8_pick<32>(mm, wq, ws, xq, xd, s) : w8_pick<128>(mm, wq, ws, xq, xd, s));
 }

@@ -193,6 +193,7 @@ int main(int argc, char **argv)
             static const char *const vname[] = { "v1", "v2", "v2/64", "v2/128", "w8", "w8+q", "w8/32", "w8/32+q" };
             static const int vbm[] = { 0, 0, 64, 128, 0, 0, 0, 0 };
             const bool w8 = si_cu_w8_ok(&mm);
+            mm.w8_ktile = 128;   /* as the backend runs it (knob w8_ktile) */
             for (int v = 0; v < (w8 ? 8 : 4); v++) {
                 const int g = v >= 6 ? 32 : 128;
                 if ((v == 4 || v == 6) &&

@@ -1370,6 +1370,15 @@ START_TEST(test_gemv_ab)
         matmul_ab(&p, kt[t], 2048, 20003, 1);
     }
     pair_close(&p);
+    /* the i8 GEMM's 64-byte k-tiles (w8_ktile = 64) against the default
+     * 128: the same bits, every type, tails of rows, columns and k */
+    pair_open_cu2(&p, "backend.cuda_w8", "backend.cuda_w8_kt64");
+    static const uint32_t w8t[] = { SI_TYPE_Q8_0, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
+    for (size_t t = 0; t < 4; t++) {
+        matmul_ab(&p, w8t[t], 256, 130, 70);
+        matmul_ab(&p, w8t[t], 2048, 272, 515);
+    }
+    pair_close(&p);
     pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_dp4a");
     static const uint32_t qt[] = { SI_TYPE_Q8_0, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
     static const int64_t ns[] = { 1, 2, 4, 5, 8 }, ins[] = { 256, 512, 768, 2048, 4096 };
@@ -1785,12 +1794,13 @@ int main(void)
              "[backend.cuda_w8_32]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_f32t]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_v1_noquad]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n");
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;

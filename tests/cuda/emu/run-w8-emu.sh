@@ -43,7 +43,8 @@ EOT
         -e "/^#include \"cuda_w8.cuh\"/{r $src/cuda_w8.cuh" -e 'd;}' \
         "$src/cuda_w8.cu"
     cat <<'EOT'
-size_t emu_w8_smem() { return W8_SMEM; }
+size_t emu_w8_smem(int g, int kt)
+{ return kt == 128 && g == 128 ? w8_geom<128, 128>::SMEM : g == 32 ? w8_geom<64, 32>::SMEM : w8_geom<64, 128>::SMEM; }
 template <int T> static void emu_w8_weights_t(int g, const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws, unsigned blocks)
 {
     const w8_gguf<T> src = { w, row_bytes };
@@ -62,12 +63,20 @@ void emu_w8_weights(uint32_t type, int g, const uint8_t *w, uint64_t row_bytes, 
 }
 void emu_w8_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, unsigned blocks)
 { const w8_f32 src = { x, x_stride }; emu_launch(dim3(blocks), dim3(256), 0, [&] { w8_rows_kernel<128>(src, ncx, in, q, d); }); }
-// w8_go's grid
-void emu_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
+template <int G, int KT> static void emu_w8_t(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
 {
     const unsigned gx = (unsigned)((mm->ncols + W8_BN - 1) / W8_BN), gy = (unsigned)((mm->rows + W8_BM - 1) / W8_BM);
-    if (g == 32) emu_launch(dim3(gx, gy), dim3(W8_THREADS), W8_SMEM, [&] { w8_kernel<32>(*mm, wq, ws, xq, xd); });
-    else emu_launch(dim3(gx, gy), dim3(W8_THREADS), W8_SMEM, [&] { w8_kernel<128>(*mm, wq, ws, xq, xd); });
+    emu_launch(dim3(gx, gy), dim3(W8_THREADS), w8_geom<KT, G>::SMEM, [&] { w8_kernel<G, KT>(*mm, wq, ws, xq, xd); });
+}
+template <int G> static void emu_w8_g(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
+{
+    if (G == 128 && mm->w8_ktile == 128) emu_w8_t<128, 128>(mm, wq, ws, xq, xd);
+    else emu_w8_t<G, 64>(mm, wq, ws, xq, xd);
+}
+// w8_pick's choice and w8_go's grid
+void emu_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
+{
+    if (g == 32) emu_w8_g<32>(mm, wq, ws, xq, xd); else emu_w8_g<128>(mm, wq, ws, xq, xd);
 }
 EOT
 }
@@ -114,24 +123,30 @@ plants() {
     # the epilogue's row halves' scales swapped
     plant epi-rows 's/e < 2 ? w0 : w1, e < 2 ? n0 : n1/e < 2 ? w1 : w0, e < 2 ? n0 : n1/' "" q6_k 128 256 128
     # G = 128: a k-tile's scales of 128-block kt instead of kt / 2
-    plant scale-kt 's/src.s + (kt >> 1)/src.s + kt/' "" q5_k 200 512 130
+    plant scale-kt 's/src.s + kt \* KT \/ 128/src.s + kt/' "" q5_k 200 512 130
     # the scale truncated to 16 bits instead of rounded
     plant scale-round 's/(__float_as_uint(s) + 0x80u)/(__float_as_uint(s) + 0x0u)/' "" q4_k 128 256 128
     # G = 32: the second 32-block of a k-tile scaled by the first's scales
-    plant g32-epi-set 's/st + W8_SC + 1024 \* kk)/st + W8_SC)/' "EMU_G=32" q6_k 200 512 130
+    plant g32-epi-set 's/st + M::SC + 1024 \* kk)/st + M::SC)/' "EMU_G=32" q6_k 200 512 130
     [ "$1" = all ] || return 0
     # G = 128: the chain restarted at the second k-tile of a block
     plant chain-start 's/(h == 0 \&\& kk == 0)/(kk == 0)/' "" q8_0 128 256 128
     # G = 32: the chain not restarted per 32-block
     plant g32-chain 's/if (G == 32 || (h == 0/if ((h == 0/' "EMU_G=32" q4_k 128 256 128
     # G = 32: the second 32-block's scales of a k-tile loaded as the first's
-    plant g32-issue 's/src.s + 2 \* kt + 1)/src.s + 2 * kt)/' "EMU_G=32" q5_k 200 512 130
+    plant g32-issue 's/src.s + (KT \/ 32) \* kt + j)/src.s + (KT \/ 32) * kt)/' "EMU_G=32" q5_k 200 512 130
     # G = 32: one weight scale per 128 written (the rest left unwritten)
     plant g32-ws-lane 's/lane % (G \/ 8) == 0/lane % 16 == 0/' "EMU_G=32" q8_0 128 256 128
     # the epilogue's columns: both of a lane's pair scaled by the first's sx
     plant epi-cols 's/dx\[nt\]\[e \& 1\], acc/dx[nt][0], acc/' "" q4_k 128 256 128
+    # w8_ktile = 128: the barrier, a stage's scales, the chain start
+    plant kt128-no-sync 's/^            __syncthreads();$/;/' "EMU_KT=128 EMU_DRIFT=1" q4_k 200 1024 130
+    plant kt128-scale 's/src.s + kt \* KT \/ 128/src.s + 2 * kt * KT \/ 128/' "EMU_KT=128" q8_0 200 512 130
+    plant kt128-chunks 's/row = idx \/ (KT \/ 16), ch = idx % (KT \/ 16);/row = idx \/ 4, ch = idx % 4;/' "EMU_KT=128" q6_k 128 512 128
+    # KT = 64: the epilogue after the first k-tile of a 128-block
+    plant epi-tile 's/if (G == 128 \&\& h == TPB - 1)/if (G == 128 \&\& h == 0)/' "" q4_k 200 512 130
     # the refill into the stage being read (kt's, not kn's)
-    plant refill-stage 's/sm + (kn % W8_STAGES) \* W8_STAGE/sm + (kt % W8_STAGES) * W8_STAGE/' "EMU_DRIFT=2" q6_k 200 1024 130
+    plant refill-stage 's/sm + (kn % W8_STAGES) \* M::STAGE/sm + (kt % W8_STAGES) * M::STAGE/' "EMU_DRIFT=2" q6_k 200 1024 130
     # the activation tile's columns not divided by x_div
     plant no-x-div 's/c = (c < mm.ncols ? c : mm.ncols - 1) \/ mm.x_div;$/c = (c < mm.ncols ? c : mm.ncols - 1);/' "" q8_0 300 256 257 2
     # rows past the end not clamped (a read past wq)
@@ -150,7 +165,13 @@ cases() {
     run q4_k 200 256 130 1 0 7; run q8_0 128 512 128 1 48
     EMU_DRIFT=1 run q6_k 300 1024 257 2; EMU_NAN=1 run q5_k 200 512 130
     EMU_G=32 EMU_DRIFT=2 run q4_k 200 512 130 1 16 3
+    # w8_ktile = 128 (the default at G = 128: EMU_KT=128)
+    EMU_KT=128 EMU_DRIFT=2 run q6_k 200 1024 130; EMU_KT=128 run q5_k 128 512 128
     [ "$1" = quick ] && return 0
+    for t in q4_k q5_k q6_k q8_0; do
+        EMU_KT=128 run $t 300 1024 257 2 16 5; EMU_KT=128 EMU_DRIFT=3 run $t 200 256 130
+        EMU_KT=128 EMU_DRIFT=5 run $t 77 2048 70; EMU_KT=128 EMU_NAN=1 run $t 130 256 300 3
+    done
     for t in q4_k q5_k q6_k q8_0; do
         run $t 200 256 130; run $t 128 512 128; run $t 300 1024 257 2 16 5
         EMU_DRIFT=7 run $t 200 1024 130 1 0 3; EMU_NAN=1 run $t 130 256 300 3

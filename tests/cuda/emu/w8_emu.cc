@@ -36,7 +36,7 @@ extern "C" {
 int si_dequant(uint32_t type, const void *src, float *dst, int64_t n, si_err *err);
 uint16_t si_f32_to_fp16(float f);
 }
-size_t emu_w8_smem();
+size_t emu_w8_smem(int g, int kt);
 void emu_w8_weights(uint32_t type, int g, const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws, unsigned blocks);
 void emu_w8_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, unsigned blocks);
 void emu_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd);
@@ -213,9 +213,10 @@ int main(int argc, char **argv)
     cu_mm mm = {};
     mm.w = w; mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)row_bytes;
     mm.x_stride = x_stride; mm.x_div = x_div; mm.y = y; mm.y_stride = y_stride; mm.ncols = ncols;
+    mm.w8_ktile = getenv("EMU_KT") ? atoi(getenv("EMU_KT")) : 64;   // knob w8_ktile
     emu::granges = { { wq.data(), wq.data() + wq.size(), "wq" }, { ws.data(), ws.data() + ws.size(), "ws" },
                      { xq.data(), xq.data() + xq.size(), "xq" }, { xd.data(), xd.data() + xd.size(), "xd" } };
-    emu_ptx::smem_bytes = emu_w8_smem();
+    emu_ptx::smem_bytes = emu_w8_smem(G, mm.w8_ktile);
     emu_w8(&mm, G, wq.data(), ws.data(), xq.data(), xd.data());
     emu_ptx::check_drained();
 
