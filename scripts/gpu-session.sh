@@ -77,6 +77,8 @@ for m in 9b 35b; do
     step "ab_w8_kt64_pp_$m" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_ktile=64
 done
+step ab_moe_kt64_pp_35b 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 5 \
+    --set kernel.moe_grouped_i8.ktile=64
 # 3. kernel microbenchmarks (each prints its own table)
 for k in bench_gemv bench_gemm bench_attn; do
     [ -x "$B/$k" ] && step "$k" 60 '.' "$B/$k"

@@ -33,7 +33,10 @@
  * the kernels do not tile.
  *
  * Knobs, [kernel.moe_grouped_i8]: min_tokens (integer >= 1, default 32);
- * weights = i8 | gguf (default i8).
+ * weights = i8 | gguf (default i8); ktile = 128 | 64 (default 128): the
+ * i8 GEMMs' k bytes a cp.async stage
+ * (64 has twice the block barriers; same bits; 128 falls back to 64 where
+ * a block's shared memory does not hold it, e.g. sm_120).
  * Includes public headers (plugin.h, cuda_sm120's cuda_ext.h) and, in
  * moe_i8_w8.cu only, cuda_sm120's device headers of the w8 scheme. */
 #include <stdint.h>
@@ -56,6 +59,7 @@
 
 enum { MI8_WEIGHTS_I8, MI8_WEIGHTS_GGUF };
 static const char *const mi8_weights_names[] = { "i8", "gguf" };
+static const char *const mi8_ktile_names[] = { "128", "64" };
 
 /* An expert tensor requantised to int8 per (row, 128) (weights = i8): q
  * [n_exp * rows][in], then s [n_exp * rows][in / 128], then 3 words of
@@ -74,6 +78,8 @@ typedef struct mi8_state {
     const si_cuda_ext *x;
     int64_t            min_tokens;
     int                weights;     /* MI8_WEIGHTS_*                       */
+    int                kt;          /* knob ktile: the w8 GEMMs' k bytes a
+                                     * stage, 128 or 64                    */
     void              *ws;          /* device workspace, grown on demand   */
     size_t             ws_bytes;
     si_buf            *ws_buf;      /* ws wrapped for exec_builtin's ops   */
@@ -100,6 +106,10 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     rc = si_kernel_choice(h, MI8_NAME, section, "weights", mi8_weights_names, 2, MI8_WEIGHTS_I8, &weights, err);
     if (rc != SI_OK)
         return rc;
+    int ktile;
+    rc = si_kernel_choice(h, MI8_NAME, section, "ktile", mi8_ktile_names, 2, 0, &ktile, err);
+    if (rc != SI_OK)
+        return rc;
     if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, buf_unwrap))
         return si_err_set(err, SI_EABI, MI8_NAME ": the backend's cuda_ext table is missing or of major %u (want %d)",
                           x ? x->major : 0u, SI_CUDA_EXT_MAJOR);
@@ -119,6 +129,7 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     st->x = x;
     st->min_tokens = min_tokens;
     st->weights = weights;
+    st->kt = ktile == 0 ? 128 : 64;
     *state = st;
     if (h->log != NULL)
         h->log(h, SI_LOG_INFO, MI8_NAME, "grouped int8 MOE for batches of >= %lld tokens, weights %s",
@@ -583,21 +594,23 @@ static int mi8_exec(void *state, const si_op *op, si_err *err)
             return rc;
         /* 4. routed experts: gate/up (+ SwiGLU), its rows to int8, down */
         const wq_ref *gw = &wr[0], *uw = d.fused ? &wr[0] : &wr[1], *dw = &wr[d.fused ? 1 : 2];
-        if ((rc = launched(mi8_w8_gate_up(q8w_of(gw, 0), q8w_of(uw, d.fused ? F : 0), hq, H, F, sch, act, s),
+        const int kt = st->kt;
+        if ((rc = launched(mi8_w8_gate_up(q8w_of(gw, 0), q8w_of(uw, d.fused ? F : 0), hq, H, F, sch, act, kt, s),
                            "gate_up", err)) != SI_OK ||
             (rc = launched(mi8_w8_quantize(act, F, max_rows, F, sch.n_tiles, act8, s), "quantize act", err)) != SI_OK ||
-            (rc = launched(mi8_w8_down(q8w_of(dw, 0), act8, F, H, sch, y, s), "down", err)) != SI_OK)
+            (rc = launched(mi8_w8_down(q8w_of(dw, 0), act8, F, H, sch, y, kt, s), "down", err)) != SI_OK)
             return rc;
         /* 6. shared expert on the same kernels, dense schedule */
         if (d.shared) {
             const wq_ref *sw = &wr[nw - 3];
             const mi8_q8a sh8 = a8_at(st, po.sh8);
             float *sact = (float *)(ws + po.sh_f);
-            if ((rc = launched(mi8_w8_gate_up(q8w_of(&sw[0], 0), q8w_of(&sw[1], 0), hq, H, Fs, dense, sact, s),
+            if ((rc = launched(mi8_w8_gate_up(q8w_of(&sw[0], 0), q8w_of(&sw[1], 0), hq, H, Fs, dense, sact, kt, s),
                                "shared gate_up", err)) != SI_OK ||
                 (rc = launched(mi8_w8_quantize(sact, Fs, dense_rows, Fs, NULL, sh8, s), "shared quantize act", err)) !=
                     SI_OK ||
-                (rc = launched(mi8_w8_down(q8w_of(&sw[2], 0), sh8, Fs, H, dense, ys, s), "shared down", err)) != SI_OK)
+                (rc = launched(mi8_w8_down(q8w_of(&sw[2], 0), sh8, Fs, H, dense, ys, kt, s), "shared down", err)) !=
+                    SI_OK)
                 return rc;
         }
     } else {

@@ -111,9 +111,11 @@ int mi8_w8_quantize(const float *x, int64_t stride, int64_t n, int64_t in, const
 /* act[row][f] = silu(gate_f . x) * (up_f . x) in f32 for every row of every
  * tile (padding rows too, from their stand-in token); rows F floats apart. */
 int mi8_w8_gate_up(mi8_q8w gate, mi8_q8w up, mi8_q8a x, int64_t H, int64_t F, mi8_sched s, float *act,
-                   void *stream);
-/* y[slot][0..H) = down . act[row] for the rows with a slot. */
-int mi8_w8_down(mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y, void *stream);
+                   int kt, void *stream);
+/* y[slot][0..H) = down . act[row] for the rows with a slot.  kt (both): the
+ * k bytes a pipeline stage, 128 or 64 (knob ktile; 128 falls back to 64
+ * where a block's shared memory does not hold it). */
+int mi8_w8_down(mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y, int kt, void *stream);
 
 #ifdef __cplusplus
 }

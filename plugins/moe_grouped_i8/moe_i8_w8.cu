@@ -13,8 +13,9 @@
 // backend's tile adapted to groups:
 //   block = 128 weight rows x MW_BN = 64 token rows (one schedule tile),
 //   4 warps of 64 x 32 (the backend's warp tile, so its epilogue
-//   w8_epilogue is shared as is), k-tiles of 64 bytes through a 4-stage
-//   cp.async ring, rows padded to 80 bytes (ldmatrix conflict-free),
+//   w8_epilogue is shared as is), k-tiles of 128 bytes (knob ktile; 64
+//   the A/B and where the shared memory does not fit) through a 4-stage
+//   cp.async ring, rows padded by 16 bytes (ldmatrix conflict-free),
 //   mma.sync m16n8k32 chains from C = bits of 1.5 * 2^23 per 128 block.
 // 64 token rows, not the backend's 128: an expert's group averages n*K/E
 // rows (16 at a 512-token chunk of the 35B model, 128 at 4096), and the
@@ -42,17 +43,21 @@
 
 #define MW_BM      W8_BM                     // 128 weight rows
 #define MW_BN      MI8_W8_BT                 // 64 token rows: one schedule tile
-#define MW_KT      64                        // k bytes per stage
-#define MW_LD      80                        // smem bytes per tile row
 #define MW_THREADS 128
 #define MW_STAGES  4
-// One stage: A[BM][LD], B[BN][LD], the scales of the 128-block: rows at
-// [0, BM), columns at [BM, BM + BN) (w8_epilogue's layout).
-#define MW_A       0
-#define MW_B       (MW_BM * MW_LD)
-#define MW_SC      (MW_B + MW_BN * MW_LD)
-#define MW_STAGE   (MW_SC + (MW_BM + MW_BN) * 4)
-#define MW_SMEM    (MW_STAGES * MW_STAGE)    // 64512 B: needs the opt-in attribute
+// One stage of k-tiles of KT bytes (128, knob ktile, the default; or 64):
+// A[BM][LD], B[BN][LD] (rows padded by 16 bytes: ldmatrix conflict-free),
+// the scales of the 128-block: rows at [0, BM), columns at [BM, BM + BN)
+// (w8_epilogue's layout).  KT 128: 113.7 KB a block, two blocks an sm_90
+// SM; 64: 63 KB (sm_120's 99 KB a block hold only that).
+template <int KT> struct mw_geom {
+    static constexpr int LD = KT + 16;
+    static constexpr int A = 0;
+    static constexpr int B = MW_BM * LD;
+    static constexpr int SC = B + MW_BN * LD;
+    static constexpr int STAGE = SC + (MW_BM + MW_BN) * 4;
+    static constexpr int SMEM = MW_STAGES * STAGE;   // needs the opt-in attribute
+};
 
 #if MI8_W8_G != 128 || MW_BN != 64
 #error "the tile below is laid out for 128-wide scale blocks and 64-row token tiles"
@@ -141,28 +146,31 @@ __global__ void mw_quant_kernel(w8_f32 src, int64_t rows, int64_t in, const int3
 // ---- the GEMM -----------------------------------------------------------------------
 
 // What thread tid copies per k-tile: 16-byte chunks tid + 128 i of the A
-// tile (i < 4) and of the B tile (i < 2), row idx / 4, chunk idx % 4; the
-// scale of A row tid and, tid < BN, of B row tid.
-struct mw_src {
-    const int8_t *a[4], *b[2];
+// tile (i < NA) and of the B tile (i < NB), row idx / (KT / 16), chunk idx
+// % (KT / 16); the scale of A row tid and, tid < BN, of B row tid.
+template <int KT> struct mw_src {
+    static constexpr int NA = MW_BM * KT / 16 / MW_THREADS, NB = MW_BN * KT / 16 / MW_THREADS;
+    const int8_t *a[NA], *b[NB];
     const float  *sa, *sb;
 };
 
-__device__ __forceinline__ void mw_issue(uint8_t *st, const mw_src &src, int64_t kt, int tid)
+template <int KT> __device__ __forceinline__ void mw_issue(uint8_t *st, const mw_src<KT> &src, int64_t kt, int tid)
 {
+    typedef mw_geom<KT> M;
+    constexpr int CH = KT / 16;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < mw_src<KT>::NA; i++) {
         const int idx = tid + i * MW_THREADS;
-        cp_async16(st + MW_A + (idx >> 2) * MW_LD + 16 * (idx & 3), src.a[i] + kt * MW_KT);
+        cp_async16(st + M::A + (idx / CH) * M::LD + 16 * (idx % CH), src.a[i] + kt * KT);
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < mw_src<KT>::NB; i++) {
         const int idx = tid + i * MW_THREADS;
-        cp_async16(st + MW_B + (idx >> 2) * MW_LD + 16 * (idx & 3), src.b[i] + kt * MW_KT);
+        cp_async16(st + M::B + (idx / CH) * M::LD + 16 * (idx % CH), src.b[i] + kt * KT);
     }
-    cp_async4(st + MW_SC + 4 * tid, src.sa + (kt >> 1));
+    cp_async4(st + M::SC + 4 * tid, src.sa + kt * KT / 128);
     if (tid < MW_BN)
-        cp_async4(st + MW_SC + 4 * (MW_BM + tid), src.sb + (kt >> 1));
+        cp_async4(st + M::SC + 4 * (MW_BM + tid), src.sb + kt * KT / 128);
 }
 
 __device__ __forceinline__ int mw_expert(const mi8_sched &s, int64_t tile)
@@ -208,10 +216,12 @@ __device__ __forceinline__ int64_t mw_arow(const mi8_q8w &wa, const mi8_q8w &wb,
 // the f32 SwiGLU rows [schedule row][out = F].  !GU: down (wa) on the
 // tile's own SwiGLU rows, y = [slot][out = H].  Grid: x = tiles, y =
 // feature blocks (GU: 64 features, else 128).  in % 128 == 0.
-template <bool GU>
+template <bool GU, int KT>
 __global__ void __launch_bounds__(MW_THREADS)
 mw_kernel(mi8_q8w wa, mi8_q8w wb, const int8_t *xq, const float *xs, int64_t in, int64_t out, mi8_sched sc, float *y)
 {
+    typedef mw_geom<KT> M;
+    constexpr int TPB = 128 / KT, NK = KT / 32, CH = KT / 16;   // k-tiles a 128-block, k32 steps a k-tile
     extern __shared__ __align__(16) uint8_t sm[];
     const int64_t tile = blockIdx.x, r0 = tile * MW_BN;
     const int e = mw_expert(sc, tile);
@@ -222,24 +232,24 @@ mw_kernel(mi8_q8w wa, mi8_q8w wb, const int8_t *xq, const float *xs, int64_t in,
     const int wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
     // ldmatrix row addresses: cuda_w8.cu's (A = rows +0/+8, k +0/+16; B =
     // columns +0..7 / +8..15, k +0/+16)
-    const int a_off = MW_A + (wr + (lane & 7) + ((lane >> 3) & 1) * 8) * MW_LD + 16 * (lane >> 4);
-    const int b_off = MW_B + (wc + (lane & 7) + (lane >> 4) * 8) * MW_LD + 16 * ((lane >> 3) & 1);
-    const int64_t f0 = (int64_t)blockIdx.y * (GU ? 64 : MW_BM), nkb = in / MI8_W8_G, nkt = 2 * nkb;
+    const int a_off = M::A + (wr + (lane & 7) + ((lane >> 3) & 1) * 8) * M::LD + 16 * (lane >> 4);
+    const int b_off = M::B + (wc + (lane & 7) + (lane >> 4) * 8) * M::LD + 16 * ((lane >> 3) & 1);
+    const int64_t f0 = (int64_t)blockIdx.y * (GU ? 64 : MW_BM), nkb = in / MI8_W8_G, nkt = TPB * nkb;
 
-    mw_src src;
+    mw_src<KT> src;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < mw_src<KT>::NA; i++) {
         const int idx = tid + i * MW_THREADS;
         const int8_t *q;
         const float *s;
-        const int64_t r = mw_arow<GU>(wa, wb, e, f0, idx >> 2, out, q, s);
-        src.a[i] = q + r * in + 16 * (idx & 3);
+        const int64_t r = mw_arow<GU>(wa, wb, e, f0, idx / CH, out, q, s);
+        src.a[i] = q + r * in + 16 * (idx % CH);
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < mw_src<KT>::NB; i++) {
         const int idx = tid + i * MW_THREADS;
-        const int64_t r = GU ? mw_token(sc, r0 + (idx >> 2)) : r0 + (idx >> 2);
-        src.b[i] = xq + r * in + 16 * (idx & 3);
+        const int64_t r = GU ? mw_token(sc, r0 + idx / CH) : r0 + idx / CH;
+        src.b[i] = xq + r * in + 16 * (idx % CH);
     }
     {
         const int8_t *q;
@@ -256,29 +266,29 @@ mw_kernel(mi8_q8w wa, mi8_q8w wb, const int8_t *xq, const float *xs, int64_t in,
 #pragma unroll
     for (int s = 0; s < MW_STAGES - 1; s++) {
         if (s < nkt)
-            mw_issue(sm + s * MW_STAGE, src, s, tid);
+            mw_issue<KT>(sm + s * M::STAGE, src, s, tid);
         cp_async_commit();
     }
     for (int64_t kb = 0; kb < nkb; kb++) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t kt = 2 * kb + h;
+        for (int h = 0; h < TPB; h++) {
+            const int64_t kt = TPB * kb + h;
             cp_async_wait_group<MW_STAGES - 2>();   // this thread's k-tile kt landed
             // every thread's kt is in; every warp is done with kt - 1,
             // whose stage is refilled next
             __syncthreads();
             const int64_t kn = kt + MW_STAGES - 1;
             if (kn < nkt)
-                mw_issue(sm + (kn % MW_STAGES) * MW_STAGE, src, kn, tid);
+                mw_issue<KT>(sm + (kn % MW_STAGES) * M::STAGE, src, kn, tid);
             cp_async_commit();
-            const uint8_t *st = sm + (kt % MW_STAGES) * MW_STAGE;
+            const uint8_t *st = sm + (kt % MW_STAGES) * M::STAGE;
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
+            for (int kk = 0; kk < NK; kk++) {
                 uint32_t bf[4][2], af[4][4];
-                ldsm_b4(bf, st + b_off + 32 * kk, MW_LD);
+                ldsm_b4(bf, st + b_off + 32 * kk, M::LD);
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
-                    ldsm_x4(af[mt], st + a_off + mt * 16 * MW_LD + 32 * kk);
+                    ldsm_x4(af[mt], st + a_off + mt * 16 * M::LD + 32 * kk);
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -289,8 +299,8 @@ mw_kernel(mi8_q8w wa, mi8_q8w wb, const int8_t *xq, const float *xs, int64_t in,
                             mma_k32acc(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
                     }
             }
-            if (h == 1)
-                w8_epilogue(acc, ci, (const float *)(st + MW_SC), wr, wc, g, t4);
+            if (h == TPB - 1)
+                w8_epilogue(acc, ci, (const float *)(st + M::SC), wr, wc, g, t4);
         }
     }
     cp_async_wait_group<0>();
@@ -383,29 +393,57 @@ extern "C" int mi8_w8_quantize(const float *x, int64_t stride, int64_t n, int64_
     return (int)cudaGetLastError();
 }
 
-template <bool GU>
-static int mw_go(const mi8_q8w &wa, const mi8_q8w &wb, const mi8_q8a &x, int64_t in, int64_t out, const mi8_sched &s,
-                 float *y, cudaStream_t st)
+template <bool GU, int KT>
+static int mw_go_kt(const mi8_q8w &wa, const mi8_q8w &wb, const mi8_q8a &x, int64_t in, int64_t out,
+                    const mi8_sched &s, float *y, cudaStream_t st)
 {
     const int64_t gy = GU ? out / 64 : (out + MW_BM - 1) / MW_BM;
     if (in <= 0 || in % MI8_W8_G != 0 || (GU && out % 64 != 0) || s.max_tiles <= 0 || s.max_tiles > 0x7fffffffLL ||
         gy <= 0 || gy > 65535)
         return (int)cudaErrorInvalidValue;
-    cudaError_t e = cudaFuncSetAttribute(mw_kernel<GU>, cudaFuncAttributeMaxDynamicSharedMemorySize, MW_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(mw_kernel<GU, KT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         mw_geom<KT>::SMEM);
     if (e != cudaSuccess)
         return (int)e;
-    mw_kernel<GU><<<dim3((unsigned)s.max_tiles, (unsigned)gy), MW_THREADS, MW_SMEM, st>>>(wa, wb, x.q, x.s, in, out,
-                                                                                       s, y);
+    mw_kernel<GU, KT><<<dim3((unsigned)s.max_tiles, (unsigned)gy), MW_THREADS, mw_geom<KT>::SMEM, st>>>(
+        wa, wb, x.q, x.s, in, out, s, y);
     return (int)cudaGetLastError();
 }
 
-extern "C" int mi8_w8_gate_up(mi8_q8w gate, mi8_q8w up, mi8_q8a x, int64_t H, int64_t F, mi8_sched s, float *act,
-                              void *stream)
+// Whether this device gives a block the shared memory of 128-byte k-tiles.
+static bool mw_kt128_fits(void)
 {
-    return mw_go<true>(gate, up, x, H, F, s, act, (cudaStream_t)stream);
+    static int optin = -1;   // (the same answer for every caller: a benign race)
+    if (optin < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        optin = v;
+    }
+    return optin >= mw_geom<128>::SMEM;
 }
 
-extern "C" int mi8_w8_down(mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y, void *stream)
+// kt 128 where it fits, else 64.
+template <bool GU>
+static int mw_go(const mi8_q8w &wa, const mi8_q8w &wb, const mi8_q8a &x, int64_t in, int64_t out, const mi8_sched &s,
+                 float *y, int kt, cudaStream_t st)
 {
-    return mw_go<false>(down, down, act, F, H, s, y, (cudaStream_t)stream);
+    if (kt == 128 && mw_kt128_fits())
+        return mw_go_kt<GU, 128>(wa, wb, x, in, out, s, y, st);
+    return mw_go_kt<GU, 64>(wa, wb, x, in, out, s, y, st);
+}
+
+extern "C" int mi8_w8_gate_up(mi8_q8w gate, mi8_q8w up, mi8_q8a x, int64_t H, int64_t F, mi8_sched s, float *act,
+                              int kt, void *stream)
+{
+    return mw_go<true>(gate, up, x, H, F, s, act, kt, (cudaStream_t)stream);
+}
+
+extern "C" int mi8_w8_down(mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y, int kt,
+                           void *stream)
+{
+    return mw_go<false>(down, down, act, F, H, s, y, kt, (cudaStream_t)stream);
 }

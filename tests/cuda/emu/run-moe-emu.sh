@@ -34,7 +34,7 @@ mkdir -p "$out"
 # emulator's.  (kernel_src prints one; the planted-bug runs edit it.)
 kernel_src() {
     { echo '#include "moe_emu_ext.h"'; cat "$src/$1.cu"; } |
-    perl -0pe 's/(\w+(?:<\w+>)?)<<<(.*?)>>>\((.*?)\);/emu_launch_cfg($2, [&] { $1($3); });/gs;
+    perl -0pe 's/(\w+(?:<[\w, ]+>)?)<<<(.*?)>>>\((.*?)\);/emu_launch_cfg($2, [&] { $1($3); });/gs;
                s/asm\("mma\.sync\.aligned\.m16n8k32\.row\.col\.s32\.s8\.s8\.s32.*?\);/emu_mma_s8(c, a0, a1, a2, a3, b0, b1);/gs;
                s/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/m;
                s/extern __shared__ __align__\(16\) uint8_t sm\[\];/uint8_t *sm = (uint8_t *)emu::dyn_smem();/g;
@@ -104,6 +104,8 @@ CASES
 mw_cases() {
     run "$out/mw_emu" q8_0 256 384 0; run "$out/mw_emu" q8_0 512 128 1 dense
     run "$out/mw_emu" q6_k 256 256 1
+    # ktile = 64 (the A/B), and 128 where a block holds only 99 KiB (sm_120: 64)
+    EMU_KT=64 run "$out/mw_emu" q4_k 256 256 1; EMU_SMEM_OPTIN=101376 run "$out/mw_emu" q8_0 256 256 0
     [ $mode = quick ] && return 0
     run "$out/mw_emu" q5_k 1024 256 0; run "$out/mw_emu" q8_0 256 256 0; run "$out/mw_emu" q4_k 256 256 1 dense
     run "$out/mw_emu" q8_0 512 384 0 dense; run "$out/mw_emu" q5_k 256 256 1
@@ -129,9 +131,11 @@ plants() {
     # gate and up rows of the A tile swapped: silu(u) * g
     plant gu-swap 's/j < 32 \? wa : wb/j < 32 ? wb : wa/' q8_0 256 384 0
     # the B rows of gate/up not gathered through row_tok (the tile's rows as tokens)
-    plant no-gather 's/GU \? mw_token\(sc, r0 \+ \(idx >> 2\)\) : r0/GU ? r0 + (idx >> 2) : r0/' q6_k 256 256 1
+    plant no-gather 's/GU \? mw_token\(sc, r0 \+ idx \/ CH\) : r0/GU ? r0 + idx \/ CH : r0/' q6_k 256 256 1
     # a 128 block's int32 chain restarted at its second k-tile
-    plant chain-start 's/if \(h == 0 && kk == 0\)/if (kk == 0)/' q8_0 512 128 1 dense
+    plant chain-start 's/if \(h == 0 && kk == 0\)/if (kk == 0)/' EMU_KT=64 q8_0 512 128 1 dense
+    # ktile 128: an A chunk's row at 64-byte k-tiles' chunks a row
+    plant kt128-rows 's/mw_arow<GU>\(wa, wb, e, f0, idx \/ CH, out, q, s\)/mw_arow<GU>(wa, wb, e, f0, idx \/ 4, out, q, s)/' q6_k 256 256 1
     [ $mode = quick ] && return 0
     # the B scales read at the tile row, not its token
     plant b-scale 's/tid < MW_BN \? \(GU \? mw_token\(sc, r0 \+ tid\) : r0 \+ tid\)/tid < MW_BN ? r0 + tid/' q4_k 256 256 0

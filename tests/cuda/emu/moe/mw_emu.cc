@@ -42,6 +42,8 @@ uint16_t si_f32_to_fp16(float f);
 }
 
 // ---- the runtime the kernels' launchers call -----------------------------------
+// knob ktile: EMU_KT (default 128)
+static int emu_kt() { return getenv("EMU_KT") ? atoi(getenv("EMU_KT")) : 128; }
 static int g_optin;
 void emu_smem_optin(int bytes) { g_optin = std::max(g_optin, bytes); }
 extern "C" {
@@ -281,7 +283,7 @@ int main(int argc, char **argv)
                      { hq.data(), hq.data() + hq.size(), "hq" }, { hsc.data(), hsc.data() + hsc.size(), "hs" },
                      { texp.data(), texp.data() + texp.size(), "tile_exp" }, { rtok.data(), rtok.data() + rtok.size(), "row_tok" },
                      { ntl.data(), ntl.data() + 1, "n_tiles" } };
-    if (mi8_w8_gate_up(gate, up, mi8_q8a{ hq.data(), hsc.data() }, H, F, sch, act.data(), NULL) != 0) { printf("  FAIL: gate_up refused\n"); return 1; }
+    if (mi8_w8_gate_up(gate, up, mi8_q8a{ hq.data(), hsc.data() }, H, F, sch, act.data(), emu_kt(), NULL) != 0) { printf("  FAIL: gate_up refused\n"); return 1; }
     for (int64_t r = 0; r < max_rows; r++) {
         for (int64_t f = 0; f < F; f++) {
             const float v = act[(size_t)(r * F + f)];
@@ -314,7 +316,7 @@ int main(int argc, char **argv)
                      { aq.data(), aq.data() + aq.size(), "act q" }, { as.data(), as.data() + as.size(), "act s" },
                      { texp.data(), texp.data() + texp.size(), "tile_exp" }, { rslot.data(), rslot.data() + rslot.size(), "row_slot" },
                      { ntl.data(), ntl.data() + 1, "n_tiles" } };
-    if (mi8_w8_down(down, mi8_q8a{ aq.data(), as.data() }, F, H, sch, y, NULL) != 0) { printf("  FAIL: down refused\n"); return 1; }
+    if (mi8_w8_down(down, mi8_q8a{ aq.data(), as.data() }, F, H, sch, y, emu_kt(), NULL) != 0) { printf("  FAIL: down refused\n"); return 1; }
     std::vector<int64_t> row_of_slot((size_t)NK, -1);
     for (int64_t r = 0; r < real_rows; r++) if (rslot[(size_t)r] >= 0) row_of_slot[(size_t)rslot[(size_t)r]] = r;
     for (int64_t i = 0; i < H; i++) bad += bits(ybuf[(size_t)i]) != POISON || bits(y[NK * H + i]) != POISON;
