@@ -50,18 +50,25 @@ static __device__ __forceinline__ void cu_gdn_gnorm(const float *o, const float 
         out[m] = __fmul_rn(__fmul_rn(__fmul_rn(o[m], sc), norm_w[m]), cu_silu(z[m]));
 }
 
-// Index of the run holding token t (runs are in token order, t0 rising).
-static __device__ __forceinline__ int cu_gdn_run_of(const cu_gdn_run *runs, int n_runs, int64_t t)
+// The last run whose field F (t0 or chunk0, rising with the index) is <= v.
+template <int64_t cu_gdn_run::*F>
+static __device__ __forceinline__ int cu_gdn_run_last(const cu_gdn_run *runs, int n_runs, int64_t v)
 {
     int lo = 0, hi = n_runs - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if (runs[mid].t0 <= t)
+        if (runs[mid].*F <= v)
             lo = mid;
         else
             hi = mid - 1;
     }
     return lo;
+}
+
+// Index of the run holding token t (runs are in token order, t0 rising).
+static __device__ __forceinline__ int cu_gdn_run_of(const cu_gdn_run *runs, int n_runs, int64_t t)
+{
+    return cu_gdn_run_last<&cu_gdn_run::t0>(runs, n_runs, t);
 }
 
 // Whether a run goes to the chunked delta kernel (else delta_kernel).

@@ -159,15 +159,7 @@ static __device__ __forceinline__ float tok_logdecay(const cu_gdn &g, const cu_g
 // <= c is the one with chunks).
 static __device__ __forceinline__ int chunk_run_of(const cu_gdn_run *runs, int n_runs, int64_t c)
 {
-    int lo = 0, hi = n_runs - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (runs[mid].chunk0 <= c)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    return cu_gdn_run_last<&cu_gdn_run::chunk0>(runs, n_runs, c);
 }
 
 // K and Q of chunk c0 of the run transposed into KT/QT (zeros past L and
@@ -300,6 +292,24 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_pre_kernel(cu_gdn g)
     }
 }
 
+// acc[a][b] += sum_{s < s_end} XT[s][t0 + a] * Y[s][m0 + b] (XT: a C x C
+// matrix stored transposed with rows LDC apart, Y rows LDD apart): one
+// thread's 4 x 2 tile of T' R or P D.
+static __device__ __forceinline__ void tile_4x2(const float *XT, const float *Y, int t0, int m0, int s_end,
+                                                float (&acc)[4][2])
+{
+    for (int s = 0; s < s_end; s++) {
+        const float4 x = *(const float4 *)&XT[s * LDC + t0];
+        const float2 y = *(const float2 *)&Y[s * LDD + m0];
+        const float xv[4] = { x.x, x.y, x.z, x.w };
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            acc[a][0] = fmaf(xv[a], y.x, acc[a][0]);
+            acc[a][1] = fmaf(xv[a], y.y, acc[a][1]);
+        }
+    }
+}
+
 // grid (n_v_head, n_runs, ceil(dv / DVS)), CTHREADS threads.
 __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
 {
@@ -390,16 +400,7 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
         {
             float d[4][2] = {};
             const int s_end = min(t0 + 4, L);
-            for (int s = 0; s < s_end; s++) {
-                const float4 tt = *(const float4 *)&TT[s * LDC + t0];
-                const float2 rr = *(const float2 *)&D[s * LDD + m0];
-                const float ttv[4] = { tt.x, tt.y, tt.z, tt.w };
-#pragma unroll
-                for (int a = 0; a < 4; a++) {
-                    d[a][0] = fmaf(ttv[a], rr.x, d[a][0]);
-                    d[a][1] = fmaf(ttv[a], rr.y, d[a][1]);
-                }
-            }
+            tile_4x2(TT, D, t0, m0, s_end, d);
             __syncthreads();   // every read of R is done
 #pragma unroll
             for (int a = 0; a < 4; a++)
@@ -411,16 +412,7 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
         // normalises them), rows t < L, columns < dv.
         {
             const int s_end = min(t0 + 4, L);
-            for (int s = 0; s < s_end; s++) {
-                const float4 bt = *(const float4 *)&BT[s * LDC + t0];
-                const float2 dd = *(const float2 *)&D[s * LDD + m0];
-                const float btv[4] = { bt.x, bt.y, bt.z, bt.w };
-#pragma unroll
-                for (int a = 0; a < 4; a++) {
-                    oacc[a][0] = fmaf(btv[a], dd.x, oacc[a][0]);
-                    oacc[a][1] = fmaf(btv[a], dd.y, oacc[a][1]);
-                }
-            }
+            tile_4x2(BT, D, t0, m0, s_end, oacc);
 #pragma unroll
             for (int a = 0; a < 4; a++) {
                 const int t = t0 + a;

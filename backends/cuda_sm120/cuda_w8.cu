@@ -262,30 +262,13 @@ static cudaError_t w8_go(const cu_mm *mm, const int8_t *wq, const float *ws, con
     return cudaGetLastError();
 }
 
-// Whether this device gives a block the shared memory of 128-byte k-tiles
-// (sm_90's 227 KB do, sm_120's 99 KB do not).
-static bool w8_kt128_fits(void)
-{
-    static int optin = -1;   // (the same answer for every caller: a benign race)
-    if (optin < 0) {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        optin = v;
-    }
-    return optin >= w8_geom<128, 128>::SMEM;
-}
-
 // KT = 128 only at G = 128 (at G = 32 the scale sets of a stage spill
 // registers) and where it fits; else 64.
 template <int G>
 static cudaError_t w8_pick(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
                            cudaStream_t s)
 {
-    if (G == 128 && mm->w8_ktile == 128 && w8_kt128_fits())
+    if (G == 128 && mm->w8_ktile == 128 && w8_smem_fits(w8_geom<128, 128>::SMEM))
         return w8_go<128, 128>(mm, wq, ws, xq, xd, s);
     return w8_go<G, 64>(mm, wq, ws, xq, xd, s);
 }

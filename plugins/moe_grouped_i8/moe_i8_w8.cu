@@ -410,28 +410,12 @@ static int mw_go_kt(const mi8_q8w &wa, const mi8_q8w &wb, const mi8_q8a &x, int6
     return (int)cudaGetLastError();
 }
 
-// Whether this device gives a block the shared memory of 128-byte k-tiles.
-static bool mw_kt128_fits(void)
-{
-    static int optin = -1;   // (the same answer for every caller: a benign race)
-    if (optin < 0) {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        optin = v;
-    }
-    return optin >= mw_geom<128>::SMEM;
-}
-
 // kt 128 where it fits, else 64.
 template <bool GU>
 static int mw_go(const mi8_q8w &wa, const mi8_q8w &wb, const mi8_q8a &x, int64_t in, int64_t out, const mi8_sched &s,
                  float *y, int kt, cudaStream_t st)
 {
-    if (kt == 128 && mw_kt128_fits())
+    if (kt == 128 && w8_smem_fits(mw_geom<128>::SMEM))
         return mw_go_kt<GU, 128>(wa, wb, x, in, out, s, y, st);
     return mw_go_kt<GU, 64>(wa, wb, x, in, out, s, y, st);
 }

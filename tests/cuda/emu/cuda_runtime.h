@@ -30,6 +30,17 @@ typedef void *cudaStream_t;
 #ifndef EMU_OWN_RUNTIME_API   /* moe/cuda_runtime_api.h declares its own */
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// (moe/moe_emu_ext.h has the same two for its own runtime API)
+// The device's opt-in shared memory a block (kernels choose their tile by
+// it): EMU_SMEM_OPTIN bytes, default an sm_90's 227 KiB (99 KiB: sm_120).
+enum { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+static inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int)
+{
+    const char *e = getenv("EMU_SMEM_OPTIN");
+    *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? (e ? atoi(e) : 232448) : 0;
+    return cudaSuccess;
+}
 #endif
 #define __global__
 #define __device__

@@ -24,9 +24,7 @@ fa_obj() {
         cat <<'EOT'
 #include "cuda_runtime.h"
 #include "ptx_emu.h"
-enum { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-static inline cudaError_t cudaDeviceGetAttribute(int *v, int, int) { *v = 232448; return cudaSuccess; }
+enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F, int, int v) { return v <= 232448 ? cudaSuccess : cudaErrorInvalidValue; }
 EOT
         sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' \

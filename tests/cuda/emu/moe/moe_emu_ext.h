@@ -26,12 +26,16 @@ enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 void emu_smem_optin(int bytes);
 template <class K> static inline cudaError_t cudaFuncSetAttribute(K *, int attr, int v)
 { if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) emu_smem_optin(v); return cudaSuccess; }
-// The device's opt-in shared memory a block (the kernels' choice of tile):
-// EMU_SMEM_OPTIN bytes, default an sm_90's 227 KiB (99 KiB: sm_120).
+// The device's opt-in shared memory a block, as ../cuda_runtime.h's
+// (EMU_SMEM_OPTIN, default 227 KiB) over this directory's runtime API.
 enum { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
-static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return 0; }
 static inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int)
-{ *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? (getenv("EMU_SMEM_OPTIN") ? atoi(getenv("EMU_SMEM_OPTIN")) : 232448) : 0; return cudaSuccess; }
+{
+    const char *e = getenv("EMU_SMEM_OPTIN");
+    *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? (e ? atoi(e) : 232448) : 0;
+    return 0;
+}
 static inline int atomicAdd(int *p, int v) { int o = *p; *p = v + o; return o; }
 void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, const std::function<void()> &body);
 void emu_mma_s8(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1);
