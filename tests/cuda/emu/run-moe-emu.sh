@@ -67,7 +67,7 @@ run() {
     while [ $# -gt 0 ]; do case $1 in *=*) envs="$envs $1"; shift ;; *) break ;; esac; done
     if env $envs "$@"; then npass=$((npass + 1)); else echo "  ^ FAILED: $envs $*"; nfail=$((nfail + 1)); rc=1; fi
 }
-# moe_emu: [EMU_WEIGHTS=i8|gguf] [EMU_MEM_FREE=bytes] [EMU_FS_ADD=n] [EMU_REWRITE=1] TYPE E K H F n fused shared [down type] [declines]
+# moe_emu: [EMU_WEIGHTS=i8|gguf] [EMU_KTILE=128|64] [EMU_MEM_FREE=bytes] [EMU_FS_ADD=n] [EMU_REWRITE=1] TYPE E K H F n fused shared [down type] [declines]
 # (H 5888 = MI8_MAX_KIN: smem of the gguf path at the 48 KiB limit; H 6144
 # must be declined; H, F or Fs not multiples of 128 take the gguf path
 # under weights = i8 too)
@@ -98,6 +98,8 @@ EMU_MEM_FREE=1073741824 moe_emu q4_K 16 4 256 256 300 0 1
 quick moe_emu q8_0 16 4 96 160 33 0 1
 moe_emu q8_0 4 2 5888 128 33 0 0
 quick EMU_WEIGHTS=bogus moe_emu q8_0 16 4 256 128 40 0 0
+EMU_KTILE=64 moe_emu q4_K 16 4 256 256 300 1 1 q6_K
+quick EMU_KTILE=96 moe_emu q8_0 16 4 256 128 40 0 0
 CASES
 }
 # mw_emu: TYPE H F FUSED [dense]

@@ -240,7 +240,7 @@ static void h_log(const si_host *, int, const char *, const char *fmt, ...)
 }
 static const char *h_cfg(const si_host *, const char *, const char *key)
 {
-    return strcmp(key, "weights") == 0 ? getenv("EMU_WEIGHTS") : NULL;
+    return strcmp(key, "weights") == 0 ? getenv("EMU_WEIGHTS") : strcmp(key, "ktile") == 0 ? getenv("EMU_KTILE") : NULL;
 }
 
 // ---- inputs --------------------------------------------------------------------------
@@ -401,7 +401,9 @@ int main(int argc, char **argv)
     const int64_t fs_add = getenv("EMU_FS_ADD") ? atoll(getenv("EMU_FS_ADD")) : 32 * (q.blk == 32 ? 1 : 8);
     const int64_t Fs = F + (shared ? fs_add : 0);   // a different width for the shared FFN
     const char *wk = getenv("EMU_WEIGHTS");
-    const bool bad_knob = wk != NULL && strcmp(wk, "i8") != 0 && strcmp(wk, "gguf") != 0;
+    const char *kk = getenv("EMU_KTILE");   // knob ktile (unset: 128)
+    const bool bad_kt = kk != NULL && strcmp(kk, "128") != 0 && strcmp(kk, "64") != 0;
+    const bool bad_knob = bad_kt || (wk != NULL && strcmp(wk, "i8") != 0 && strcmp(wk, "gguf") != 0);
     const bool w8 = !bad_knob && (wk == NULL || strcmp(wk, "i8") == 0) && H % 128 == 0 && F % 128 == 0 && (!shared || Fs % 128 == 0);
     const bool mem_tight = getenv("EMU_MEM_FREE") != NULL && strtoull(getenv("EMU_MEM_FREE"), NULL, 10) <= (1ull << 30);
     rs = (uint32_t)(E * 7919 + K * 104729 + H * 13 + F * 17 + n * 31 + fused * 3 + shared * 5) | 1u;
@@ -445,8 +447,9 @@ int main(int argc, char **argv)
     si_err err = {};
     if (bad_knob) {
         const bool refused = ko->init(&host, "kernel.moe_grouped_i8", &ext, &state, &err) != SI_OK;
-        const bool named = refused && strstr(err.msg, "weights") && strstr(err.msg, wk);
-        printf("%s weights = '%s': init %s (%s)\n", named ? "ok  " : "FAIL", wk, refused ? "refused" : "accepted it", refused ? err.msg : "");
+        const char *key = bad_kt ? "ktile" : "weights", *val = bad_kt ? kk : wk;
+        const bool named = refused && strstr(err.msg, key) && strstr(err.msg, val);
+        printf("%s %s = '%s': init %s (%s)\n", named ? "ok  " : "FAIL", key, val, refused ? "refused" : "accepted it", refused ? err.msg : "");
         return named ? 0 : 1;
     }
     if (ko->init(&host, "kernel.moe_grouped_i8", &ext, &state, &err) != SI_OK) { fprintf(stderr, "init: %s\n", err.msg); return 1; }
