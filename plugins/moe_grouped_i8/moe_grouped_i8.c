@@ -34,9 +34,9 @@
  *
  * Knobs, [kernel.moe_grouped_i8]: min_tokens (integer >= 1, default 32);
  * weights = i8 | gguf (default i8); ktile = 128 | 64 (default 128): the
- * i8 GEMMs' k bytes a cp.async stage
- * (64 has twice the block barriers; same bits; 128 falls back to 64 where
- * a block's shared memory does not hold it, e.g. sm_120).
+ * i8 GEMMs' k bytes a cp.async stage (64 has twice the block barriers;
+ * same bits; 128 falls back to 64 where a block's shared memory does not
+ * hold it, e.g. sm_120).
  * Includes public headers (plugin.h, cuda_sm120's cuda_ext.h) and, in
  * moe_i8_w8.cu only, cuda_sm120's device headers of the w8 scheme. */
 #include <stdint.h>
@@ -132,8 +132,8 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     st->kt = ktile == 0 ? 128 : 64;
     *state = st;
     if (h->log != NULL)
-        h->log(h, SI_LOG_INFO, MI8_NAME, "grouped int8 MOE for batches of >= %lld tokens, weights %s",
-               (long long)min_tokens, mi8_weights_names[weights]);
+        h->log(h, SI_LOG_INFO, MI8_NAME, "grouped int8 MOE for batches of >= %lld tokens, weights %s, ktile %s",
+               (long long)min_tokens, mi8_weights_names[weights], mi8_ktile_names[ktile]);
     return SI_OK;
 }
 
