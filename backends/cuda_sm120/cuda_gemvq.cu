@@ -111,18 +111,43 @@ __device__ __forceinline__ void gq_scales_k4(uint32_t a, uint32_t b, uint32_t c,
     m1 = (int)((mn >> (s + 8)) & 0xffu);
 }
 
+// 16 bytes of x at byte e (a multiple of 16): from global memory, or
+// (XS) from the block's copy in shared memory, whose 16-byte unit u sits in
+// slot u ^ ((u >> 3) & 7).  Why the swizzle: a lane reads 64 consecutive
+// bytes of x, so a warp's 16-byte loads land at a 64-byte stride and two
+// lanes share each 128-byte line: 16 wavefronts a load, from L1 or from
+// unswizzled shared memory alike (at one row a warp, x's bytes are 1.8x the
+// weights': the L1 was the limit, not the HBM).  XORing the unit's column
+// in its line with the line's index spreads the 32 lanes over all 8
+// columns, 4 each: 4 wavefronts, the least for 512 bytes, for the K-quant
+// parts (units 4L + i) and Q6_K's (units 16b + 8h + k + 2j) alike.
+__device__ __forceinline__ int gq_swz(int u) { return u ^ ((u >> 3) & 7); }
+
+template <bool XS> __device__ __forceinline__ void gq_x16(const int8_t *xq, const uint4 *xsm, int e, uint32_t v[4])
+{
+    if (XS) {
+        const uint4 r = xsm[gq_swz(e >> 4)];
+        v[0] = r.x;
+        v[1] = r.y;
+        v[2] = r.z;
+        v[3] = r.w;
+    } else {
+        cu_ld16(xq + e, v);
+    }
+}
+
 // acc += the lane's part of block b (index in the row) against x.
-template <int T>
-__device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const int8_t *xq, const float *xd,
-                                        const float *xs, float acc)
+template <int T, bool XS>
+__device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const int8_t *xq, const uint4 *xsm,
+                                        const float *xd, const float *xs, float acc)
 {
     if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
         const int e = 256 * b + 64 * p, xb = 8 * b + 2 * p;
         uint32_t xl[8], xh[8];
-        cu_ld16(xq + e, xl);
-        cu_ld16(xq + e + 16, xl + 4);
-        cu_ld16(xq + e + 32, xh);
-        cu_ld16(xq + e + 48, xh + 4);
+        gq_x16<XS>(xq, xsm, e, xl);
+        gq_x16<XS>(xq, xsm, e + 16, xl + 4);
+        gq_x16<XS>(xq, xsm, e + 32, xh);
+        gq_x16<XS>(xq, xsm, e + 48, xh + 4);
         const float2 dx = __ldg((const float2 *)(xd + xb)), sx = __ldg((const float2 *)(xs + xb));
         int s0 = 0, s1 = 0;
 #pragma unroll
@@ -146,7 +171,7 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
         uint32_t x[4][4];
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            cu_ld16(xq + e + 32 * j, x[j]);
+            gq_x16<XS>(xq, xsm, e + 32 * j, x[j]);
         const float4 dx = __ldg((const float4 *)(xd + 8 * b + 4 * h));
         int s[4] = { 0, 0, 0, 0 }, sx[4] = { 0, 0, 0, 0 };
 #pragma unroll
@@ -178,9 +203,11 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
 // Blocks past product 0's rows belong to mm.more[0..n_more) in order, as
 // in mmq_kernel (uniform per block).  Rows past the end are computed on
 // the last row and not stored, so every lane takes part in the shuffles.
-template <int T, int R>
+// XS: x comes into shared memory first (gq_x16; dynamic, mm.in bytes).
+template <int T, int R, bool XS>
 __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
+    extern __shared__ __align__(16) uint4 gq_xsm[];
     constexpr int RB = GQ_WARPS * R;   // rows a block
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
     int bx = (int)blockIdx.x;
@@ -208,6 +235,14 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_
     // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
     // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    if (XS) {
+        // (every thread of the block gets here: rows past the end are
+        // computed on the last row)
+        const int nu = (int)(mm.in >> 4);
+        for (int u = (int)threadIdx.x; u < nu; u += 32 * GQ_WARPS)
+            gq_xsm[gq_swz(u)] = __ldg((const uint4 *)xq + u);
+        __syncthreads();   // x's copy whole before any lane reads it
+    }
     float acc[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
@@ -220,7 +255,7 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_
         }
 #pragma unroll
         for (int i = 0; i < R; i++) {
-            acc[i] = gq_dot<T>(cur[i], 8 * st + bl, p, xq, xd, xs, acc[i]);
+            acc[i] = gq_dot<T, XS>(cur[i], 8 * st + bl, p, xq, gq_xsm, xd, xs, acc[i]);
             cur[i] = nxt[i];
         }
     }
@@ -264,9 +299,15 @@ static inline int gq_rows(const cu_mm *mm)
     return mm->type == SI_TYPE_Q6_K || mm->in == 2048 ? 2 : 1;
 }
 
+// x in shared memory (mm->gemv_xs, knob gemv_xsmem) where it is at most
+// GQ_XS_MAX bytes: 16 KB a block stays under the default 48 KB and leaves
+// an SM room for its resident blocks (sm_120's 100 KB included).
+#define GQ_XS_MAX 16384
+static inline bool gq_xs(const cu_mm *mm) { return mm->gemv_xs && mm->in <= GQ_XS_MAX; }
+
 // ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts the file here)
 
-template <int T, int R>
+template <int T, int R, bool XS>
 static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const int64_t rb = GQ_WARPS * R;
@@ -275,14 +316,17 @@ static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
         gx += (mm->more[k].rows + rb - 1) / rb;
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    return cu_launch(gq_kernel<T, R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, s, *mm, xq, xd, xs);
+    return cu_launch(gq_kernel<T, R, XS>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), XS ? (size_t)mm->in : 0, s, *mm,
+                     xq, xd, xs);
 }
 
 template <int T>
 static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const int r = gq_rows(mm);
-    return r == 2 ? gq_go<T, 2>(mm, xq, xd, xs, s) : gq_go<T, 1>(mm, xq, xd, xs, s);
+    if (gq_xs(mm))
+        return r == 2 ? gq_go<T, 2, true>(mm, xq, xd, xs, s) : gq_go<T, 1, true>(mm, xq, xd, xs, s);
+    return r == 2 ? gq_go<T, 2, false>(mm, xq, xd, xs, s) : gq_go<T, 1, false>(mm, xq, xd, xs, s);
 }
 
 extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)

@@ -114,6 +114,8 @@ typedef struct cu_mm {
     bool           gemv_quad;    /* knob gemv_quad: v1's one-column K-quant
                                   * rows of in % 2048 == 0 go through
                                   * cuda_gemvq.cu (4 lanes a block)       */
+    bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
+                                  * from a swizzled copy in shared memory */
     bool           prefetch;     /* knob gemv_prefetch: decode GEMVs ask
                                   * the L2 for their rows before the
                                   * programmatic-launch wait             */

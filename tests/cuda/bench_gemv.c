@@ -151,13 +151,15 @@ typedef struct dense_ctx {
  * Q4_K's 32-byte units (one column), 9 = v1 with a warp's lanes on one
  * sub-block pair (Q4_K/Q5_K, one column: cu_mm.gemv_order), 10/11/12 =
  * v1 handing one-column K-quant rows to cuda_gemvq.cu (knob gemv_quad:
- * its own choice of rows a warp, 1, 2) */
+ * its own choice of rows a warp, 1, 2), 13/14/15 = the same with x in
+ * shared memory (knob gemv_xsmem) */
 static void run_dense(void *p, int v)
 {
     dense_ctx *c = p;
     c->mm.gemv_direct = v == 3;
-    c->mm.gemv_rows = v == 4 || v == 11 ? 1 : v == 5 ? 4 : v == 12 ? 2 : 0;
+    c->mm.gemv_rows = v == 4 || v == 11 || v == 14 ? 1 : v == 5 ? 4 : v == 12 || v == 15 ? 2 : 0;
     c->mm.gemv_quad = v >= 10;
+    c->mm.gemv_xs = v >= 13;
     c->mm.gemv_unroll = v == 6 ? 2 : v == 7 ? 8 : 0;
     c->mm.gemv_wide = v == 8;
     c->mm.gemv_order = v == 9;
@@ -213,11 +215,11 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
             rd = rel_diff(y2, y1, (size_t)(rows * nc));
         }
         /* cuda_gemvq.cu (checked against v1: another f32 order) */
-        float uq[3] = { 0.0f, 0.0f, 0.0f };
+        float uq[6] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
         cu_mm qm = c.mm;
         qm.gemv_quad = true;
         if (nc == 1 && si_cu_gemvq_ok(&qm))
-            for (int k2 = 0; k2 < 3; k2++) {
+            for (int k2 = 0; k2 < 6; k2++) {
                 uq[k2] = time_median(run_dense, &c, 10 + k2);
                 CK(cudaDeviceSynchronize());
                 rd = fmax(rd, rel_diff(y2, y1, (size_t)(rows * nc)));
@@ -247,8 +249,9 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         if (uo > 0)
             printf(" ordered %.0f", gb / (uo * 1e-6));
         if (uq[0] > 0)
-            printf(" GB/s | quad %.2f us %.0f (R=1 %.0f R=2 %.0f)", uq[0], gb / (uq[0] * 1e-6), gb / (uq[1] * 1e-6),
-                   gb / (uq[2] * 1e-6));
+            printf(" GB/s | quad %.2f us %.0f (R=1 %.0f R=2 %.0f) xsmem %.2f us %.0f (R=1 %.0f R=2 %.0f)", uq[0],
+                   gb / (uq[0] * 1e-6), gb / (uq[1] * 1e-6), gb / (uq[2] * 1e-6), uq[3], gb / (uq[3] * 1e-6),
+                   gb / (uq[4] * 1e-6), gb / (uq[5] * 1e-6));
         printf(" GB/s  (%s; %.1f MB; v2-v1 %.1e%s)\n", what, gb * 1e3, rd, ok ? "" : " MISMATCH");
         fflush(stdout);
         cudaFree(y1);
@@ -267,7 +270,8 @@ typedef struct group_ctx {
 static void run_group(void *p, int v)
 {
     group_ctx *c = p;
-    c->all.gemv_quad = v == 3;
+    c->all.gemv_quad = v >= 3;
+    c->all.gemv_xs = v == 4;   /* (4: quad with x in shared memory) */
     if (v >= 2) {
         CK((cudaError_t)si_cu_matmul_q8_v1(&c->all, c->x->q, c->x->d, c->x->s, NULL));
         return;
@@ -315,9 +319,12 @@ static void bench_group(const char *what, uint32_t t, int64_t in, const int64_t 
     c.all.gemv_quad = true;
     const bool qok = si_cu_gemvq_ok(&c.all);
     c.all.gemv_quad = false;
-    float us3 = 0.0f;
+    float us3 = 0.0f, us4 = 0.0f;
     if (qok) {
         us3 = time_median(run_group, &c, 3);
+        CK(cudaDeviceSynchronize());
+        ok = ok && rel_diff(y1, y2, (size_t)tot) < 1e-4;
+        us4 = time_median(run_group, &c, 4);
         CK(cudaDeviceSynchronize());
         ok = ok && rel_diff(y1, y2, (size_t)tot) < 1e-4;
     }
@@ -326,7 +333,8 @@ static void bench_group(const char *what, uint32_t t, int64_t in, const int64_t 
     printf("group %-34s %d x %s in %5lld: one launch %7.2f us %5.0f GB/s | %d launches %7.2f us %5.0f GB/s | x%.2f",
            what, n, tname(t), (long long)in, us2, gb / (us2 * 1e-6), n, us1, gb / (us1 * 1e-6), us1 / us2);
     if (us3 > 0)
-        printf(" | quad one launch %7.2f us %5.0f GB/s", us3, gb / (us3 * 1e-6));
+        printf(" | quad one launch %7.2f us %5.0f GB/s, xsmem %7.2f us %5.0f GB/s", us3, gb / (us3 * 1e-6), us4,
+               gb / (us4 * 1e-6));
     printf("%s\n", ok ? "" : " MISMATCH");
     fflush(stdout);
     for (int k = 0; k < n; k++)

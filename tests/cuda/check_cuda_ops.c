@@ -1315,7 +1315,7 @@ START_TEST(test_gemv_v1)
 }
 END_TEST
 
-static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+static void matmul_ab_tol(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n, double tol)
 {
     dt w, x, y;
     dt_rand(p, &w, type, in, out, 1, 1.0f);
@@ -1326,10 +1326,15 @@ static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n
     char what[96];
     snprintf(what, sizeof what, "MATMUL gemv A/B %s in %lld out %lld n %lld", host.type_name(type),
              (long long)in, (long long)out, (long long)n);
-    dt_compare(p, &y, 1e-5, what);
+    dt_compare(p, &y, tol, what);
     dt_free(p, &w);
     dt_free(p, &x);
     dt_free(p, &y);
+}
+
+static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n)
+{
+    matmul_ab_tol(p, type, in, out, n, 1e-5);
 }
 
 START_TEST(test_moe_fs_same)
@@ -1368,6 +1373,18 @@ START_TEST(test_gemv_ab)
         /* (more rows than the device holds warps: several waves) */
         matmul_ab(&p, kt[t], 4096, 9001, 1);
         matmul_ab(&p, kt[t], 2048, 20003, 1);
+    }
+    pair_close(&p);
+    /* x from global memory (gemv_xsmem = false) against the default swizzled
+     * copy in shared memory: the same loads' values, so the same bits;
+     * 16384 the largest in on shared memory, 18432 past it */
+    pair_open_cu2(&p, "backend.cuda_quad_noxs", "backend.cuda_dp4a_v1");
+    for (size_t t = 0; t < 3; t++) {
+        matmul_ab_tol(&p, kt[t], 2048, 77, 1, 0.0);
+        matmul_ab_tol(&p, kt[t], 4096, 9001, 1, 0.0);
+        matmul_ab_tol(&p, kt[t], 12288, 45, 1, 0.0);
+        matmul_ab_tol(&p, kt[t], 16384, 13, 1, 0.0);
+        matmul_ab_tol(&p, kt[t], 18432, 5, 1, 0.0);
     }
     pair_close(&p);
     /* the i8 GEMM's 64-byte k-tiles (w8_ktile = 64) against the default
@@ -1753,6 +1770,8 @@ int main(void)
     /* (the v1 GEMV on its own units: gemv_quad = true hands it
      * cuda_gemvq.cu's products in the other v1 sections) */
     const char *noquad_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_quad = false\n";
+    /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
+    const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -1795,12 +1814,13 @@ int main(void)
              "[backend.cuda_f32t]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_v1_noquad]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n");
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;

@@ -100,14 +100,20 @@ quant_src() {
          { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu"
     # the one-column GEMV v1 hands to cuda_gemvq.cu (knob gemv_quad), its
     # launchers cut
-    sed -e '/^\/\/ ---- launchers/,$d' "$src/cuda_gemvq.cu"
+    # (x's copy in dynamic shared memory from the emulator, mm.in bytes)
+    sed -e '/^\/\/ ---- launchers/,$d' \
+        -e 's/extern __shared__ __align__(16) uint4 gq_xsm\[\];/uint4 *gq_xsm = (uint4 *)emu::dyn_smem();/' \
+        "$src/cuda_gemvq.cu"
     cat <<'EOT'
 template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int64_t rb = GQ_WARPS * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
-    emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, [&] { gq_kernel<T, R>(*mm, xq, xd, xs); });
+    if (gq_xs(mm))
+        emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), (size_t)mm->in, [&] { gq_kernel<T, R, true>(*mm, xq, xd, xs); });
+    else
+        emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, [&] { gq_kernel<T, R, false>(*mm, xq, xd, xs); });
 }
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
 {
@@ -292,6 +298,9 @@ quad_plants() {
     plant dp4a quad-parts 's/rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
     plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2" q6_k 37 2048 1
     plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1" q6_k 9 2048 1
+    # x's copy in shared memory: stored unswizzled, read before it is whole
+    plant dp4a quad-xs-swizzle 's/gq_xsm\[gq_swz(u)\] = /gq_xsm[u] = /' "EMU_QUAD=1" q4_k 9 4096 1
+    plant dp4a quad-xs-sync 's/__syncthreads();   \/\/ x.s copy whole.*/;/' "EMU_QUAD=1" q6_k 9 4096 1
 }
 # the GEMV v1 and the quantiser (checked bit for bit in every run)
 dp4a_plants() {
@@ -343,6 +352,9 @@ quad_cases() {
         quad $t 37 2048 1; quad $t 9 4096 1; quad $t 3 12288 1; quad $t 1 6144 1
         EMU_ROWS=2 quad $t 37 4096 1; EMU_ROWS=1 quad $t 13 2048 1
         EMU_PARTS=3 quad $t 21 2048 1; EMU_PARTS=4 quad $t 19 4096 1
+        # x from global memory (gemv_xsmem = false); past the 16 KB of x
+        # that shared memory takes
+        EMU_NOXS=1 quad $t 9 4096 1; EMU_NOXS=1 EMU_ROWS=2 quad $t 5 12288 1; quad $t 3 18432 1
     done
 }
 dp4a_cases() {
