@@ -1,8 +1,9 @@
 // backends/cuda_sm120/cuda_gemvq.cu — the one-column decode GEMV on int8
 // activations with four lanes a block (knob gemv_quad, default true):
 // Q4_K, Q5_K and Q6_K rows of whole groups of 8 blocks (in % 2048 == 0),
-// no experts.  Everything else stays on v1 (cuda_mmq.cu), which calls in
-// here.
+// no experts; and Q8_0 rows of in % 2048 == 0 through shared memory (knob
+// gemv_staged, below gq_kernel).  Everything else stays on v1
+// (cuda_mmq.cu), which calls in here.
 //
 // Why: v1 (a lane per 16-byte unit, units l, l+32, ... of the row) spent
 // ~150 warp instructions per 512 bytes of Q4_K on the H200 (ncu), about
@@ -39,8 +40,13 @@
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
+#include "cuda_ptx.cuh"
 
 #define GQ_WARPS 4
+// x in shared memory (mm->gemv_xs, knob gemv_xsmem) where it is at most
+// GQ_XS_MAX bytes: 16 KB a block stays under the default 48 KB and leaves
+// an SM room for its resident blocks (sm_120's 100 KB included).
+#define GQ_XS_MAX 16384
 
 template <int T> struct gq_traits;
 template <> struct gq_traits<SI_TYPE_Q4_K> { static const int bytes = 144; };
@@ -200,30 +206,55 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
     }
 }
 
-// Blocks past product 0's rows belong to mm.more[0..n_more) in order, as
-// in mmq_kernel (uniform per block).  Rows past the end are computed on
-// the last row and not stored, so every lane takes part in the shuffles.
+// The product of block bx and the block's index in it: blocks past product
+// 0's rows belong to mm.more[0..n_more) in order, as in mmq_kernel (uniform
+// per block), RB rows a block.
+struct gq_prod {
+    const uint8_t *w;
+    float         *y;   // (one column: the stride does not matter)
+    int            rows, bx;
+    uint32_t       rb;
+};
+
+__device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
+{
+    gq_prod g = { mm.w, mm.y, (int)mm.rows, (int)blockIdx.x, (uint32_t)mm.row_bytes };
+    int nbk = (g.rows + RB - 1) / RB;
+    for (int k = 0; k < mm.n_more && g.bx >= nbk; k++) {
+        g.bx -= nbk;
+        g.w = mm.more[k].w;
+        g.y = mm.more[k].y;
+        g.rows = (int)mm.more[k].rows;
+        g.rb = (uint32_t)mm.more[k].row_bytes;
+        nbk = (g.rows + RB - 1) / RB;
+    }
+    return g;
+}
+
+// x's in bytes into the block's swizzled copy (gq_x16).  Every thread of
+// the block calls it: rows past the end are computed on the last row.
+__device__ __forceinline__ void gq_fill_x(uint4 *xsm, const int8_t *xq, int64_t in)
+{
+    const int nu = (int)(in >> 4);
+    for (int u = (int)threadIdx.x; u < nu; u += 32 * GQ_WARPS)
+        xsm[gq_swz(u)] = __ldg((const uint4 *)xq + u);
+    __syncthreads();   // x's copy whole before any lane reads it
+}
+
+// Rows past the end are computed on the last row and not stored, so every
+// lane takes part in the shuffles.
 // XS: x comes into shared memory first (gq_x16; dynamic, mm.in bytes).
 template <int T, int R, bool XS>
 __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
-    constexpr int RB = GQ_WARPS * R;   // rows a block
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
-    int bx = (int)blockIdx.x;
-    int rows = (int)mm.rows, nbk = (rows + RB - 1) / RB;
-    const uint8_t *wbase = mm.w;
-    uint32_t rb = (uint32_t)mm.row_bytes;
-    float *y = mm.y;   // (one column: the stride does not matter)
-    for (int k = 0; k < mm.n_more && bx >= nbk; k++) {
-        bx -= nbk;
-        wbase = mm.more[k].w;
-        y = mm.more[k].y;
-        rows = (int)mm.more[k].rows;
-        rb = (uint32_t)mm.more[k].row_bytes;
-        nbk = (rows + RB - 1) / RB;
-    }
-    const int r0 = (bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048);
+    const gq_prod g = gq_find(mm, GQ_WARPS * R);
+    const uint8_t *wbase = g.w;
+    const int rows = g.rows;
+    const uint32_t rb = g.rb;
+    float *y = g.y;
+    const int r0 = (g.bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048);
     const uint8_t *wr[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
@@ -235,14 +266,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_
     // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
     // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
-    if (XS) {
-        // (every thread of the block gets here: rows past the end are
-        // computed on the last row)
-        const int nu = (int)(mm.in >> 4);
-        for (int u = (int)threadIdx.x; u < nu; u += 32 * GQ_WARPS)
-            gq_xsm[gq_swz(u)] = __ldg((const uint4 *)xq + u);
-        __syncthreads();   // x's copy whole before any lane reads it
-    }
+    if (XS)
+        gq_fill_x(gq_xsm, xq, mm.in);
     float acc[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
@@ -267,6 +292,106 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_
     }
 }
 
+// ---- Q8_0: weights staged through shared memory (knob gemv_staged) -----
+// A lane takes two 34-byte blocks of a 2048-weight step (bytes 68 l ..
+// 68 l + 67 of the step's 2176), 4-byte aligned but at a 68-byte stride:
+// straight from global memory each 4-byte load of the warp would touch 17
+// lines, and 16-byte loads do not align.  So the warp copies its units
+// ((row, step) pairs, row by row) into a ring of P = min(GS_NB, units)
+// buffers of its own with 16-byte cp.async, coalesced: the first P units
+// go out before the programmatic-launch wait, and each buffer is refilled
+// with the unit P ahead as soon as the warp is done with it (bytes in
+// flight without registers: the last session's lesson).  A lane reads
+// its 17 words from there: word 17 l + j, a bank per lane.  A ring no
+// larger than the warp's units keeps the shared memory a block small
+// (more resident warps) where rows are a step or two.
+#define GS_UNIT 2176   // bytes of a step: 64 Q8_0 blocks, 2048 weights
+#define GS_NB 4        // most unit buffers a warp
+// x and the rings under the default 48 KB of a block: in <= 12288
+#define GS_IN_MAX 12288
+__host__ __device__ __forceinline__ int gs_ring(int units) { return units < GS_NB ? units : GS_NB; }
+#define GS_SMEM(in, R) ((size_t)(in) + (size_t)GQ_WARPS * gs_ring((R) * (int)((in) / 2048)) * GS_UNIT)
+
+__device__ __forceinline__ void gs_issue(uint8_t *ring, int nb, const gq_prod &g, int r0, int steps, int units,
+                                         int k, int lane)
+{
+    if (k < units) {
+        const int i = k / steps, st = k - i * steps, row = r0 + i < g.rows ? r0 + i : g.rows - 1;
+        const uint8_t *src = g.w + (size_t)row * g.rb + (size_t)st * GS_UNIT;
+        uint8_t *dst = ring + (k % nb) * GS_UNIT;
+        for (int c = lane; c < GS_UNIT / 16; c += 32)
+            cp_async16(dst + 16 * c, src + 16 * c);
+    }
+    cp_async_commit();   // (empty past the last unit: the group count stays uniform)
+}
+
+// acc += the lane's two blocks of unit u (its step st) against x.
+__device__ __forceinline__ float gs_dot(const uint8_t *u, int st, int lane, const uint4 *xsm, const float *xd,
+                                        float acc)
+{
+    const uint32_t *uw = (const uint32_t *)(u + 68 * lane);
+    uint32_t w[17];
+#pragma unroll
+    for (int j = 0; j < 17; j++)
+        w[j] = uw[j];
+    const int e = 2048 * st + 64 * lane;
+    uint32_t xa[8], xb[8];
+    gq_x16<true>(NULL, xsm, e, xa);
+    gq_x16<true>(NULL, xsm, e + 16, xa + 4);
+    gq_x16<true>(NULL, xsm, e + 32, xb);
+    gq_x16<true>(NULL, xsm, e + 48, xb + 4);
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        // block 2l: d in bytes 0-1, qs in 2..33; block 2l + 1: d in 34-35,
+        // qs in 36..67 (words 9..16)
+        s0 = __dp4a((int)__funnelshift_r(w[k], w[k + 1], 16), (int)xa[k], s0);
+        s1 = __dp4a((int)w[9 + k], (int)xb[k], s1);
+    }
+    const float2 dx = __ldg((const float2 *)(xd + e / 32));
+    acc += (dx.x * gq_h2f(w[0])) * (float)s0 + (dx.y * gq_h2f(w[8] >> 16)) * (float)s1;
+    return acc;
+}
+
+template <int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_t *xq, const float *xd)
+{
+    extern __shared__ __align__(16) uint4 gq_xsm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const gq_prod g = gq_find(mm, GQ_WARPS * R);
+    const int r0 = (g.bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048), units = R * steps;
+    const int nb = gs_ring(units);
+    // [x: in bytes][the warps' rings]
+    uint8_t *ring = (uint8_t *)gq_xsm + mm.in + (size_t)warp * nb * GS_UNIT;
+    for (int k = 0; k < nb; k++)
+        gs_issue(ring, nb, g, r0, steps, units, k, lane);
+    cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    gq_fill_x(gq_xsm, xq, mm.in);
+    float acc = 0.0f;
+    for (int k = 0; k < units; k++) {
+        // this lane's copies of unit k landed: of the nb + k groups
+        // committed, the nb - 1 after it may still fly (nb is uniform)
+        switch (nb) {
+        case 1: cp_async_wait_group<0>(); break;
+        case 2: cp_async_wait_group<1>(); break;
+        case 3: cp_async_wait_group<2>(); break;
+        default: cp_async_wait_group<GS_NB - 1>(); break;
+        }
+        __syncwarp();   // everyone's copies of unit k landed
+        const int i = k / steps, st = k - i * steps;
+        acc = gs_dot(ring + (k % nb) * GS_UNIT, st, lane, gq_xsm, xd, acc);
+        if (st == steps - 1) {
+            const float s = cu_warp_sum(acc);
+            if (lane == 0 && r0 + i < g.rows)
+                g.y[r0 + i] = s;
+            acc = 0.0f;
+        }
+        __syncwarp();   // every lane is done with unit k's buffer
+        gs_issue(ring, nb, g, r0, steps, units, k + nb, lane);   // into it
+    }
+    cp_async_wait_group<0>();   // (only empty groups are left)
+}
+
 static bool gq_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
 {
     return (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && rows >= 0 && rows <= 0x7fffffff &&
@@ -275,8 +400,12 @@ static bool gq_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
 
 extern "C" bool si_cu_gemvq_ok(const cu_mm *mm)
 {
-    if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
+    if (mm->type == SI_TYPE_Q8_0) {
+        if (!mm->gemv_st || mm->in > GS_IN_MAX)
+            return false;
+    } else if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K) {
         return false;
+    }
     if (mm->ncols != 1 || mm->expert != NULL || mm->w2 != NULL || mm->in <= 0 || mm->in % 2048 != 0 ||
         mm->in > (1 << 24) || mm->n_more < 0 || mm->n_more > CU_MM_MORE)
         return false;
@@ -299,25 +428,43 @@ static inline int gq_rows(const cu_mm *mm)
     return mm->type == SI_TYPE_Q6_K || mm->in == 2048 ? 2 : 1;
 }
 
-// x in shared memory (mm->gemv_xs, knob gemv_xsmem) where it is at most
-// GQ_XS_MAX bytes: 16 KB a block stays under the default 48 KB and leaves
-// an SM room for its resident blocks (sm_120's 100 KB included).
-#define GQ_XS_MAX 16384
+// Q8_0 rows a warp: mm->gemv_rows 1, 2 or 4, else 2.
+static inline int gs_rows(const cu_mm *mm)
+{
+    return mm->gemv_rows == 1 || mm->gemv_rows == 4 ? mm->gemv_rows : 2;
+}
+
 static inline bool gq_xs(const cu_mm *mm) { return mm->gemv_xs && mm->in <= GQ_XS_MAX; }
 
 // ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts the file here)
 
-template <int T, int R, bool XS>
-static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+// The grid of R rows a warp over every product of the launch.
+static int64_t gq_grid(const cu_mm *mm, int R)
 {
     const int64_t rb = GQ_WARPS * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++)
         gx += (mm->more[k].rows + rb - 1) / rb;
+    return gx;
+}
+
+template <int T, int R, bool XS>
+static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const int64_t gx = gq_grid(mm, R);
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
     return cu_launch(gq_kernel<T, R, XS>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), XS ? (size_t)mm->in : 0, s, *mm,
                      xq, xd, xs);
+}
+
+template <int R>
+static cudaError_t gs_go(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+{
+    const int64_t gx = gq_grid(mm, R);
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    return cu_launch(gs_kernel<R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R), s, *mm, xq, xd);
 }
 
 template <int T>
@@ -335,6 +482,10 @@ extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, c
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
+    case SI_TYPE_Q8_0: {
+        const int r = gs_rows(mm);
+        return (int)(r == 4 ? gs_go<4>(mm, xq, xd, s) : r == 1 ? gs_go<1>(mm, xq, xd, s) : gs_go<2>(mm, xq, xd, s));
+    }
     case SI_TYPE_Q4_K: return (int)gq_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
     case SI_TYPE_Q5_K: return (int)gq_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
     case SI_TYPE_Q6_K: return (int)gq_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);

@@ -116,6 +116,9 @@ typedef struct cu_mm {
                                   * cuda_gemvq.cu (4 lanes a block)       */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
+    bool           gemv_st;      /* knob gemv_staged: gemv_quad also takes
+                                  * Q8_0 (in % 2048 == 0, <= 12288), its
+                                  * weights staged in shared memory       */
     bool           prefetch;     /* knob gemv_prefetch: decode GEMVs ask
                                   * the L2 for their rows before the
                                   * programmatic-launch wait             */

@@ -127,6 +127,13 @@
  *                         wavefronts a 16-byte load instead of 16 (x's
  *                         bytes outnumber the weights' at one row a warp).
  *                         Same bits; false: x from global memory (A/B).
+ *   gemv_staged = true | false  gemv_quad also takes one-column Q8_0
+ *                         products (in % 2048 == 0, <= 12288): each warp
+ *                         copies its rows through a ring of 4 steps in
+ *                         shared memory by cp.async (coalesced; a lane's
+ *                         34-byte blocks never align for vector loads),
+ *                         x as gemv_xsmem.  Another f32 order than v1;
+ *                         false: Q8_0 on v1 (A/B).
  *   w8_ktile = 128 | 64   the i8 prefill GEMM's (mma_weights = i8,
  *                         cuda_w8.cu) k bytes a cp.async stage: 128 (the
  *                         default) halves the block barriers and waits of
@@ -293,7 +300,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true;
+         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -303,6 +310,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_fuse", "true", "false", &gemv_fuse },
         { "gemv_quad", "true", "false", &gemv_quad },
         { "gemv_xsmem", "true", "false", &gemv_xs },
+        { "gemv_staged", "true", "false", &gemv_st },
         { "gemv_prefetch", "true", "false", &gemv_prefetch },
         { "fuse_norm", "true", "false", &fuse_norm },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
@@ -374,6 +382,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->f32_tiled = f32_tiled;
     b->gemv_quad = gemv_quad;
     b->gemv_xs = gemv_xs;
+    b->gemv_st = gemv_st;
     b->gemv_prefetch = gemv_prefetch;
     b->w8_ktile = kt128 ? 128 : 64;
     b->w8_block = w8_128 ? 128 : 32;

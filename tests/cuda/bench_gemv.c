@@ -152,14 +152,16 @@ typedef struct dense_ctx {
  * sub-block pair (Q4_K/Q5_K, one column: cu_mm.gemv_order), 10/11/12 =
  * v1 handing one-column K-quant rows to cuda_gemvq.cu (knob gemv_quad:
  * its own choice of rows a warp, 1, 2), 13/14/15 = the same with x in
- * shared memory (knob gemv_xsmem) */
+ * shared memory (knob gemv_xsmem), 16 = Q8_0's staged kernel (knob
+ * gemv_staged; 10/11/12 its default rows a warp, 1, 2) at 4 rows a warp */
 static void run_dense(void *p, int v)
 {
     dense_ctx *c = p;
     c->mm.gemv_direct = v == 3;
-    c->mm.gemv_rows = v == 4 || v == 11 || v == 14 ? 1 : v == 5 ? 4 : v == 12 || v == 15 ? 2 : 0;
+    c->mm.gemv_rows = v == 4 || v == 11 || v == 14 ? 1 : v == 5 || v == 16 ? 4 : v == 12 || v == 15 ? 2 : 0;
     c->mm.gemv_quad = v >= 10;
     c->mm.gemv_xs = v >= 13;
+    c->mm.gemv_st = v >= 10;
     c->mm.gemv_unroll = v == 6 ? 2 : v == 7 ? 8 : 0;
     c->mm.gemv_wide = v == 8;
     c->mm.gemv_order = v == 9;
@@ -218,9 +220,13 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
         float uq[6] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
         cu_mm qm = c.mm;
         qm.gemv_quad = true;
+        qm.gemv_st = true;
+        /* (Q8_0: default, 1, 2, 4 rows a warp; x is always in shared memory) */
+        static const int vk[] = { 10, 11, 12, 13, 14, 15 }, v8[] = { 10, 11, 12, 16 };
+        const int nq = t == SI_TYPE_Q8_0 ? 4 : 6;
         if (nc == 1 && si_cu_gemvq_ok(&qm))
-            for (int k2 = 0; k2 < 6; k2++) {
-                uq[k2] = time_median(run_dense, &c, 10 + k2);
+            for (int k2 = 0; k2 < nq; k2++) {
+                uq[k2] = time_median(run_dense, &c, t == SI_TYPE_Q8_0 ? v8[k2] : vk[k2]);
                 CK(cudaDeviceSynchronize());
                 rd = fmax(rd, rel_diff(y2, y1, (size_t)(rows * nc)));
             }
@@ -248,7 +254,10 @@ static void bench_dense(const char *what, uint32_t t, int64_t rows, int64_t in)
             printf(" wide %.0f", gb / (uw * 1e-6));
         if (uo > 0)
             printf(" ordered %.0f", gb / (uo * 1e-6));
-        if (uq[0] > 0)
+        if (uq[0] > 0 && t == SI_TYPE_Q8_0)
+            printf(" GB/s | staged %.2f us %.0f (R=1 %.0f R=2 %.0f R=4 %.0f)", uq[0], gb / (uq[0] * 1e-6),
+                   gb / (uq[1] * 1e-6), gb / (uq[2] * 1e-6), gb / (uq[3] * 1e-6));
+        else if (uq[0] > 0)
             printf(" GB/s | quad %.2f us %.0f (R=1 %.0f R=2 %.0f) xsmem %.2f us %.0f (R=1 %.0f R=2 %.0f)", uq[0],
                    gb / (uq[0] * 1e-6), gb / (uq[1] * 1e-6), gb / (uq[2] * 1e-6), uq[3], gb / (uq[3] * 1e-6),
                    gb / (uq[4] * 1e-6), gb / (uq[5] * 1e-6));
@@ -272,6 +281,7 @@ static void run_group(void *p, int v)
     group_ctx *c = p;
     c->all.gemv_quad = v >= 3;
     c->all.gemv_xs = v == 4;   /* (4: quad with x in shared memory) */
+    c->all.gemv_st = v >= 3;   /* (Q8_0: 3 and 4 are both the staged kernel) */
     if (v >= 2) {
         CK((cudaError_t)si_cu_matmul_q8_v1(&c->all, c->x->q, c->x->d, c->x->s, NULL));
         return;
@@ -317,8 +327,10 @@ static void bench_group(const char *what, uint32_t t, int64_t in, const int64_t 
     bool ok = rd == 0.0;   /* same kernel, same rows: the same bits */
     /* one launch through cuda_gemvq.cu (another f32 order than v1) */
     c.all.gemv_quad = true;
+    c.all.gemv_st = true;
     const bool qok = si_cu_gemvq_ok(&c.all);
     c.all.gemv_quad = false;
+    c.all.gemv_st = false;
     float us3 = 0.0f, us4 = 0.0f;
     if (qok) {
         us3 = time_median(run_group, &c, 3);

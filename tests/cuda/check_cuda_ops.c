@@ -1364,8 +1364,9 @@ START_TEST(test_gemv_ab)
     /* gemv_quad (cuda_gemvq.cu, in the v1 section) against v1's own units:
      * every type it takes, 1..6 steps a row, odd row counts */
     pair_open_cu2(&p, "backend.cuda_v1_noquad", "backend.cuda_dp4a_v1");
-    static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
-    for (size_t t = 0; t < 3; t++) {
+    /* (Q8_0: the staged kernel, gemv_staged; 12288 its widest rows) */
+    static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
+    for (size_t t = 0; t < 4; t++) {
         matmul_ab(&p, kt[t], 2048, 77, 1);
         matmul_ab(&p, kt[t], 4096, 45, 1);
         matmul_ab(&p, kt[t], 12288, 9, 1);

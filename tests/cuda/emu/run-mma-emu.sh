@@ -100,8 +100,10 @@ quant_src() {
          { if (held != "" && !skip) print held; held = ""; if (!skip) print }' "$src/cuda_mmq.cu"
     # the one-column GEMV v1 hands to cuda_gemvq.cu (knob gemv_quad), its
     # launchers cut
-    # (x's copy in dynamic shared memory from the emulator, mm.in bytes)
+    # (x's copy and the Q8_0 rings in dynamic shared memory from the
+    # emulator; cp.async from ptx_emu.h)
     sed -e '/^\/\/ ---- launchers/,$d' \
+        -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint4 gq_xsm\[\];/uint4 *gq_xsm = (uint4 *)emu::dyn_smem();/' \
         "$src/cuda_gemvq.cu"
     cat <<'EOT'
@@ -110,10 +112,15 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
     const int64_t rb = GQ_WARPS * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
-    if (gq_xs(mm))
+    if constexpr (T == SI_TYPE_Q8_0) {   // (R: gs_rows)
+        emu_ptx::smem_bytes = GS_SMEM(mm->in, R);
+        emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R), [&] { gs_kernel<R>(*mm, xq, xd); });
+        emu_ptx::check_drained();
+    } else if (gq_xs(mm)) {
         emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), (size_t)mm->in, [&] { gq_kernel<T, R, true>(*mm, xq, xd, xs); });
-    else
+    } else {
         emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, [&] { gq_kernel<T, R, false>(*mm, xq, xd, xs); });
+    }
 }
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
 {
@@ -132,13 +139,14 @@ template <int T, int NT, int U, int L = 32, bool O = false> static void emu_mmq_
 }
 template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
-    if constexpr (T != SI_TYPE_Q8_0)
-        if (mm->gemv_quad && si_cu_gemvq_ok(mm)) {   // (as si_cu_matmul_q8_v1 and gq_launch)
-            printf("  (gemvq)\n");
-            if (gq_rows(mm) == 2) emu_gq_t<T, 2>(mm, xq, xd, xs);
-            else emu_gq_t<T, 1>(mm, xq, xd, xs);
-            return;
-        }
+    if (mm->gemv_quad && si_cu_gemvq_ok(mm)) {   // (as si_cu_matmul_q8_v1 and si_cu_gemvq)
+        printf("  (gemvq)\n");
+        const int r = T == SI_TYPE_Q8_0 ? gs_rows(mm) : gq_rows(mm);
+        if (r == 4) emu_gq_t<T, 4>(mm, xq, xd, xs);
+        else if (r == 2) emu_gq_t<T, 2>(mm, xq, xd, xs);
+        else emu_gq_t<T, 1>(mm, xq, xd, xs);
+        return;
+    }
     if (T == SI_TYPE_Q4_K && mm->gemv_wide && mm->ncols == 1) {   // 32-byte units, U = 2
         int64_t gx = (mm->rows + MMQ_WARPS - 1) / MMQ_WARPS;
         for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + MMQ_WARPS - 1) / MMQ_WARPS;
@@ -295,12 +303,20 @@ quad_plants() {
     plant dp4a quad-q6-scale 's/(w.e\[1\] >> (o + 16))/(w.e[1] >> o)/' "EMU_QUAD=1" q6_k 9 2048 1
     plant dp4a quad-scale-pick 's/const unsigned s = 16u \* (unsigned)(g \& 1);/const unsigned s = 0;/' "EMU_QUAD=1" q5_k 9 2048 1
     plant dp4a quad-min 's/acc -= (dmin/acc += (dmin/' "EMU_QUAD=1" q4_k 9 2048 1
-    plant dp4a quad-parts 's/rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
+    plant dp4a quad-parts 's/g.rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
     plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2" q6_k 37 2048 1
     plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1" q6_k 9 2048 1
     # x's copy in shared memory: stored unswizzled, read before it is whole
-    plant dp4a quad-xs-swizzle 's/gq_xsm\[gq_swz(u)\] = /gq_xsm[u] = /' "EMU_QUAD=1" q4_k 9 4096 1
+    plant dp4a quad-xs-swizzle 's/xsm\[gq_swz(u)\] = /xsm[u] = /' "EMU_QUAD=1" q4_k 9 4096 1
     plant dp4a quad-xs-sync 's/__syncthreads();   \/\/ x.s copy whole.*/;/' "EMU_QUAD=1" q6_k 9 4096 1
+    # the staged Q8_0 kernel: a unit read before it landed, a buffer
+    # refilled before every lane is done with it, block 2l's qs, 2l+1's d
+    plant dp4a stage-wait 's/case 2: cp_async_wait_group<1>()/case 2: cp_async_wait_group<2>()/' "EMU_QUAD=1" q8_0 9 2048 1
+    plant dp4a stage-wait4 's/default: cp_async_wait_group<GS_NB - 1>()/default: cp_async_wait_group<GS_NB>()/' "EMU_QUAD=1 EMU_ROWS=4" q8_0 9 4096 1
+    plant dp4a stage-syncwarp 's/__syncwarp();   \/\/ every lane is done.*/;/' "EMU_QUAD=1 EMU_ROWS=4" q8_0 9 4096 1
+    plant dp4a stage-landed 's/__syncwarp();   \/\/ everyone.s copies.*/;/' "EMU_QUAD=1" q8_0 9 4096 1
+    plant dp4a stage-qs 's/__funnelshift_r(w\[k\], w\[k + 1\], 16)/w[k]/' "EMU_QUAD=1" q8_0 9 2048 1
+    plant dp4a stage-d1 's/gq_h2f(w\[8\] >> 16)/gq_h2f(w[8])/' "EMU_QUAD=1 EMU_ROWS=4" q8_0 13 2048 1
 }
 # the GEMV v1 and the quantiser (checked bit for bit in every run)
 dp4a_plants() {
@@ -345,7 +361,7 @@ quad() {
 }
 quad_cases() {
     if [ "$1" = quick ]; then
-        quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1
+        quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1; quad q8_0 9 4096 1
         return 0
     fi
     for t in q4_k q5_k q6_k; do
@@ -356,6 +372,13 @@ quad_cases() {
         # that shared memory takes
         EMU_NOXS=1 quad $t 9 4096 1; EMU_NOXS=1 EMU_ROWS=2 quad $t 5 12288 1; quad $t 3 18432 1
     done
+    # Q8_0 through shared memory (gemv_staged): 1..6 steps a row, 1, 2
+    # and 4 rows a warp (more units than ring buffers), products of one
+    # launch; past 12288 and with the knob off it stays on v1
+    quad q8_0 37 2048 1; quad q8_0 9 4096 1; quad q8_0 3 12288 1; quad q8_0 1 6144 1
+    EMU_ROWS=1 quad q8_0 13 2048 1; EMU_ROWS=4 quad q8_0 37 4096 1; EMU_ROWS=4 quad q8_0 5 12288 1
+    EMU_PARTS=3 quad q8_0 21 2048 1; EMU_PARTS=4 EMU_ROWS=4 quad q8_0 19 4096 1
+    EMU_QUAD=1 dp4a q8_0 3 14336 1; EMU_QUAD=1 EMU_NOST=1 dp4a q8_0 9 2048 1
 }
 dp4a_cases() {
     if [ "$1" = quick ]; then
