@@ -43,6 +43,10 @@
 #include "cuda_ptx.cuh"
 
 #define GQ_WARPS 4
+// K-quant blocks of 8 warps where mm->gemv_warps == 8 (knob gemv_warps):
+// half the blocks, so half the copies of x a product makes (4 KB of x a
+// block against 9 KB of weights at 4096-wide Q4_K rows, one row a warp).
+#define GQ_WARPS_MAX 8
 // x in shared memory (mm->gemv_xs, knob gemv_xsmem) where it is at most
 // GQ_XS_MAX bytes: 16 KB a block stays under the default 48 KB and leaves
 // an SM room for its resident blocks (sm_120's 100 KB included).
@@ -236,7 +240,7 @@ __device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
 __device__ __forceinline__ void gq_fill_x(uint4 *xsm, const int8_t *xq, int64_t in)
 {
     const int nu = (int)(in >> 4);
-    for (int u = (int)threadIdx.x; u < nu; u += 32 * GQ_WARPS)
+    for (int u = (int)threadIdx.x; u < nu; u += (int)blockDim.x)
         xsm[gq_swz(u)] = __ldg((const uint4 *)xq + u);
     __syncthreads();   // x's copy whole before any lane reads it
 }
@@ -245,16 +249,18 @@ __device__ __forceinline__ void gq_fill_x(uint4 *xsm, const int8_t *xq, int64_t 
 // lane takes part in the shuffles.
 // XS: x comes into shared memory first (gq_x16; dynamic, mm.in bytes).
 template <int T, int R, bool XS>
-__global__ void __launch_bounds__(32 * GQ_WARPS) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
+__global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                const float *xs)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
-    const gq_prod g = gq_find(mm, GQ_WARPS * R);
+    const int nw = (int)(blockDim.x >> 5);   // GQ_WARPS or 8 (gq_warps)
+    const gq_prod g = gq_find(mm, nw * R);
     const uint8_t *wbase = g.w;
     const int rows = g.rows;
     const uint32_t rb = g.rb;
     float *y = g.y;
-    const int r0 = (g.bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048);
+    const int r0 = (g.bx * nw + warp) * R, steps = (int)(mm.in / 2048);
     const uint8_t *wr[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
@@ -434,14 +440,17 @@ static inline int gs_rows(const cu_mm *mm)
     return mm->gemv_rows == 1 || mm->gemv_rows == 4 ? mm->gemv_rows : 2;
 }
 
+// Warps a block of gq_kernel: 8 where mm->gemv_warps says so, else 4.
+static inline int gq_warps(const cu_mm *mm) { return mm->gemv_warps == 8 ? 8 : GQ_WARPS; }
+
 static inline bool gq_xs(const cu_mm *mm) { return mm->gemv_xs && mm->in <= GQ_XS_MAX; }
 
 // ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts the file here)
 
 // The grid of R rows a warp over every product of the launch.
-static int64_t gq_grid(const cu_mm *mm, int R)
+static int64_t gq_grid(const cu_mm *mm, int W, int R)
 {
-    const int64_t rb = GQ_WARPS * R;
+    const int64_t rb = (int64_t)W * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++)
         gx += (mm->more[k].rows + rb - 1) / rb;
@@ -451,17 +460,18 @@ static int64_t gq_grid(const cu_mm *mm, int R)
 template <int T, int R, bool XS>
 static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    const int64_t gx = gq_grid(mm, R);
+    const int W = gq_warps(mm);
+    const int64_t gx = gq_grid(mm, W, R);
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    return cu_launch(gq_kernel<T, R, XS>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), XS ? (size_t)mm->in : 0, s, *mm,
+    return cu_launch(gq_kernel<T, R, XS>, dim3((unsigned)gx), dim3(32 * W), XS ? (size_t)mm->in : 0, s, *mm,
                      xq, xd, xs);
 }
 
 template <int R>
 static cudaError_t gs_go(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
 {
-    const int64_t gx = gq_grid(mm, R);
+    const int64_t gx = gq_grid(mm, GQ_WARPS, R);
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
     return cu_launch(gs_kernel<R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R), s, *mm, xq, xd);

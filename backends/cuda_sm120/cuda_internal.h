@@ -116,6 +116,8 @@ typedef struct cu_mm {
                                   * cuda_gemvq.cu (4 lanes a block)       */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
+    int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant
+                                  * blocks of 8 warps at 8, else 4        */
     bool           gemv_st;      /* knob gemv_staged: gemv_quad also takes
                                   * Q8_0 (in % 2048 == 0, <= 12288), its
                                   * weights staged in shared memory       */

@@ -127,6 +127,11 @@
  *                         wavefronts a 16-byte load instead of 16 (x's
  *                         bytes outnumber the weights' at one row a warp).
  *                         Same bits; false: x from global memory (A/B).
+ *   gemv_warps = 4 | 8    warps a block of gemv_quad's K-quant kernel: 8
+ *                         halves the blocks and so the copies of x a
+ *                         product makes (gemv_xsmem: 4 KB of x a block
+ *                         against 9 KB of weights at 4096-wide Q4_K rows).
+ *                         Same bits.
  *   gemv_staged = true | false  gemv_quad also takes one-column Q8_0
  *                         products (in % 2048 == 0, <= 12288): each warp
  *                         copies its rows through a ring of 4 steps in
@@ -300,7 +305,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true;
+         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true, gemv_w8 = false;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -310,6 +315,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_fuse", "true", "false", &gemv_fuse },
         { "gemv_quad", "true", "false", &gemv_quad },
         { "gemv_xsmem", "true", "false", &gemv_xs },
+        { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
         { "gemv_prefetch", "true", "false", &gemv_prefetch },
         { "fuse_norm", "true", "false", &fuse_norm },
@@ -382,6 +388,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->f32_tiled = f32_tiled;
     b->gemv_quad = gemv_quad;
     b->gemv_xs = gemv_xs;
+    b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;
     b->gemv_prefetch = gemv_prefetch;
     b->w8_ktile = kt128 ? 128 : 64;

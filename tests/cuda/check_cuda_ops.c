@@ -1388,6 +1388,14 @@ START_TEST(test_gemv_ab)
         matmul_ab_tol(&p, kt[t], 18432, 5, 1, 0.0);
     }
     pair_close(&p);
+    /* 8 warps a block (gemv_warps = 8): the same rows' sums, same bits */
+    pair_open_cu2(&p, "backend.cuda_quad_w8", "backend.cuda_dp4a_v1");
+    for (size_t t = 0; t < 3; t++) {
+        matmul_ab_tol(&p, kt[t], 2048, 77, 1, 0.0);
+        matmul_ab_tol(&p, kt[t], 4096, 9001, 1, 0.0);
+        matmul_ab_tol(&p, kt[t], 12288, 45, 1, 0.0);
+    }
+    pair_close(&p);
     /* the i8 GEMM's 64-byte k-tiles (w8_ktile = 64) against the default
      * 128: the same bits, every type, tails of rows, columns and k */
     pair_open_cu2(&p, "backend.cuda_w8", "backend.cuda_w8_kt64");
@@ -1773,6 +1781,7 @@ int main(void)
     const char *noquad_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_quad = false\n";
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
+    const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -1816,12 +1825,13 @@ int main(void)
              "[backend.cuda_v1_noquad]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra);
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;

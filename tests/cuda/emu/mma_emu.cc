@@ -212,6 +212,7 @@ int main(int argc, char **argv)
     mm.gemv_quad = getenv("EMU_QUAD") != NULL;   // v1, one column, in % 2048 == 0: cuda_gemvq.cu
     mm.gemv_xs = getenv("EMU_NOXS") == NULL;     // cuda_gemvq.cu: x from shared memory (the default)
     mm.gemv_st = getenv("EMU_NOST") == NULL;     // cuda_gemvq.cu takes Q8_0 (the default)
+    mm.gemv_warps = getenv("EMU_WARPS") ? atoi(getenv("EMU_WARPS")) : 0;   // cuda_gemvq.cu: 8 warps a block
     // v1: the rows as 2..4 products of one launch (cu_mm.more), part k
     // rows [o_k, o_k+1) of the same matrix writing its own rows of y, so
     // the references below hold unchanged; odd sizes, one of 1 row

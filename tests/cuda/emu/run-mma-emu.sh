@@ -109,7 +109,8 @@ quant_src() {
     cat <<'EOT'
 template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
-    const int64_t rb = GQ_WARPS * R;
+    const int W = T == SI_TYPE_Q8_0 ? GQ_WARPS : gq_warps(mm);   // (as gs_go and gq_go)
+    const int64_t rb = (int64_t)W * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
     if constexpr (T == SI_TYPE_Q8_0) {   // (R: gs_rows)
@@ -117,9 +118,9 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
         emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R), [&] { gs_kernel<R>(*mm, xq, xd); });
         emu_ptx::check_drained();
     } else if (gq_xs(mm)) {
-        emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), (size_t)mm->in, [&] { gq_kernel<T, R, true>(*mm, xq, xd, xs); });
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), (size_t)mm->in, [&] { gq_kernel<T, R, true>(*mm, xq, xd, xs); });
     } else {
-        emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), 0, [&] { gq_kernel<T, R, false>(*mm, xq, xd, xs); });
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), 0, [&] { gq_kernel<T, R, false>(*mm, xq, xd, xs); });
     }
 }
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
@@ -371,6 +372,10 @@ quad_cases() {
         # x from global memory (gemv_xsmem = false); past the 16 KB of x
         # that shared memory takes
         EMU_NOXS=1 quad $t 9 4096 1; EMU_NOXS=1 EMU_ROWS=2 quad $t 5 12288 1; quad $t 3 18432 1
+        # 8 warps a block (gemv_warps = 8): rows that leave blocks part
+        # empty, products of one launch, x from global memory
+        EMU_WARPS=8 quad $t 37 4096 1; EMU_WARPS=8 EMU_ROWS=2 EMU_PARTS=3 quad $t 45 2048 1
+        EMU_WARPS=8 EMU_NOXS=1 quad $t 9 12288 1
     done
     # Q8_0 through shared memory (gemv_staged): 1..6 steps a row, 1, 2
     # and 4 rows a warp (more units than ring buffers), products of one
