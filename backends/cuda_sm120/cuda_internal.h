@@ -137,6 +137,10 @@ typedef struct cu_mm {
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);
+/* Whether si_cu_matmul runs mm->more[] in the same launch (float-stored
+ * weights, one column, no experts, <= 2048 rows a part); it refuses a
+ * cu_mm with more[] otherwise. */
+bool si_cu_matmul_more_ok(const cu_mm *mm);
 
 /* ---- dp4a MATMUL (cuda_mmq.cu) ------------------------------------------
  * Activations quantised to int8 blocks of 32 with one f32 scale and the

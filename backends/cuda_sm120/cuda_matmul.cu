@@ -24,13 +24,26 @@
 // column, no experts: the small decode products, router 2048 -> 256 and
 // GDN alpha/beta 2048 -> 32, whose rows alone leave most of the GPU idle
 // and each warp a long chain of loads); the warps' sums are added in
-// order through shared memory.
+// order through shared memory.  KS > 1 also takes products of the same
+// input in one launch (cu_mm.more: the blocks past product 0's rows are
+// rows of more[0], then more[1], ...; decode's MOE router and shared-expert
+// gate): one fill and drain of the GPU for both.
 template <int T, int NT, int KS>
 __global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
 {
     __shared__ float part[MM_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t r = KS == 1 ? (int64_t)blockIdx.x * MM_WARPS + warp : (int64_t)blockIdx.x;
+    int64_t r = KS == 1 ? (int64_t)blockIdx.x * MM_WARPS + warp : (int64_t)blockIdx.x;
+    if (KS > 1) {
+        for (int k = 0; k < mm.n_more && r >= mm.rows; k++) {
+            r -= mm.rows;
+            mm.w = mm.more[k].w;
+            mm.y = mm.more[k].y;
+            mm.rows = mm.more[k].rows;
+            mm.row_bytes = mm.more[k].row_bytes;
+            mm.y_stride = mm.more[k].y_stride;
+        }
+    }
     // (dense: the row asked of the L2 before the programmatic-launch wait)
     if (mm.prefetch && mm.expert == NULL && blockIdx.y == 0 && lane == 0 && (KS == 1 || warp == 0) && r < mm.rows)
         cu_prefetch_l2(mm.w + (uint64_t)r * mm.row_bytes, mm.row_bytes);
@@ -183,11 +196,34 @@ __global__ void __launch_bounds__(256) mm_tiled_kernel(cu_mm mm)
 // A block per row below this many rows (one column, no experts).
 #define MM_SMALL_ROWS 2048
 
+static inline bool mm_small(const cu_mm *mm)
+{
+    return mm->ncols == 1 && mm->expert == NULL && mm->rows <= MM_SMALL_ROWS;
+}
+
+// Whether si_cu_matmul takes mm's more[] products in its launch: float-
+// stored weights of the small one-column kind (a block a row), each part.
+extern "C" bool si_cu_matmul_more_ok(const cu_mm *mm)
+{
+    if (mm->type != SI_TYPE_F32 && mm->type != SI_TYPE_F16 && mm->type != SI_TYPE_BF16)
+        return false;
+    if (mm->n_more < 1 || mm->n_more > CU_MM_MORE || mm->w2 != NULL || !mm_small(mm) || mm->rows < 1)
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if (mm->more[k].rows < 1 || mm->more[k].rows > MM_SMALL_ROWS)
+            return false;
+    return true;
+}
+
 template <int T> static cudaError_t mm_launch(const cu_mm *mm, cudaStream_t s)
 {
     const bool one = mm->ncols == 1 || mm->expert != NULL;
-    const bool small = mm->ncols == 1 && mm->expert == NULL && mm->rows <= MM_SMALL_ROWS;
-    const int64_t gx = small ? mm->rows : (mm->rows + MM_WARPS - 1) / MM_WARPS;
+    const bool small = mm_small(mm);
+    if (mm->n_more != 0 && !si_cu_matmul_more_ok(mm))
+        return cudaErrorInvalidValue;   // (the caller runs such products one by one)
+    int64_t gx = small ? mm->rows : (mm->rows + MM_WARPS - 1) / MM_WARPS;
+    for (int k = 0; k < mm->n_more; k++)
+        gx += mm->more[k].rows;
     const int nt = one ? 1 : 8;
     int64_t gy = (mm->ncols + nt - 1) / nt;
     if (gy > 65535)

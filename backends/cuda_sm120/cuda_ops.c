@@ -209,7 +209,10 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
     /* Products of one input (mm_group) are one launch on the v1 GEMV only:
      * anywhere else they run one by one, each a plain cu_mm. */
-    if (m.n_more > 0 && (mma || !b->mm_dp4a || b->gemv_v2 || !si_cu_mmq_ok(&m))) {
+    /* (float-stored weights, e.g. the MOE router and shared-expert gate,
+     * are one launch on the f32 kernel where si_cu_matmul_more_ok) */
+    const bool f32_more = !mma && (!b->mm_dp4a || !si_cu_mmq_ok(&m)) && si_cu_matmul_more_ok(&m);
+    if (m.n_more > 0 && !f32_more && (mma || !b->mm_dp4a || b->gemv_v2 || !si_cu_mmq_ok(&m))) {
         cu_mm one = m;
         one.n_more = 0;
         int rc = mm_run(b, &one, slot, err);
@@ -983,6 +986,14 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     /* 1. router and top-k (h is quantised once, in slot 0, for the router,
      * the routed gate/up and the shared expert's gate/up) */
     cu_mm mm = mm_of(W[1], 0, h, hs, 1, logits, E, n, E, NULL);
+    /* the shared expert's gate (one row of the same input) in the router's
+     * launch where both are stored alike (knob gemv_fuse) */
+    const bool gate_with_router = d.shared && b->gemv_fuse && W[5]->type == W[1]->type && W[5]->ne[0] == H &&
+                                  W[5]->nb[1] == W[1]->nb[1];
+    if (gate_with_router) {
+        mm.more[0] = (cu_mm_part){ dptr(W[5]), gamma, 1, W[5]->nb[1], 1 };
+        mm.n_more = 1;
+    }
     int rc = mm_run(b, &mm, 0, err);
     if (rc == SI_OK)
         rc = launched(si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s), "MOE", err);
@@ -992,7 +1003,7 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     /* 3. shared expert's products of h, while slot 0 still holds it */
     if (rc == SI_OK && d.shared) {
         mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
-        if ((rc = mm_run(b, &mm, 0, err)) == SI_OK)
+        if (gate_with_router || (rc = mm_run(b, &mm, 0, err)) == SI_OK)
             rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, err);
     }
     /* 4. down projections.  Their inputs are scratch: slot 1, or with

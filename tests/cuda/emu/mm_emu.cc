@@ -92,6 +92,62 @@ static int one(uint32_t type, int64_t rows, int64_t in, int64_t ncols, int64_t x
     return ok ? 0 : 1;
 }
 
+// The one-column kernel of a block a row (mm_kernel<T, 1, MM_WARPS>) with
+// a second product of the same x in its launch (cu_mm.more: decode's MOE
+// router and shared-expert gate): each product's rows the same bits as
+// the kernel gives it alone, within the f32 bound of a double reference.
+template <int T> static void run_rows(const cu_mm &m, unsigned blocks)
+{
+    emu_launch(dim3(blocks), dim3(32 * MM_WARPS), 0, [&] { mm_kernel<T, 1, MM_WARPS>(m); });
+}
+
+static int more_case(uint32_t type, int64_t rows0, int64_t rows1, int64_t in)
+{
+    const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = in * esz;
+    std::vector<uint8_t> w((size_t)((rows0 + rows1) * rb));
+    std::vector<float> wv((size_t)((rows0 + rows1) * in)), x((size_t)in);
+    for (int64_t r = 0; r < rows0 + rows1; r++)
+        for (int64_t i = 0; i < in; i++)
+            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+    for (auto &v : x) v = fr();
+    std::vector<float> y0((size_t)rows0, NAN), y1((size_t)rows1, NAN), a0 = y0, a1 = y1;
+    cu_mm mm = {};
+    mm.w = w.data(); mm.type = type; mm.in = in; mm.rows = rows0; mm.row_bytes = (uint64_t)rb;
+    mm.x = x.data(); mm.x_stride = in; mm.x_div = 1; mm.y = y0.data(); mm.y_stride = 1; mm.ncols = 1;
+    mm.more[0] = cu_mm_part{ w.data() + rows0 * rb, y1.data(), rows1, (uint64_t)rb, 1 };
+    mm.n_more = 1;
+    const bool ok_host = si_cu_matmul_more_ok(&mm);
+    auto run = [&](const cu_mm &m, unsigned blocks) {
+        if (type == SI_TYPE_F32) run_rows<SI_TYPE_F32>(m, blocks);
+        else if (type == SI_TYPE_F16) run_rows<SI_TYPE_F16>(m, blocks);
+        else run_rows<SI_TYPE_BF16>(m, blocks);
+    };
+    run(mm, (unsigned)(rows0 + rows1));
+    cu_mm m0 = mm, m1 = mm;
+    m0.n_more = 0; m0.y = a0.data();
+    m1.n_more = 0; m1.w = mm.more[0].w; m1.rows = rows1; m1.y = a1.data();
+    run(m0, (unsigned)rows0);
+    run(m1, (unsigned)rows1);
+    int64_t notbit = 0;
+    double worst = 0;
+    for (int64_t r = 0; r < rows0 + rows1; r++) {
+        const float got = r < rows0 ? y0[(size_t)r] : y1[(size_t)(r - rows0)];
+        const float alone = r < rows0 ? a0[(size_t)r] : a1[(size_t)(r - rows0)];
+        notbit += memcmp(&got, &alone, 4) != 0;
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < in; k++) {
+            ref += (double)wv[(size_t)(r * in + k)] * x[(size_t)k];
+            mag += fabs((double)wv[(size_t)(r * in + k)] * x[(size_t)k]);
+        }
+        worst = std::max(worst, fabs(got - ref) / ((double)(in + 2) * 6e-8 * mag + 1e-30));
+    }
+    const bool ok = ok_host && notbit == 0 && worst <= 1.0;
+    printf("  more: %s rows %lld + %lld in %lld: %lld differ from one launch each, err %.3g of the f32 bound  %s\n",
+           type == SI_TYPE_F32 ? "f32" : type == SI_TYPE_F16 ? "f16" : "bf16", (long long)rows0, (long long)rows1,
+           (long long)in, (long long)notbit, worst, ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
 int main()
 {
     int rc = 0;
@@ -100,6 +156,8 @@ int main()
     rc |= one(SI_TYPE_F16, 256, 512, 64, 1);
     rc |= one(SI_TYPE_BF16, 33, 40, 65, 2);     // x_div 2, k tail of 8
     rc |= one(SI_TYPE_F32, 5, 12, 70, 3);       // in < 8 per loader group tail
+    rc |= more_case(SI_TYPE_F32, 256, 1, 2048);   // the 35b's router and shared-expert gate
+    rc |= more_case(SI_TYPE_BF16, 7, 3, 264);
     printf(rc ? "FAIL\n" : "OK\n");
     return rc;
 }
