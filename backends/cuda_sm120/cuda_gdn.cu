@@ -146,6 +146,8 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     // A dk whose chunk tiles do not fit in shared memory goes token by token.
     if (gg.chunk_min > 0 && (gg.max_len < gg.chunk_min || !si_cu_gdn_chunk_fits(gg.dk)))
         gg.chunk_min = 0;
+    if (g->q != NULL && !si_cu_gdn_takes_q(g))
+        return (int)cudaErrorInvalidValue;   // (only norm_kernel writes the int8 copy)
     int e;
     if (g->chunk_min > 0 && g->max_len > 1) {
         if ((e = si_cu_gdn_conv_tok(&gg, stream)) != 0)
@@ -168,4 +170,13 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     if (gg.chunk_min > 0)
         return si_cu_gdn_chunk(&gg, stream);
     return 0;
+}
+
+// (after si_cu_gdn: the emulator cuts the file there)
+extern "C" bool si_cu_gdn_takes_q(const cu_gdn *g)
+{
+    cu_gdn gg = *g;
+    if (gg.chunk_min > 0 && (gg.max_len < gg.chunk_min || !si_cu_gdn_chunk_fits(gg.dk)))
+        gg.chunk_min = 0;
+    return gg.chunk_min == 0 && gg.rows && si_cu_gdn_rows_ok(&gg) && gg.dv % 32 == 0 && gg.dv <= 256;
 }

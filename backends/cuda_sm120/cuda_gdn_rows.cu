@@ -116,7 +116,10 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
 }
 
 // dst[t][head] = rmsnorm(o) * norm_w * silu(z), in place over the pre-norm
-// outputs; one warp per (token, head).
+// outputs; one warp per (token, head).  With g.q (dv % 32 == 0, <= 256:
+// si_cu_gdn_takes_q) also the int8 copy of those outputs for the out
+// projection after the op, per 32 as quant_x_kernel makes it (the same
+// cu_q8_block32 over the same values: the same bits), one launch fewer.
 __global__ void norm_kernel(cu_gdn g)
 {
     cu_pdl_enter();
@@ -147,10 +150,15 @@ __global__ void norm_kernel(cu_gdn g)
                 ss += (double)ov[e] * (double)ov[e];
         ss = cu_warp_sumd(ss);
         const float sc = (float)(1.0 / sqrt(ss / dv + (double)g.eps));
+        const int64_t qi = t * (int64_t)g.n_v_head * dv + (int64_t)j * dv;   // (q's row is n_v_head * dv)
 #pragma unroll
         for (int e = 0; e < GR_MAX_EL; e++)
-            if (lane + 32 * e < dv)
-                o[lane + 32 * e] = __fmul_rn(__fmul_rn(__fmul_rn(ov[e], sc), wv[e]), cu_silu(zv[e]));
+            if (lane + 32 * e < dv) {
+                const float v = __fmul_rn(__fmul_rn(__fmul_rn(ov[e], sc), wv[e]), cu_silu(zv[e]));
+                o[lane + 32 * e] = v;
+                if (g.q != NULL)   // (dv % 32 == 0: the whole warp is here)
+                    cu_q8_block32(v, lane, g.q + qi + 32 * e, g.qd + qi / 32 + e, g.qs + qi / 32 + e);
+            }
         return;
     }
     double ss = 0.0;

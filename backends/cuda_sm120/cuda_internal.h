@@ -350,6 +350,12 @@ typedef struct cu_gdn {
      * (si_cu_gdn_tp_bytes), NULL when no run is chunked. */
     float       *tp;
     int64_t      n_chunks;
+    /* The int8 copy of dst for the product after the op (knob fuse_norm):
+     * values q [n][n_v_head * dv], per-32 scales qd and sums qs, as
+     * si_cu_quantize_x would make them; written by norm_kernel, so only
+     * where si_cu_gdn_takes_q says that path runs (else NULL). */
+    int8_t      *q;
+    float       *qd, *qs;
 } cu_gdn;
 
 /* Runs of at least this many tokens go to the chunked kernel by default. */
@@ -358,6 +364,9 @@ typedef struct cu_gdn {
 int si_cu_gdn(const cu_gdn *g, void *stream);
 /* cuda_gdn_rows.cu: the delta rule over state rows (after the conv). */
 bool si_cu_gdn_rows_ok(const cu_gdn *g);
+/* Whether si_cu_gdn runs g on the state-rows path with norm_kernel, which
+ * can write the int8 copy of dst (cu_gdn.q; dv a multiple of 32, <= 256). */
+bool si_cu_gdn_takes_q(const cu_gdn *g);
 int  si_cu_gdn_rows(const cu_gdn *g, void *stream);
 /* cuda_gdn_chunk.cu, called by si_cu_gdn: the token-parallel conv (all
  * runs), and the chunked delta rule + gated norm of the runs with

@@ -838,7 +838,10 @@ int cu_gdn_runs(const si_op *op, cu_gdn_run *runs, int64_t *n_runs_out, int64_t 
     return SI_OK;
 }
 
-static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
+/* quant: the op after quantises dst (gdn_q_ok); where the op runs on
+ * norm_kernel (decode) that kernel writes the int8 copy into slot 0,
+ * which then holds dst (xq_after first, as cu_exec_one would). */
+static int gdn_run(si_backend *b, const si_op *op, bool quant, si_err *err)
 {
     const si_gdn_params *p = &op->p.gdn;
     const int64_t n = si_oc_ne(op->src[0], 1);
@@ -888,7 +891,37 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
         .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks,
     };
-    return launched(si_cu_gdn(&g, b->stream), "GDN", err);
+    const int64_t W = op->dst.ne[0];
+    const bool q = quant && W == (int64_t)g.n_v_head * g.dv && si_cu_gdn_takes_q(&g);
+    if (q) {
+        if ((rc = cu_xq_reserve(b, xq_bytes(W, n), err)) != SI_OK)
+            return rc;
+        xq_parts(b, W, n, 0, &g.q, &g.qd, &g.qs);
+        b->xq_key = NULL;
+    }
+    rc = launched(si_cu_gdn(&g, b->stream), "GDN", err);
+    if (rc == SI_OK && quant) {
+        xq_after(b, op);
+        if (q)
+            xq_hold(b, g.dst, (int64_t)(row_stride(&op->dst) / 4), W, n, 32);
+    }
+    return rc;
+}
+
+static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    return gdn_run(b, op, false, err);
+}
+
+/* A GDN whose output the next op quantises (the out projection): its
+ * norm kernel also makes the int8 copy where it runs (knob fuse_norm). */
+static bool gdn_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+{
+    const si_op *op = &ops[i];
+    return b->fuse_norm && b->fuse_gdn_q && b->mm_dp4a && op->kind == SI_OP_GDN && i + 1 < n_ops &&
+           op->dst.ne[0] % 32 == 0 &&
+           si_oc_check(&b->oc, op, NULL) == SI_OK && !(use_kernel && cu_kernel_for(b, op) != NULL) &&
+           quantises(b, &ops[i + 1], &op->dst, use_kernel);
 }
 
 /* ---- MOE ------------------------------------------------------------------ */
@@ -1134,7 +1167,7 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
 /* What runs from ops[i] as one unit, decided once per unit (the profiler's
  * events and the run both follow it). */
 typedef struct cu_unit {
-    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_MM_GROUP } kind;
+    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP } kind;
     size_t n;      /* ops it takes                                  */
     bool   quant;  /* CU_UNIT_NORM: also the int8 copy of its output */
 } cu_unit;
@@ -1146,6 +1179,8 @@ static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
         u.kind = CU_UNIT_NORM;
     else if (swiglu_q_ok(b, ops, n_ops, i, true))
         u = (cu_unit){ CU_UNIT_SWIGLU_Q, 1, false };
+    else if (gdn_q_ok(b, ops, n_ops, i, true))
+        u = (cu_unit){ CU_UNIT_GDN_Q, 1, false };
     else if ((u.n = cu_mm_group_len(b, ops, n_ops, i, true)) > 1)
         u.kind = CU_UNIT_MM_GROUP;
     return u;
@@ -1156,6 +1191,7 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
     switch (u->kind) {
     case CU_UNIT_NORM: return norm_fused_exec(b, ops, u->n, u->quant, err);
     case CU_UNIT_SWIGLU_Q: return swiglu_q_exec(b, ops, err);
+    case CU_UNIT_GDN_Q: return gdn_run(b, ops, true, err);
     case CU_UNIT_MM_GROUP: return cu_mm_group_exec(b, ops, u->n, err);
     default: return cu_exec_one(b, ops, true, err);
     }

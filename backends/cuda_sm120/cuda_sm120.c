@@ -127,6 +127,11 @@
  *                         wavefronts a 16-byte load instead of 16 (x's
  *                         bytes outnumber the weights' at one row a warp).
  *                         Same bits; false: x from global memory (A/B).
+ *   fuse_gdn_q = true | false  (with fuse_norm) a GDN whose output the next
+ *                         product quantises makes that int8 copy in its
+ *                         norm kernel where it runs the state-rows path
+ *                         (decode): one launch fewer a GDN layer, the same
+ *                         bits; false: the product quantises (A/B).
  *   gemv_warps = 4 | 8    warps a block of gemv_quad's K-quant kernel: 8
  *                         halves the blocks and so the copies of x a
  *                         product makes (gemv_xsmem: 4 KB of x a block
@@ -305,7 +310,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true, gemv_w8 = false;
+         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true, gemv_w8 = false, fuse_gdn = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -319,6 +324,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_staged", "true", "false", &gemv_st },
         { "gemv_prefetch", "true", "false", &gemv_prefetch },
         { "fuse_norm", "true", "false", &fuse_norm },
+        { "fuse_gdn_q", "true", "false", &fuse_gdn },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
         { "mma_weights", "i8", "gguf", &mma_w8 },
@@ -383,6 +389,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_v2 = gemv_v2;
     b->gemv_fuse = gemv_fuse;
     b->fuse_norm = fuse_norm;
+    b->fuse_gdn_q = fuse_gdn;
     b->mm_mma_v2 = mma_v2;
     b->mm_w8 = mma_w8;
     b->f32_tiled = f32_tiled;

@@ -1126,6 +1126,83 @@ START_TEST(test_gdn)
 }
 END_TEST
 
+/* A GDN and the out projection of its output in one exec (knob
+ * fuse_gdn_q: on the state-rows path the norm kernel writes the int8 copy
+ * the dp4a product reads) against the same two ops with the product
+ * quantising its input itself: the same bits, GDN output, state and
+ * product, for 1, 3 and 8 tokens. */
+START_TEST(test_gdn_q_fused)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    gdn_env e;
+    memset(&e, 0, sizeof e);
+    pair_open_cu2(&e.p, "backend.cuda_gdnq_off", "backend.cuda_gdnq_on");
+    gdn_open_shape(&e, "gdn_q", 2, 4, 128, 128, 8);
+    static const uint32_t ns[] = { 1, 3, 8 };
+    for (size_t k = 0; k < 3; k++) {
+        const uint32_t n = ns[k];
+        int32_t seq[8];
+        for (uint32_t i = 0; i < n; i++)
+            seq[i] = (int32_t)i;   /* one token a sequence: decode */
+        const int64_t W = (int64_t)e.hv * e.dv;
+        dt u, z, b, a, y, w, out;
+        dt_rand(&e.p, &u, SI_TYPE_F32, e.conv_dim, n, 1, 2.0f);
+        dt_rand(&e.p, &z, SI_TYPE_F32, W, n, 1, 2.0f);
+        dt_rand(&e.p, &b, SI_TYPE_F32, e.hv, n, 1, 2.0f);
+        dt_rand(&e.p, &a, SI_TYPE_F32, e.hv, n, 1, 2.0f);
+        dt_make(&e.p, &y, SI_TYPE_F32, W, n, 1, NULL);
+        dt_rand(&e.p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
+        dt_make(&e.p, &out, SI_TYPE_F32, 96, n, 1, NULL);
+        const dt *src[8] = { &u, &z, &b, &a, &e.conv, &e.ssm_a, &e.dtb, &e.nw };
+        si_op c[2] = { { .kind = SI_OP_GDN }, { .kind = SI_OP_MATMUL } }, g[2];
+        c[0].p.gdn = (si_gdn_params){ .n_k_head = e.hk, .n_v_head = e.hv, .head_k_dim = e.dk, .head_v_dim = e.dv,
+                                      .conv_k = e.ck, .eps = 1e-6f, .state_offset = e.off, .state_stride = e.stride,
+                                      .seq = seq };
+        g[0] = c[0];
+        g[1] = c[1];
+        c[0].p.gdn.state = e.state.cbuf;
+        g[0].p.gdn.state = e.state.gbuf;
+        for (int i = 0; i < 8; i++) {
+            c[0].src[i] = &src[i]->c;
+            g[0].src[i] = &src[i]->g;
+        }
+        c[0].dst = y.c;
+        g[0].dst = y.g;
+        c[1].src[0] = &w.c;
+        g[1].src[0] = &w.g;
+        c[1].src[1] = &y.c;
+        g[1].src[1] = &y.g;
+        c[1].dst = out.c;
+        g[1].dst = out.g;
+        si_err ec = { { 0 } }, eg = { { 0 } };
+        int rc = e.p.co->exec(e.p.cb, c, 2, &ec);
+        if (rc == SI_OK)
+            rc = e.p.co->sync(e.p.cb, &ec);
+        int rg = e.p.go->exec(e.p.gb, g, 2, &eg);
+        if (rg == SI_OK)
+            rg = e.p.go->sync(e.p.gb, &eg);
+        ck_assert_msg(rc == SI_OK, "fuse_gdn_q = false: %s", ec.msg);
+        ck_assert_msg(rg == SI_OK, "fuse_gdn_q = true: %s", eg.msg);
+        char what[96];
+        snprintf(what, sizeof what, "GDN + MATMUL fused int8 copy, n %u: GDN output", n);
+        dt_compare(&e.p, &y, 0.0, what);
+        snprintf(what, sizeof what, "GDN + MATMUL fused int8 copy, n %u: product", n);
+        dt_compare(&e.p, &out, 0.0, what);
+        snprintf(what, sizeof what, "GDN + MATMUL fused int8 copy, n %u: state", n);
+        dt_compare(&e.p, &e.state, 0.0, what);
+        dt_free(&e.p, &u);
+        dt_free(&e.p, &z);
+        dt_free(&e.p, &b);
+        dt_free(&e.p, &a);
+        dt_free(&e.p, &y);
+        dt_free(&e.p, &w);
+        dt_free(&e.p, &out);
+    }
+    gdn_close(&e);
+}
+END_TEST
+
 /* Prefill-sized runs: the chunked path (runs >= 32 tokens, chunks of 64)
  * and the token-by-token one against the cpu backend, from a random
  * (non-zero) state: runs of 1, 70, 129, 300 tokens (chunk boundaries, a
@@ -1782,6 +1859,8 @@ int main(void)
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
+    const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
+    const char *gq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -1826,12 +1905,14 @@ int main(void)
              "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra);
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -1904,6 +1985,7 @@ int main(void)
     tcase_add_test(ta, test_attn_i8_long_split);
     tcase_add_test(ta, test_attn_i8_long_simple);
     tcase_add_test(ta, test_attn_i8_pool);
+    tcase_add_test(tg, test_gdn_q_fused);
     tcase_add_test(tg, test_gdn_prefill_chunked);
     tcase_add_test(tg, test_gdn_prefill_seq);
     tcase_add_test(tg, test_gdn_prefill_knob);

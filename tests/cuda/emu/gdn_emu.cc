@@ -75,6 +75,11 @@ int main(int argc, char **argv)
     std::vector<float> st0 = rnd((64 + nr * (slot * 4 + 16)) / 4 + 1, 0.5f);
     const bool rows_ok = dk % 32 == 0 && dk / 32 <= 8 && dv % 16 == 0;
     std::vector<float> st[3], dst[3], y(n * cd), tp;
+    // the rows path's int8 copy of its output (cu_gdn.q, dv % 32 == 0):
+    // poisoned, then checked against the quantiser's operations on dst
+    const bool qk = rows_ok && dv % 32 == 0;
+    std::vector<int8_t> q8((size_t)(n * hv * dv), 0x55);
+    std::vector<float> qd((size_t)(n * hv * dv / 32), NAN), qs = qd;
     for (int c = 0; c < (rows_ok ? 3 : 2); c++) {
         st[c] = st0; dst[c].assign(n * hv * dv, NAN);
         cu_gdn g = {};
@@ -89,6 +94,7 @@ int main(int argc, char **argv)
         g.n_chunks = si_cu_gdn_plan_chunks(runs.data(), nr, c == 1 ? 32 : 0);
         tp.assign(si_cu_gdn_tp_bytes(g.n_chunks, hv) / 4 + 1, NAN);
         g.tp = tp.data();
+        if (c == 2 && qk) { g.q = q8.data(); g.qd = qd.data(); g.qs = qs.data(); }
         if (c == 2)
             pipeline_rows(g);
         else
@@ -102,6 +108,25 @@ int main(int argc, char **argv)
         printf("  rows:\n");
         double e3 = cmp(dst[2], dst[0], "output"), e4 = cmp(st[2], st[0], "state");
         ok = ok && e3 <= 1e-4 && e4 <= 1e-4;
+    }
+    if (qk) {
+        // cu_q8_block32's IEEE steps on the host: d = amax / 127, q =
+        // rint(v * (1 / d)) clamped to +-127, the block's sum in order
+        int64_t bad = 0;
+        for (size_t bk = 0; bk < qd.size(); bk++) {
+            const float *v = &dst[2][bk * 32];
+            float amax = 0.0f, s = 0.0f;
+            for (int l = 0; l < 32; l++) { amax = std::max(amax, std::fabs(v[l])); s += v[l]; }
+            const float dd = amax / 127.0f, id = dd > 0.0f ? 1.0f / dd : 0.0f;
+            for (int l = 0; l < 32; l++) {
+                int qi = (int)std::nearbyint(v[l] * id);
+                qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+                bad += q8[bk * 32 + l] != (int8_t)qi;
+            }
+            bad += memcmp(&qd[bk], &dd, 4) != 0 || memcmp(&qs[bk], &s, 4) != 0;
+        }
+        printf("  int8 copy of the rows output: %lld values or scales differ from the quantiser's\n", (long long)bad);
+        ok = ok && bad == 0;
     }
     printf("  %s\n", ok ? "OK" : "FAIL");
     return ok ? 0 : 1;

@@ -31,4 +31,13 @@ rc=0
 for c in "2 4 128 128 1 1 3" "1 2 64 48 1 2" "2 4 128 128 1 70 129" "2 6 30 40 1 70 31 65" "2 4 16 72 300 5" "1 2 128 32 1 129 64"; do
     "$out/gdn_emu" $c || rc=1
 done
+# planted: the int8 copy's scales of a head's blocks all to its first
+sed -e 's|g.qd + qi / 32 + e|g.qd + qi / 32|' "$out/rows.cc" > "$out/rows_bug.cc"
+if cmp -s "$out/rows.cc" "$out/rows_bug.cc"; then echo "plant q-scale: the edit did not apply"; rc=1
+else
+    g++ $F -c "$out/rows_bug.cc" -o "$out/rows_bug.o"
+    g++ $F "$here/gdn_emu.cc" "$here/emu.cc" "$out/chunk.o" "$out/seq.o" "$out/rows_bug.o" -o "$out/gdn_bug"
+    if "$out/gdn_bug" 2 4 128 128 1 1 3 > "$out/bug.log" 2>&1; then echo "plant q-scale: NOT detected"; rc=1
+    else echo "plant q-scale: detected ($(grep -m1 'int8 copy' "$out/bug.log" | cut -c1-80))"; fi
+fi
 exit $rc
