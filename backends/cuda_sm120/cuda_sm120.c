@@ -127,11 +127,16 @@
  *                         wavefronts a 16-byte load instead of 16 (x's
  *                         bytes outnumber the weights' at one row a warp).
  *                         Same bits; false: x from global memory (A/B).
- *   fuse_gdn_q = true | false  (with fuse_norm) a GDN whose output the next
+ *   fuse_gdn_q = false | true  (with fuse_norm) a GDN whose output the next
  *                         product quantises makes that int8 copy in its
  *                         norm kernel where it runs the state-rows path
  *                         (decode): one launch fewer a GDN layer, the same
- *                         bits; false: the product quantises (A/B).
+ *                         bits.  Off by default: on the H200 the 9b decode
+ *                         gains (322.6 vs 315.5 tok/s at ctx 4096) but the
+ *                         35b-a3b loses (287.6 vs 291.4), likely the four
+ *                         32-step shuffle sums a warp now runs in series
+ *                         (cu_q8_block32) against one block a warp in
+ *                         quant_x_kernel; true for the dense family.
  *   gemv_warps = 4 | 8    warps a block of gemv_quad's K-quant kernel: 8
  *                         halves the blocks and so the copies of x a
  *                         product makes (gemv_xsmem: 4 KB of x a block
@@ -310,7 +315,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true, gemv_w8 = false, fuse_gdn = true;
+         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true, gemv_w8 = false, fuse_gdn = false;
     const struct {
         const char *key, *yes, *no;
         bool       *out;

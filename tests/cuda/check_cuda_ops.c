@@ -1859,7 +1859,7 @@ int main(void)
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
-    const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
+    const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = true\n";
     const char *gq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
