@@ -1433,6 +1433,19 @@ START_TEST(test_moe_fs_same)
 }
 END_TEST
 
+/* cuda_gemvq.cu's K-quant kernel under section `sec` against the default
+ * (backend.cuda_dp4a_v1): the same bits at n one-column (in, rows) shapes. */
+static void quad_exact_ab(const char *sec, const int64_t (*shapes)[2], int n)
+{
+    static const uint32_t kq[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
+    pair p;
+    pair_open_cu2(&p, sec, "backend.cuda_dp4a_v1");
+    for (size_t t = 0; t < 3; t++)
+        for (int i = 0; i < n; i++)
+            matmul_ab_tol(&p, kq[t], shapes[i][0], shapes[i][1], 1, 0.0);
+    pair_close(&p);
+}
+
 START_TEST(test_gemv_ab)
 {
     if (as_cpu)
@@ -1456,23 +1469,10 @@ START_TEST(test_gemv_ab)
     /* x from global memory (gemv_xsmem = false) against the default swizzled
      * copy in shared memory: the same loads' values, so the same bits;
      * 16384 the largest in on shared memory, 18432 past it */
-    pair_open_cu2(&p, "backend.cuda_quad_noxs", "backend.cuda_dp4a_v1");
-    for (size_t t = 0; t < 3; t++) {
-        matmul_ab_tol(&p, kt[t], 2048, 77, 1, 0.0);
-        matmul_ab_tol(&p, kt[t], 4096, 9001, 1, 0.0);
-        matmul_ab_tol(&p, kt[t], 12288, 45, 1, 0.0);
-        matmul_ab_tol(&p, kt[t], 16384, 13, 1, 0.0);
-        matmul_ab_tol(&p, kt[t], 18432, 5, 1, 0.0);
-    }
-    pair_close(&p);
+    static const int64_t xs_shapes[][2] = { { 2048, 77 }, { 4096, 9001 }, { 12288, 45 }, { 16384, 13 }, { 18432, 5 } };
+    quad_exact_ab("backend.cuda_quad_noxs", xs_shapes, 5);
     /* 8 warps a block (gemv_warps = 8): the same rows' sums, same bits */
-    pair_open_cu2(&p, "backend.cuda_quad_w8", "backend.cuda_dp4a_v1");
-    for (size_t t = 0; t < 3; t++) {
-        matmul_ab_tol(&p, kt[t], 2048, 77, 1, 0.0);
-        matmul_ab_tol(&p, kt[t], 4096, 9001, 1, 0.0);
-        matmul_ab_tol(&p, kt[t], 12288, 45, 1, 0.0);
-    }
-    pair_close(&p);
+    quad_exact_ab("backend.cuda_quad_w8", xs_shapes, 3);
     /* the i8 GEMM's 64-byte k-tiles (w8_ktile = 64) against the default
      * 128: the same bits, every type, tails of rows, columns and k */
     pair_open_cu2(&p, "backend.cuda_w8", "backend.cuda_w8_kt64");

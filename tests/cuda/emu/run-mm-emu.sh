@@ -15,19 +15,17 @@ sed -e '/^template <int T> static cudaError_t mm_launch/,$d' "$src/cuda_matmul.c
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 g++ $F -DMM_KERNELS="\"$out/k.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_emu"
 "$out/mm_emu"
-# planted: a second product's rows read from the first's (cu_mm.more)
-perl -0pe 's/mm.w = mm.more\[k\].w;/;/' "$out/k.cc" > "$out/bug.cc"
-cmp -s "$out/k.cc" "$out/bug.cc" && { echo "plant more-w: the edit did not apply (kernel changed?)"; exit 1; }
-g++ $F -DMM_KERNELS="\"$out/bug.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_bug"
-if "$out/mm_bug" > "$out/bug.log" 2>&1; then
-    echo "plant more-w: NOT detected"; exit 1
-fi
-echo "plant more-w: detected ($(grep -m1 FAIL "$out/bug.log" | cut -c1-100))"
-# planted: the first barrier of the k loop (the previous tile still read)
-perl -0pe 's/__syncthreads\(\);   \/\/ every thread is done with the previous tile/;/' "$out/k.cc" > "$out/bug.cc"
-cmp -s "$out/k.cc" "$out/bug.cc" && { echo "plant no-sync: the edit did not apply (kernel changed?)"; exit 1; }
-g++ $F -DMM_KERNELS="\"$out/bug.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_bug"
-if "$out/mm_bug" > "$out/bug.log" 2>&1; then
-    echo "plant no-sync: NOT detected"; exit 1
-fi
-echo "plant no-sync: detected ($(grep -m1 FAIL "$out/bug.log" | cut -c1-100))"
+# plant NAME PERL-EDIT: the kernels edited so, the run must fail
+plant() {
+    perl -0pe "$2" "$out/k.cc" > "$out/bug.cc"
+    cmp -s "$out/k.cc" "$out/bug.cc" && { echo "plant $1: the edit did not apply (kernel changed?)"; exit 1; }
+    g++ $F -DMM_KERNELS="\"$out/bug.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_bug"
+    if "$out/mm_bug" > "$out/bug.log" 2>&1; then
+        echo "plant $1: NOT detected"; exit 1
+    fi
+    echo "plant $1: detected ($(grep -m1 FAIL "$out/bug.log" | cut -c1-100))"
+}
+# a second product's rows read from the first's (cu_mm.more)
+plant more-w 's/mm.w = mm.more\[k\].w;/;/'
+# the first barrier of the k loop (the previous tile still read)
+plant no-sync 's/__syncthreads\(\);   \/\/ every thread is done with the previous tile/;/'
