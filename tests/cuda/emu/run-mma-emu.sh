@@ -323,7 +323,7 @@ quad_plants() {
 dp4a_plants() {
     quad_plants "$1"
     plant dp4a quant-sum 's/sum + c \* nb + i \/ 32)/sum + c * nb)/' "" q4_k 9 256 1
-    plant dp4a part-blocks 's/bx -= nbk;/;/' "EMU_PARTS=4" q8_0 41 512 2
+    plant dp4a part-blocks 's/^        bx -= nbk;/;/' "EMU_PARTS=4" q8_0 41 512 2
     [ "$1" = all ] || return 0
     plant dp4a q6-offset 's/(float)(sa - 32 \* sxa)/(float)(sa - 31 * sxa)/' "" q6_k 33 256 3
     plant dp4a no-expert 's/w += (uint64_t)mm.expert\[j0\] \* mm.expert_bytes;/;/' "EMU_EXPERTS=5" q8_0 9 512 4
