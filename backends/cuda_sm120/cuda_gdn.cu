@@ -132,6 +132,8 @@ __global__ void __launch_bounds__(GDN_THREADS) delta_kernel(cu_gdn g)
     }
 }
 
+static int gdn_chunk_min(const cu_gdn *g);   // (below si_cu_gdn: the emulator cuts there)
+
 extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
 {
     if (g->n <= 0 || g->n_runs <= 0)
@@ -143,9 +145,7 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     if (sm > 48 * 1024)
         return (int)cudaErrorInvalidValue;
     cu_gdn gg = *g;
-    // A dk whose chunk tiles do not fit in shared memory goes token by token.
-    if (gg.chunk_min > 0 && (gg.max_len < gg.chunk_min || !si_cu_gdn_chunk_fits(gg.dk)))
-        gg.chunk_min = 0;
+    gg.chunk_min = gdn_chunk_min(g);
     if (g->q != NULL && !si_cu_gdn_takes_q(g))
         return (int)cudaErrorInvalidValue;   // (only norm_kernel writes the int8 copy)
     int e;
@@ -172,11 +172,16 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     return 0;
 }
 
-// (after si_cu_gdn: the emulator cuts the file there)
+// The chunk threshold si_cu_gdn runs g with: 0 (every run token by token)
+// where no run reaches it or a dk's chunk tiles do not fit shared memory.
+static int gdn_chunk_min(const cu_gdn *g)
+{
+    return g->chunk_min > 0 && (g->max_len < g->chunk_min || !si_cu_gdn_chunk_fits(g->dk)) ? 0 : g->chunk_min;
+}
+
 extern "C" bool si_cu_gdn_takes_q(const cu_gdn *g)
 {
     cu_gdn gg = *g;
-    if (gg.chunk_min > 0 && (gg.max_len < gg.chunk_min || !si_cu_gdn_chunk_fits(gg.dk)))
-        gg.chunk_min = 0;
+    gg.chunk_min = gdn_chunk_min(g);
     return gg.chunk_min == 0 && gg.rows && si_cu_gdn_rows_ok(&gg) && gg.dv % 32 == 0 && gg.dv <= 256;
 }

@@ -211,8 +211,9 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
      * anywhere else they run one by one, each a plain cu_mm. */
     /* (float-stored weights, e.g. the MOE router and shared-expert gate,
      * are one launch on the f32 kernel where si_cu_matmul_more_ok) */
-    const bool f32_more = !mma && (!b->mm_dp4a || !si_cu_mmq_ok(&m)) && si_cu_matmul_more_ok(&m);
-    if (m.n_more > 0 && !f32_more && (mma || !b->mm_dp4a || b->gemv_v2 || !si_cu_mmq_ok(&m))) {
+    const bool dp4a = b->mm_dp4a && si_cu_mmq_ok(&m);
+    const bool f32_more = !mma && !dp4a && si_cu_matmul_more_ok(&m);
+    if (m.n_more > 0 && !f32_more && (mma || !dp4a || b->gemv_v2)) {
         cu_mm one = m;
         one.n_more = 0;
         int rc = mm_run(b, &one, slot, err);
@@ -241,7 +242,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
         int rc = mm_run(b, &m, slot, err);
         return rc == SI_OK ? mm_run(b, &hi, slot, err) : rc;
     }
-    if (!mma && (!b->mm_dp4a || !si_cu_mmq_ok(&m)))
+    if (!mma && !dp4a)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
     if (mma && b->mm_w8 && si_cu_w8_ok(&m))
@@ -425,12 +426,18 @@ static size_t norm_fused_len(si_backend *b, const si_op *ops, size_t n_ops, size
 
 /* A SWIGLU whose output the next op quantises (the ffn down projection):
  * one kernel computes and quantises it (knob fuse_norm too). */
-static bool swiglu_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+/* ops[i] runs here (not a kernel plugin) and the op after it quantises its
+ * output, rows of a multiple of 32: the op may make that int8 copy itself. */
+static bool next_quantises(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
 {
     const si_op *op = &ops[i];
-    return b->fuse_norm && b->mm_dp4a && op->kind == SI_OP_SWIGLU && i + 1 < n_ops && op->dst.ne[0] % 32 == 0 &&
-           si_oc_check(&b->oc, op, NULL) == SI_OK && !(use_kernel && cu_kernel_for(b, op) != NULL) &&
-           quantises(b, &ops[i + 1], &op->dst, use_kernel);
+    return i + 1 < n_ops && op->dst.ne[0] % 32 == 0 && si_oc_check(&b->oc, op, NULL) == SI_OK &&
+           !(use_kernel && cu_kernel_for(b, op) != NULL) && quantises(b, &ops[i + 1], &op->dst, use_kernel);
+}
+
+static bool swiglu_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+{
+    return b->fuse_norm && b->mm_dp4a && ops[i].kind == SI_OP_SWIGLU && next_quantises(b, ops, n_ops, i, use_kernel);
 }
 
 /* d = silu(g) * u over nrows rows of ne0, and its int8 copy (per 32) into
@@ -917,11 +924,8 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
  * norm kernel also makes the int8 copy where it runs (knob fuse_norm). */
 static bool gdn_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
 {
-    const si_op *op = &ops[i];
-    return b->fuse_norm && b->fuse_gdn_q && b->mm_dp4a && op->kind == SI_OP_GDN && i + 1 < n_ops &&
-           op->dst.ne[0] % 32 == 0 &&
-           si_oc_check(&b->oc, op, NULL) == SI_OK && !(use_kernel && cu_kernel_for(b, op) != NULL) &&
-           quantises(b, &ops[i + 1], &op->dst, use_kernel);
+    return b->fuse_norm && b->fuse_gdn_q && b->mm_dp4a && ops[i].kind == SI_OP_GDN &&
+           next_quantises(b, ops, n_ops, i, use_kernel);
 }
 
 /* ---- MOE ------------------------------------------------------------------ */
