@@ -69,6 +69,8 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.gemv_warps=8
     step "tg_${m}_gdnq_on" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.fuse_gdn_q=true
+    step "tg_${m}_qe_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
+        --set backend.cuda_sm120.gemv_quad_experts=false
     step "tg_${m}_st_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.gemv_staged=false
     step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \

@@ -1,9 +1,10 @@
 // backends/cuda_sm120/cuda_gemvq.cu — the one-column decode GEMV on int8
 // activations with four lanes a block (knob gemv_quad, default true):
 // Q4_K, Q5_K and Q6_K rows of whole groups of 8 blocks (in % 2048 == 0),
-// no experts; and Q8_0 rows of in % 2048 == 0 through shared memory (knob
-// gemv_staged, below gq_kernel).  Everything else stays on v1
-// (cuda_mmq.cu), which calls in here.
+// no experts; Q8_0 rows of in % 2048 == 0 through shared memory (knob
+// gemv_staged, below gq_kernel); and the MOE's expert columns of K-quant
+// rows of in % 512 == 0 (knob gemv_quad_experts, gqe_kernel).  Everything
+// else stays on v1 (cuda_mmq.cu), which calls in here.
 //
 // Why: v1 (a lane per 16-byte unit, units l, l+32, ... of the row) spent
 // ~150 warp instructions per 512 bytes of Q4_K on the H200 (ncu), about
@@ -215,14 +216,15 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
 // per block), RB rows a block.
 struct gq_prod {
     const uint8_t *w;
-    float         *y;   // (one column: the stride does not matter)
+    float         *y;
     int            rows, bx;
     uint32_t       rb;
+    int64_t        ys;   // (one column, gq_kernel: the stride does not matter)
 };
 
 __device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
 {
-    gq_prod g = { mm.w, mm.y, (int)mm.rows, (int)blockIdx.x, (uint32_t)mm.row_bytes };
+    gq_prod g = { mm.w, mm.y, (int)mm.rows, (int)blockIdx.x, (uint32_t)mm.row_bytes, mm.y_stride };
     int nbk = (g.rows + RB - 1) / RB;
     for (int k = 0; k < mm.n_more && g.bx >= nbk; k++) {
         g.bx -= nbk;
@@ -230,6 +232,7 @@ __device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
         g.y = mm.more[k].y;
         g.rows = (int)mm.more[k].rows;
         g.rb = (uint32_t)mm.more[k].row_bytes;
+        g.ys = mm.more[k].y_stride;
         nbk = (g.rows + RB - 1) / RB;
     }
     return g;
@@ -398,14 +401,108 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_
     cp_async_wait_group<0>();   // (only empty groups are left)
 }
 
+// ---- expert columns (knob gemv_quad_experts: the MOE's decode products)
+// Column j of the launch (blockIdx.y) multiplies expert mm.expert[j]'s
+// rows by x column j / x_div; y[j * y_stride + r].  A step is BS blocks
+// of a row (8 where in % 2048 == 0; 2 for the 35b's 512-wide expert down:
+// v1 ran it at ~0.8 TB/s, four lanes a 16-byte unit and a 64-bit index per
+// unit), the lanes' parts as gq_kernel: lane l takes part l & 3 of block
+// (l >> 2) % BS of row (l / 4BS), so a warp holds RPW = 8 / BS rows at
+// once and R such sets (2: two steps of weights in flight per lane where
+// a row is one step).  x (at most GQ_XS_MAX bytes) comes into the block's
+// swizzled copy; the expert's ids come from the router's kernel, so
+// everything follows the programmatic-launch wait.  Same terms as v1;
+// the f32 order of a row's parts differs.
+template <int T, int BS, int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                             const float *xs)
+{
+    extern __shared__ __align__(16) uint4 gq_xsm[];
+    constexpr int LPR = 4 * BS, RPW = 32 / LPR;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = (lane % LPR) >> 2;
+    const gq_prod g = gq_find(mm, GQ_WARPS * RPW * R);
+    const int steps = (int)(mm.in / (256 * BS)), nb = (int)(mm.in / 32);
+    const int rw = (g.bx * GQ_WARPS + warp) * RPW * R + lane / LPR;   // rows rw + RPW i
+    const int64_t j = blockIdx.y, c = j / mm.x_div;
+    cu_pdl_enter();   // (the picks come from the kernel before)
+    const uint8_t *wx = g.w + (size_t)mm.expert[j] * mm.expert_bytes;
+    const uint8_t *wr[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        const int r = rw + RPW * i;
+        wr[i] = wx + (size_t)(r < g.rows ? r : g.rows - 1) * g.rb + (size_t)bl * gq_traits<T>::bytes;
+    }
+    gq_part cur[R], nxt[R];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        gq_load<T>(wr[i], p, bl & 1, cur[i]);
+    gq_fill_x(gq_xsm, xq + c * mm.in, mm.in);
+    const float *xdc = xd + c * nb, *xsc = xs + c * nb;
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        acc[i] = 0.0f;
+    for (int st = 0; st < steps; st++) {
+        if (st + 1 < steps) {
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                gq_load<T>(wr[i] + (size_t)(st + 1) * BS * gq_traits<T>::bytes, p, bl & 1, nxt[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            acc[i] = gq_dot<T, true>(cur[i], BS * st + bl, p, NULL, gq_xsm, xdc, xsc, acc[i]);
+            cur[i] = nxt[i];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float s = acc[i];
+#pragma unroll
+        for (int o = LPR / 2; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        const int r = rw + RPW * i;
+        if (lane % LPR == 0 && r < g.rows)
+            g.y[j * g.ys + r] = s;
+    }
+}
+
+// Blocks a step of gqe_kernel for rows of `in` weights: 8, 4 or 2 (whole
+// steps, and an even block count so a lane's Q6_K block parity is fixed),
+// 0 where none fits.
+__host__ __device__ __forceinline__ int gqe_bs(int64_t in)
+{
+    return in % 2048 == 0 ? 8 : in % 1024 == 0 ? 4 : in % 512 == 0 ? 2 : 0;
+}
+
 static bool gq_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
 {
     return (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && rows >= 0 && rows <= 0x7fffffff &&
            (uint64_t)rows * row_bytes < ((uint64_t)1 << 62);
 }
 
+// The expert columns gqe_kernel takes (mm->gemv_qe): K-quant experts
+// whose rows are whole steps, x in shared memory, every expert's and
+// row's blocks 16-byte aligned (so a Q6_K block's parity is its index's).
+static bool gqe_ok(const cu_mm *mm)
+{
+    if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
+        return false;
+    if (!mm->gemv_qe || mm->w2 != NULL || mm->in <= 0 || mm->in > GQ_XS_MAX || gqe_bs(mm->in) == 0 ||
+        mm->ncols < 1 || mm->ncols > 65535 || mm->x_div < 1 || mm->expert_bytes % 16 != 0 || mm->n_more < 0 ||
+        mm->n_more > CU_MM_MORE)
+        return false;
+    if (!gq_part_ok(mm->w, mm->row_bytes, mm->rows))
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if (!gq_part_ok(mm->more[k].w, mm->more[k].row_bytes, mm->more[k].rows))
+            return false;
+    return true;
+}
+
 extern "C" bool si_cu_gemvq_ok(const cu_mm *mm)
 {
+    if (mm->expert != NULL)
+        return gqe_ok(mm);
     if (mm->type == SI_TYPE_Q8_0) {
         if (!mm->gemv_st || mm->in > GS_IN_MAX)
             return false;
@@ -439,6 +536,10 @@ static inline int gs_rows(const cu_mm *mm)
 {
     return mm->gemv_rows == 1 || mm->gemv_rows == 4 ? mm->gemv_rows : 2;
 }
+
+// Expert columns (gqe_kernel): row sets a lane group, mm->gemv_rows 1 or
+// 2, else 2.
+static inline int gqe_rows(const cu_mm *mm) { return mm->gemv_rows == 1 ? 1 : 2; }
 
 // Warps a block of gq_kernel: 8 where mm->gemv_warps says so, else 4.
 static inline int gq_warps(const cu_mm *mm) { return mm->gemv_warps == 8 ? 8 : GQ_WARPS; }
@@ -486,11 +587,44 @@ static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
     return r == 2 ? gq_go<T, 2, false>(mm, xq, xd, xs, s) : gq_go<T, 1, false>(mm, xq, xd, xs, s);
 }
 
+template <int T, int BS, int R>
+static cudaError_t gqe_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const int64_t gx = gq_grid(mm, GQ_WARPS, (32 / (4 * BS)) * R);
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    return cu_launch(gqe_kernel<T, BS, R>, dim3((unsigned)gx, (unsigned)mm->ncols), dim3(32 * GQ_WARPS),
+                     (size_t)mm->in, s, *mm, xq, xd, xs);
+}
+
+template <int T, int BS>
+static cudaError_t gqe_launch_r(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    return gqe_rows(mm) == 1 ? gqe_go<T, BS, 1>(mm, xq, xd, xs, s) : gqe_go<T, BS, 2>(mm, xq, xd, xs, s);
+}
+
+template <int T>
+static cudaError_t gqe_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    switch (gqe_bs(mm->in)) {
+    case 8: return gqe_launch_r<T, 8>(mm, xq, xd, xs, s);
+    case 4: return gqe_launch_r<T, 4>(mm, xq, xd, xs, s);
+    default: return gqe_launch_r<T, 2>(mm, xq, xd, xs, s);
+    }
+}
+
 extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
     if (!si_cu_gemvq_ok(mm))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
+    if (mm->expert != NULL) {
+        switch (mm->type) {
+        case SI_TYPE_Q4_K: return (int)gqe_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
+        case SI_TYPE_Q5_K: return (int)gqe_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
+        default: return (int)gqe_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+        }
+    }
     switch (mm->type) {
     case SI_TYPE_Q8_0: {
         const int r = gs_rows(mm);

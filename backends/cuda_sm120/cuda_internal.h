@@ -114,6 +114,10 @@ typedef struct cu_mm {
     bool           gemv_quad;    /* knob gemv_quad: v1's one-column K-quant
                                   * rows of in % 2048 == 0 go through
                                   * cuda_gemvq.cu (4 lanes a block)       */
+    bool           gemv_qe;      /* knob gemv_quad_experts: with gemv_quad,
+                                  * v1's expert products of K-quant rows of
+                                  * in % 512 == 0 (<= 16384) go through
+                                  * cuda_gemvq.cu's gqe_kernel too        */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
     int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant
@@ -166,7 +170,10 @@ int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, cons
 /* The one-column GEMV with four lanes a block (cuda_gemvq.cu), which v1
  * hands the products it takes when mm->gemv_quad is set: Q4_K/Q5_K/Q6_K,
  * ncols 1, no experts or w2, in % 2048 == 0, 16-byte aligned rows (every
- * part of cu_mm.more too).  Same integer terms as v1, another f32 order. */
+ * part of cu_mm.more too); and with mm->gemv_qe the expert products of
+ * K-quant rows of in % 512 == 0, in <= 16384, any column count up to
+ * 65535 (16-byte aligned rows and experts).  Same integer terms as v1,
+ * another f32 order. */
 bool si_cu_gemvq_ok(const cu_mm *mm);
 int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 

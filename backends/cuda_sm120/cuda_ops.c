@@ -199,6 +199,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     cu_mm m = *mm;
     m.f32_tiled = b->f32_tiled;
     m.gemv_quad = b->gemv_quad;
+    m.gemv_qe = b->gemv_qe;
     m.gemv_xs = b->gemv_xs;
     m.gemv_warps = b->gemv_warps;
     m.gemv_st = b->gemv_st;

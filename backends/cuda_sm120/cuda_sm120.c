@@ -122,6 +122,13 @@
  *                         scale decode), the first weights loaded before
  *                         the programmatic-launch wait.  Same integer
  *                         terms as v1, another f32 order; false: v1 (A/B).
+ *   gemv_quad_experts = true | false  (with gemv_quad) the MOE's decode
+ *                         expert products of K-quant rows of in % 512 ==
+ *                         0 also go through cuda_gemvq.cu (gqe_kernel: a
+ *                         column a block row, the parts of gemv_quad, 2,
+ *                         4 or 8 blocks of a row a step); false: v1's
+ *                         expert path (A/B).  Same integer terms, another
+ *                         f32 order.
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
@@ -315,7 +322,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     const struct {
         const char *key, *yes, *no;
@@ -325,6 +332,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv", "v2", "v1", &gemv_v2 },   /* default v1: see above */
         { "gemv_fuse", "true", "false", &gemv_fuse },
         { "gemv_quad", "true", "false", &gemv_quad },
+        { "gemv_quad_experts", "true", "false", &gemv_qe },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -400,6 +408,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_w8 = mma_w8;
     b->f32_tiled = f32_tiled;
     b->gemv_quad = gemv_quad;
+    b->gemv_qe = gemv_qe;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;

@@ -1414,6 +1414,37 @@ static void matmul_ab(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n
     matmul_ab_tol(p, type, in, out, n, 1e-5);
 }
 
+/* The decode expert products on cuda_gemvq.cu (gemv_quad_experts, the
+ * default in cuda_dp4a_v1) at Qwen3.6-35B-A3B's widths (gate/up 2048 -> 512:
+ * 8 blocks a step; down 512 -> 2048: 2) and at 1024 (4), top-8 of 16:
+ * against the cpu's int8 path, and against v1's own expert units
+ * (cuda_v1_noquad; another f32 order, so MOE's 1e-3 of test_gemv_v1). */
+START_TEST(test_moe_quad_experts)
+{
+    moe_E = 16;
+    moe_K = 8;
+    moe_fs_same = true;
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a_v1");
+    moe_case_tol(&p, SI_TYPE_Q4_K, false, true, 1, 2048, 512, true);
+    moe_case_tol(&p, SI_TYPE_Q5_K, true, true, 3, 1024, 512, true);
+    pair_close(&p);
+    if (!as_cpu) {
+        static const uint32_t kq[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
+        static const int64_t ns[] = { 1, 8 };
+        pair_open_cu2(&p, "backend.cuda_v1_noquad", "backend.cuda_dp4a_v1");
+        for (size_t t = 0; t < 3; t++)
+            for (size_t k = 0; k < 2; k++)
+                /* (Q6_K rows of 512 are not 16-byte aligned: v1 there) */
+                moe_case_tol(&p, kq[t], k == 1, true, ns[k], 2048, kq[t] == SI_TYPE_Q6_K ? 2048 : 512, false);
+        pair_close(&p);
+    }
+    moe_E = 8;
+    moe_K = 2;
+    moe_fs_same = false;
+}
+END_TEST
+
 START_TEST(test_moe_fs_same)
 {
     moe_fs_same = true;
@@ -1997,6 +2028,7 @@ int main(void)
     tcase_add_test(tm, test_gemv_v1);
     tcase_add_test(tm, test_gemv_ab);
     tcase_add_test(tx, test_moe_fs_same);
+    tcase_add_test(tx, test_moe_quad_experts);   /* (after the cases above: their draws unchanged) */
     tcase_add_test(tm, test_topk);        /* its own draws (rng saved and restored) */
     suite_add_tcase(s, tm);
     suite_add_tcase(s, ta);

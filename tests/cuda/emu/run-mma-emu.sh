@@ -107,6 +107,29 @@ quant_src() {
         -e 's/extern __shared__ __align__(16) uint4 gq_xsm\[\];/uint4 *gq_xsm = (uint4 *)emu::dyn_smem();/' \
         "$src/cuda_gemvq.cu"
     cat <<'EOT'
+// expert columns (gqe_go): BS blocks a step, R sets of rows a lane group
+template <int T, int BS, int R> static void emu_gqe_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    const int64_t rb = (int64_t)GQ_WARPS * (32 / (4 * BS)) * R;
+    int64_t gx = (mm->rows + rb - 1) / rb;
+    for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
+    emu_launch(dim3((unsigned)gx, (unsigned)mm->ncols), dim3(32 * GQ_WARPS), (size_t)mm->in,
+               [&] { gqe_kernel<T, BS, R>(*mm, xq, xd, xs); });
+}
+template <int T, int BS> static void emu_gqe_r(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    if (gqe_rows(mm) == 1) emu_gqe_t<T, BS, 1>(mm, xq, xd, xs);
+    else emu_gqe_t<T, BS, 2>(mm, xq, xd, xs);
+}
+template <int T> static void emu_gqe(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    printf("  (gemvq experts, %d blocks a step)\n", gqe_bs(mm->in));
+    switch (gqe_bs(mm->in)) {
+    case 8: emu_gqe_r<T, 8>(mm, xq, xd, xs); break;
+    case 4: emu_gqe_r<T, 4>(mm, xq, xd, xs); break;
+    default: emu_gqe_r<T, 2>(mm, xq, xd, xs); break;
+    }
+}
 template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int W = T == SI_TYPE_Q8_0 ? GQ_WARPS : gq_warps(mm);   // (as gs_go and gq_go)
@@ -142,6 +165,11 @@ template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const 
 {
     if (mm->gemv_quad && si_cu_gemvq_ok(mm)) {   // (as si_cu_matmul_q8_v1 and si_cu_gemvq)
         printf("  (gemvq)\n");
+        if constexpr (T != SI_TYPE_Q8_0)
+            if (mm->expert != NULL) {
+                emu_gqe<T>(mm, xq, xd, xs);
+                return;
+            }
         const int r = T == SI_TYPE_Q8_0 ? gs_rows(mm) : gq_rows(mm);
         if (r == 4) emu_gq_t<T, 4>(mm, xq, xd, xs);
         else if (r == 2) emu_gq_t<T, 2>(mm, xq, xd, xs);
@@ -307,6 +335,13 @@ quad_plants() {
     plant dp4a quad-parts 's/g.rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
     plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2" q6_k 37 2048 1
     plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1" q6_k 9 2048 1
+    # gqe_kernel: the column's expert, its x column, the row sets' stride,
+    # the part's output stride, the lane group's reduction
+    plant dp4a quade-expert 's/g.w + (size_t)mm.expert\[j\] \* mm.expert_bytes/g.w/' "EMU_QUAD=1 EMU_EXPERTS=5" q5_k 33 512 8
+    plant dp4a quade-xcol 's/c = j \/ mm.x_div;/c = 0;/' "EMU_QUAD=1 EMU_EXPERTS=5" q5_k 33 512 8
+    plant dp4a quade-rowset 's/const int r = rw + RPW \* i;$/const int r = rw + i;/' "EMU_QUAD=1 EMU_EXPERTS=5" q4_k 37 512 4
+    plant dp4a quade-ys 's/g.y\[j \* g.ys + r\] = s;/g.y[r] = s;/' "EMU_QUAD=1 EMU_EXPERTS=5 EMU_PARTS=2" q4_k 37 2048 8 8
+    plant dp4a quade-reduce 's/for (int o = LPR \/ 2; o > 0/for (int o = LPR \/ 4; o > 0/' "EMU_QUAD=1 EMU_EXPERTS=5" q5_k 33 1024 3
     # x's copy in shared memory: stored unswizzled, read before it is whole
     plant dp4a quad-xs-swizzle 's/xsm\[gq_swz(u)\] = /xsm[u] = /' "EMU_QUAD=1" q4_k 9 4096 1
     plant dp4a quad-xs-sync 's/__syncthreads();   \/\/ x.s copy whole.*/;/' "EMU_QUAD=1" q6_k 9 4096 1
@@ -360,11 +395,34 @@ quad() {
     grep -q '(gemvq)' "$out/quad.log" || { echo "quad $*: did not run cuda_gemvq.cu"; rc=1; }
     grep -E 'max |OK|FAIL' "$out/quad.log" | tail -2
 }
+# expert columns (gemv_quad_experts, gqe_kernel): the 35b's shapes (gate
+# and up of 2048 as two products, 8 picks of one token; the 512-wide
+# down, a column its own x), 4 blocks a step, rows that leave blocks part
+# empty, 1 and 2 row sets, bs 8 (64 columns); the run must say it went there
+quade() {
+    EMU_QUAD=1 EMU_KERNEL=dp4a "$out/mma_emu" "$@" > "$out/quad.log" 2>&1 || { rc=1; cat "$out/quad.log"; return; }
+    grep -q '(gemvq experts' "$out/quad.log" || { echo "quade $*: did not run gqe_kernel"; rc=1; }
+    grep -E 'max |OK|FAIL' "$out/quad.log" | tail -2
+}
+quade_cases() {
+    EMU_PARTS=2 EMU_EXPERTS=6 quade q4_k 37 2048 8 8; EMU_EXPERTS=6 quade q5_k 45 512 8
+    [ "$1" = quick ] && return 0
+    for t in q4_k q5_k; do
+        EMU_EXPERTS=5 quade $t 13 1024 3; EMU_EXPERTS=5 EMU_ROWS=1 quade $t 33 512 5
+        EMU_EXPERTS=4 EMU_PARTS=3 quade $t 21 4096 4 2; EMU_EXPERTS=7 quade $t 9 512 64
+    done
+    EMU_EXPERTS=5 quade q6_k 21 2048 3; EMU_EXPERTS=5 EMU_ROWS=1 quade q6_k 7 4096 2
+    EMU_EXPERTS=9 quade q4_k 5 2048 64 8
+    # the knob off, and Q6_K rows that are not 16-byte aligned: v1
+    EMU_QUAD=1 EMU_NOQE=1 EMU_EXPERTS=5 dp4a q5_k 33 512 8; EMU_QUAD=1 EMU_EXPERTS=5 dp4a q6_k 9 512 3
+}
 quad_cases() {
     if [ "$1" = quick ]; then
         quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1; quad q8_0 9 4096 1
+        quade_cases quick
         return 0
     fi
+    quade_cases
     for t in q4_k q5_k q6_k; do
         quad $t 37 2048 1; quad $t 9 4096 1; quad $t 3 12288 1; quad $t 1 6144 1
         EMU_ROWS=2 quad $t 37 4096 1; EMU_ROWS=1 quad $t 13 2048 1
