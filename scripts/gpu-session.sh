@@ -48,7 +48,9 @@ step mk35b 30 'wrote|rror' "$SI" mkmodel --preset 35b-a3b -o /tmp/35b.gguf
 #     graph; scripts/ncu-summary.py groups the kernels of the decode steps)
 NCU_M=gpu__time_duration.sum,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
 for m in 9b 35b; do
-    step "ncu_dec_$m" 150 'PROF.*rror' ncu --clock-control none --csv --page raw --metrics $NCU_M --log-file "$L/ncu_$m.csv" \
+    # (SI_NCU_CACHE=none: caches kept between kernels, as in a real step;
+    # ncu's default flushes them, which inflates latency-bound kernels)
+    step "ncu_dec_$m" 150 'PROF.*rror' ncu --clock-control none --cache-control ${SI_NCU_CACHE:-all} --csv --page raw --metrics $NCU_M --log-file "$L/ncu_$m.csv" \
         "$SI" bench -m /tmp/$m.gguf --no-pp --ctx 16 --bs 1 --tg 2 --reps 1 --warmup 0 $G0
     step "ncu_sum_$m" 20 '.' python3 scripts/ncu-summary.py "$L/ncu_$m.csv"
 done
@@ -71,6 +73,8 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.fuse_gdn_q=true
     step "tg_${m}_qe_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.gemv_quad_experts=false
+    step "tg_${m}_early_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
+        --set backend.cuda_sm120.expert_early=false
     step "tg_${m}_st_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.gemv_staged=false
     step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \

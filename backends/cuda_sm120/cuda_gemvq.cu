@@ -410,9 +410,14 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_
 // (l >> 2) % BS of row (l / 4BS), so a warp holds RPW = 8 / BS rows at
 // once and R such sets (2: two steps of weights in flight per lane where
 // a row is one step).  x (at most GQ_XS_MAX bytes) comes into the block's
-// swizzled copy; the expert's ids come from the router's kernel, so
-// everything follows the programmatic-launch wait.  Same terms as v1;
-// the f32 order of a row's parts differs.
+// swizzled copy.  The picks come from the router's kernel: where that is
+// the kernel just before (the routed gate/up without a shared expert),
+// everything follows the programmatic-launch wait; where another launch
+// sits between (mm.expert_early: moe_exec runs the shared expert's gate/up
+// first), the router has completed by the time this kernel starts (the
+// launch between let it start only after its own wait), so the picks and
+// the first step's weights are read before the wait, while the kernel
+// before drains.  Same terms as v1; the f32 order of a row's parts differs.
 template <int T, int BS, int R>
 __global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                              const float *xs)
@@ -424,7 +429,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8
     const int steps = (int)(mm.in / (256 * BS)), nb = (int)(mm.in / 32);
     const int rw = (g.bx * GQ_WARPS + warp) * RPW * R + lane / LPR;   // rows rw + RPW i
     const int64_t j = blockIdx.y, c = j / mm.x_div;
-    cu_pdl_enter();   // (the picks come from the kernel before)
+    if (!mm.expert_early)
+        cu_pdl_enter();   // (the picks come from the kernel before)
     const uint8_t *wx = g.w + (size_t)mm.expert[j] * mm.expert_bytes;
     const uint8_t *wr[R];
 #pragma unroll
@@ -436,6 +442,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8
 #pragma unroll
     for (int i = 0; i < R; i++)
         gq_load<T>(wr[i], p, bl & 1, cur[i]);
+    if (mm.expert_early)
+        cu_pdl_enter();   // (x comes from the kernel before)
     gq_fill_x(gq_xsm, xq + c * mm.in, mm.in);
     const float *xdc = xd + c * nb, *xsc = xs + c * nb;
     float acc[R];

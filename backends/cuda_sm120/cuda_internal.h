@@ -93,6 +93,12 @@ typedef struct cu_mm {
     int64_t        in, rows;
     uint64_t       row_bytes, expert_bytes;
     const int32_t *expert;       /* device [ncols] or NULL                 */
+    bool           expert_early; /* expert[] was written two or more
+                                  * launches before this product's (each
+                                  * launch between waits for the one
+                                  * before it, cu_pdl_enter): gqe_kernel
+                                  * reads it and its first weights before
+                                  * the programmatic-launch wait          */
     const float   *x;            /* device                                 */
     int64_t        x_stride;     /* floats                                 */
     int64_t        x_div;        /* >= 1                                   */

@@ -948,10 +948,11 @@ static cu_mm mm_of(const si_tensor *w, uint64_t first_row, const float *x, int64
  * GEMV, cu_mm.more on v1), else two. */
 static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const si_tensor *wu, uint64_t u_row,
                        const float *x, int64_t x_stride, int64_t x_div, float *gu, int64_t ncols, int64_t rows,
-                       const int32_t *expert, si_err *err)
+                       const int32_t *expert, bool early, si_err *err)
 {
     cu_mm mm = mm_of(wg, g_row, x, x_stride, x_div, gu, 2 * rows, ncols, rows, expert);
     cu_mm up = mm_of(wu, u_row, x, x_stride, x_div, gu + rows, 2 * rows, ncols, rows, expert);
+    mm.expert_early = up.expert_early = early;
     if (up.w == mm.w + (uint64_t)rows * mm.row_bytes && up.type == mm.type && up.row_bytes == mm.row_bytes &&
         up.expert_bytes == mm.expert_bytes) {
         mm.rows = 2 * rows;   /* fused gate_up: already one matrix */
@@ -1035,14 +1036,24 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     int rc = mm_run(b, &mm, 0, err);
     if (rc == SI_OK)
         rc = launched(si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s), "MOE", err);
-    /* 2. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
-    if (rc == SI_OK)
-        rc = gate_up_run(b, W[2], 0, d.fused ? W[2] : W[3], d.fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel, err);
-    /* 3. shared expert's products of h, while slot 0 still holds it */
-    if (rc == SI_OK && d.shared) {
-        mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
-        if (gate_with_router || (rc = mm_run(b, &mm, 0, err)) == SI_OK)
-            rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, err);
+    /* 2. the shared expert's products of h (slot 0 holds it), with knob
+     * expert_early before the routed ones: with a launch between the
+     * router's and theirs, the routed products may read their picks
+     * before the programmatic-launch wait (cu_mm.expert_early; a gate/up
+     * of Fs >= 1 rows and n >= 1 columns launches at least once) */
+    const bool early = b->expert_early && d.shared && Fs > 0;
+    for (int pass = 0; pass < 2 && rc == SI_OK; pass++) {
+        if (pass == (early ? 0 : 1)) {
+            if (d.shared) {
+                mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
+                if (gate_with_router || (rc = mm_run(b, &mm, 0, err)) == SI_OK)
+                    rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, false, err);
+            }
+        } else {
+            /* 3. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
+            rc = gate_up_run(b, W[2], 0, d.fused ? W[2] : W[3], d.fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel,
+                             early, err);
+        }
     }
     /* 4. down projections.  Their inputs are scratch: slot 1, or with
      * knob fuse_norm on the int8 paths one kernel computes the SwiGLU
@@ -1058,6 +1069,7 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
                                "MOE", err);
     if (rc == SI_OK) {
         mm = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
+        mm.expert_early = b->expert_early;   /* (the gate/up and SwiGLU launches between) */
         rc = mm_run(b, &mm, dslot, err);
     }
     if (rc == SI_OK && d.shared) {

@@ -129,6 +129,14 @@
  *                         4 or 8 blocks of a row a step); false: v1's
  *                         expert path (A/B).  Same integer terms, another
  *                         f32 order.
+ *   expert_early = true | false  MOE decode runs the shared expert's
+ *                         gate/up before the routed one, so a launch sits
+ *                         between the router's and each routed product's:
+ *                         gemv_quad_experts' kernel then reads its picks
+ *                         and first weights before the programmatic-launch
+ *                         wait (the router has completed by then); false:
+ *                         routed first, everything after the wait (A/B;
+ *                         same bits).
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
@@ -322,7 +330,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, expert_early = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     const struct {
         const char *key, *yes, *no;
@@ -333,6 +341,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_fuse", "true", "false", &gemv_fuse },
         { "gemv_quad", "true", "false", &gemv_quad },
         { "gemv_quad_experts", "true", "false", &gemv_qe },
+        { "expert_early", "true", "false", &expert_early },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -409,6 +418,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->f32_tiled = f32_tiled;
     b->gemv_quad = gemv_quad;
     b->gemv_qe = gemv_qe;
+    b->expert_early = expert_early;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;

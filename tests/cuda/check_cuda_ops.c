@@ -1303,7 +1303,7 @@ END_TEST
  * shared expert as wide as the routed ones (test_moe_fs_same; as in
  * Qwen3.6-35B-A3B: one SwiGLU launch serves both). */
 static int64_t moe_E = 8, moe_K = 2;
-static bool moe_fs_same;
+static bool moe_fs_same, moe_exact;
 
 static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F, bool dp4a)
 {
@@ -1332,7 +1332,7 @@ static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t 
     if (dp4a)   /* two int8 roundings in series: h, then the SwiGLU output */
         dt_compare_rms(p, &y, 2 * DP4A_RMS, what);
     else
-        dt_compare(p, &y, wtol(wt), what);
+        dt_compare(p, &y, moe_exact ? 0.0 : wtol(wt), what);
     dt_free(p, &h);
     dt_free(p, &router);
     dt_free(p, &gate);
@@ -1437,6 +1437,15 @@ START_TEST(test_moe_quad_experts)
             for (size_t k = 0; k < 2; k++)
                 /* (Q6_K rows of 512 are not 16-byte aligned: v1 there) */
                 moe_case_tol(&p, kq[t], k == 1, true, ns[k], 2048, kq[t] == SI_TYPE_Q6_K ? 2048 : 512, false);
+        pair_close(&p);
+        /* the picks and first weights read before the programmatic-launch
+         * wait (expert_early, the default) against routed-first: the same
+         * kernels' sums, the same bits (MOE's own tolerance is then 0) */
+        pair_open_cu2(&p, "backend.cuda_v1_late", "backend.cuda_dp4a_v1");
+        moe_exact = true;
+        for (size_t k = 0; k < 2; k++)
+            moe_case_tol(&p, SI_TYPE_Q4_K, k == 1, true, ns[k], 2048, 512, false);
+        moe_exact = false;
         pair_close(&p);
     }
     moe_E = 8;
@@ -1892,6 +1901,8 @@ int main(void)
     const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
     const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = true\n";
     const char *gq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = false\n";
+    /* (MOE decode with the routed products first: expert_early = false) */
+    const char *late_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\nexpert_early = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -1938,12 +1949,13 @@ int main(void)
              "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off);
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;

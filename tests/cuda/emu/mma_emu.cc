@@ -211,6 +211,7 @@ int main(int argc, char **argv)
     mm.gemv_order = getenv("EMU_ORDER") != NULL; // v1, Q4_K/Q5_K, one column: lanes share the sub-block
     mm.gemv_quad = getenv("EMU_QUAD") != NULL;   // v1, one column, in % 2048 == 0: cuda_gemvq.cu
     mm.gemv_qe = getenv("EMU_NOQE") == NULL;     // cuda_gemvq.cu takes expert columns (the default)
+    mm.expert_early = getenv("EMU_EARLY") != NULL;   // gqe_kernel: picks read before the (no-op here) wait
     mm.gemv_xs = getenv("EMU_NOXS") == NULL;     // cuda_gemvq.cu: x from shared memory (the default)
     mm.gemv_st = getenv("EMU_NOST") == NULL;     // cuda_gemvq.cu takes Q8_0 (the default)
     mm.gemv_warps = getenv("EMU_WARPS") ? atoi(getenv("EMU_WARPS")) : 0;   // cuda_gemvq.cu: 8 warps a block

@@ -405,14 +405,14 @@ quade() {
     grep -E 'max |OK|FAIL' "$out/quad.log" | tail -2
 }
 quade_cases() {
-    EMU_PARTS=2 EMU_EXPERTS=6 quade q4_k 37 2048 8 8; EMU_EXPERTS=6 quade q5_k 45 512 8
+    EMU_PARTS=2 EMU_EXPERTS=6 quade q4_k 37 2048 8 8; EMU_EXPERTS=6 EMU_EARLY=1 quade q5_k 45 512 8
     [ "$1" = quick ] && return 0
     for t in q4_k q5_k; do
         EMU_EXPERTS=5 quade $t 13 1024 3; EMU_EXPERTS=5 EMU_ROWS=1 quade $t 33 512 5
         EMU_EXPERTS=4 EMU_PARTS=3 quade $t 21 4096 4 2; EMU_EXPERTS=7 quade $t 9 512 64
     done
     EMU_EXPERTS=5 quade q6_k 21 2048 3; EMU_EXPERTS=5 EMU_ROWS=1 quade q6_k 7 4096 2
-    EMU_EXPERTS=9 quade q4_k 5 2048 64 8
+    EMU_EXPERTS=9 quade q4_k 5 2048 64 8; EMU_EXPERTS=5 EMU_EARLY=1 EMU_PARTS=2 quade q4_k 33 2048 8 8
     # the knob off, and Q6_K rows that are not 16-byte aligned: v1
     EMU_QUAD=1 EMU_NOQE=1 EMU_EXPERTS=5 dp4a q5_k 33 512 8; EMU_QUAD=1 EMU_EXPERTS=5 dp4a q6_k 9 512 3
 }
