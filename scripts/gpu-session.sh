@@ -75,6 +75,8 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.gemv_quad_experts=false
     step "tg_${m}_early_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.expert_early=false
+    step "tg_${m}_amma_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
+        --set backend.cuda_sm120.attn_mma=false
     step "tg_${m}_st_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.gemv_staged=false
     step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
@@ -174,6 +176,10 @@ step pp_32k_9b 60 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 32768 --reps 
 step pp_32k_35b 60 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 32768 --reps 2 --warmup 0
 step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5
 step tg_32k_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5
+for m in 9b 35b; do
+    step "tg_32k_${m}_amma_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5 \
+        --set backend.cuda_sm120.attn_mma=false
+done
 step tg_bs_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5
 step tg_bs_35b 50 "$ROWS" "$SI" bench -m /tmp/35b.gguf --bw 4300 --no-pp --ctx 128 --bs 8,32 --tg 32 --reps 5
 # 8. A/B: the kernel plugins, the int8 KV cache

@@ -25,6 +25,8 @@
 //        with knob attn_gqa = shared the dense cache runs split_gqa_kernel
 //        (cuda_attn_gqa.cu) instead: the same plan and partials, the K/V
 //        tiles staged in shared memory by cp.async (more bytes in flight);
+//        and with knob attn_mma too, over the f16 cache, split_mma_kernel
+//        (cuda_attn_mma.cu): both products on the f16 tensor cores;
 //      simple (attn = simple, or head_dim not in 16..256 a power of two):
 //        attend_kernel per (token, head), one serial online softmax over
 //        the whole context in chunks of 128;
@@ -532,6 +534,8 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         if (a->i8)
             cu_launch_split_i8(a, pl.rb, pl.chunk, pl.n_split,
                                ((size_t)pl.rb * a->head_dim + (size_t)pl.rb * SPLIT_TILE) * sizeof(float), s);
+        else if (a->gqa_shared && a->dec_mma && cu_split_mma_ok(a, pl.rb))
+            cu_launch_split_mma(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->gqa_shared)
             cu_launch_split_gqa(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->f16)

@@ -111,6 +111,11 @@ void cu_launch_split_i8(const cu_attn *a, int rb, int32_t chunk, int n_split, si
 // memory by cp.async (knob attn_gqa = shared, cuda_attn_gqa.cu): the same
 // grid, plan and partials as split_kernel.
 void cu_launch_split_gqa(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
+// The f16 tensor-core split kernel (knob attn_mma, cuda_attn_mma.cu): the
+// same grid, plan and partials; cu_split_mma_ok says whether it takes the
+// cache (f16 dense, head_dim 64/128/256, 16-byte aligned) and rb.
+bool cu_split_mma_ok(const cu_attn *a, int rb);
+cudaError_t cu_launch_split_mma(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
 
 
 // The start of the split kernels (dense, paged int8, GQA-staged): the
@@ -180,6 +185,36 @@ static __device__ __forceinline__ void split_softmax_tile(float *ps, int cnt, in
     }
 }
 
+// The block's output rows fold [RB][hd] (f32, complete; a block barrier
+// before) either gated into dst (n_split = 1) or as this split's partial
+// sums and (m, l) for combine_kernel: the end of every split kernel.
+template <int RB>
+static __device__ __forceinline__ void split_store(const cu_attn &a, const float *fold, int hd, const float *m_s,
+                                                   const float *l_s, const float *qg, int64_t t, int h0, int n_split,
+                                                   int s)
+{
+    if (n_split == 1) {
+        float *out = a.dst + t * a.dst_stride + (uint64_t)h0 * hd;
+        for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+            const int r = i / hd, e = i % hd;
+            const float inv = 1.0f / l_s[r];
+            out[i] = fold[i] * inv / (1.0f + expf(-qg[(uint64_t)r * 2 * hd + hd + e]));
+        }
+        return;
+    }
+    // partials: acc [n][n_head][n_split][hd], then (m, l) [n][n_head][n_split][2]
+    const uint64_t pb = ((uint64_t)t * a.n_head + h0) * n_split + s;
+    float *pacc = a.part, *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd;
+    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
+        const int r = i / hd, e = i % hd;
+        pacc[(pb + (uint64_t)r * n_split) * hd + e] = fold[i];
+    }
+    if (threadIdx.x < RB) {
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split)] = m_s[threadIdx.x];
+        pml[2 * (pb + (uint64_t)threadIdx.x * n_split) + 1] = l_s[threadIdx.x];
+    }
+}
+
 template <int RB>
 static __device__ __forceinline__ void split_finish(const cu_attn &a, float (&acc)[RB][8], int lpr, int warp, int sub,
                                                     int cl, float *fold, int hd, const float *m_s, const float *l_s,
@@ -203,26 +238,7 @@ static __device__ __forceinline__ void split_finish(const cu_attn &a, float (&ac
                 }
         __syncthreads();
     }
-    if (n_split == 1) {
-        float *out = a.dst + t * a.dst_stride + (uint64_t)h0 * hd;
-        for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
-            const int r = i / hd, e = i % hd;
-            const float inv = 1.0f / l_s[r];
-            out[i] = fold[i] * inv / (1.0f + expf(-qg[(uint64_t)r * 2 * hd + hd + e]));
-        }
-        return;
-    }
-    // partials: acc [n][n_head][n_split][hd], then (m, l) [n][n_head][n_split][2]
-    const uint64_t pb = ((uint64_t)t * a.n_head + h0) * n_split + s;
-    float *pacc = a.part, *pml = a.part + (uint64_t)a.n * a.n_head * n_split * hd;
-    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x) {
-        const int r = i / hd, e = i % hd;
-        pacc[(pb + (uint64_t)r * n_split) * hd + e] = fold[i];
-    }
-    if (threadIdx.x < RB) {
-        pml[2 * (pb + (uint64_t)threadIdx.x * n_split)] = m_s[threadIdx.x];
-        pml[2 * (pb + (uint64_t)threadIdx.x * n_split) + 1] = l_s[threadIdx.x];
-    }
+    split_store<RB>(a, fold, hd, m_s, l_s, qg, t, h0, n_split, s);
 }
 
 #endif

@@ -53,6 +53,7 @@ struct si_backend {
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
     bool           attn_gqa;        /* knob attn_gqa = shared (else per_head) */
+    bool           attn_mma;        /* knob attn_mma (cuda_attn_mma.cu)      */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
     int            n_sm;            /* multiprocessors of the device         */

@@ -282,6 +282,9 @@ typedef struct cu_attn {
     int          n_sm;           /* multiprocessors: sizes the split grid  */
     bool         gqa_shared;     /* knob attn_gqa = shared: split K/V tiles
                                   * staged by cp.async (cuda_attn_gqa.cu) */
+    bool         dec_mma;        /* knob attn_mma (with gqa_shared): the
+                                  * f16 dense cache's split core on the
+                                  * tensor cores (cuda_attn_mma.cu)       */
     int32_t      max_len;        /* max over the tokens of pos + 1         */
     float       *part;           /* device, si_cu_attn_part_bytes() bytes  */
     /* Knob attn_prefill = fa and an op of runs of >= SI_CU_FA_MIN_RUN
@@ -318,6 +321,9 @@ typedef struct cu_fa_plan {
     int32_t chunk;               /* positions per split, a multiple of 64  */
 } cu_fa_plan;
 bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p);
+/* cuda_attn_mma.cu: the opt-in shared memory of its kernels (above 48 KB),
+ * once at open, outside any graph capture; a CUDA error code, 0 on success. */
+int si_cu_attn_mma_init(void);
 /* The core alone (after rope and append; without the combine). */
 int  si_cu_fa(const cu_attn *a, const cu_fa_plan *p, void *stream);
 

@@ -101,6 +101,15 @@
  *                         GPU stays full for one decoding token at long
  *                         context); simple is one block per (token, head)
  *                         over the whole context.  Both exact (cuda_attn.cu).
+ *   attn_mma = true | false  (with attn_gqa = shared) the split core over
+ *                         the f16 dense cache on the f16 tensor cores
+ *                         (cuda_attn_mma.cu): S = K Q^T and O = V^T P^T by
+ *                         mma.sync for all query heads of a kv head, q and
+ *                         p rounded to f16 (f32 sums), where split_gqa's
+ *                         5 shuffles per (position, head) left one block
+ *                         ~25 us of dependent instructions per tile (35b
+ *                         decode, H200).  Same plan, partials, combine;
+ *                         false: split_gqa_kernel (A/B).
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
  *                         loading its K/V rows into registers a few at a
@@ -327,7 +336,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
-    bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true,
+    bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, expert_early = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
@@ -359,6 +368,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
         { "attn_gqa", "shared", "per_head", &attn_gqa },
+        { "attn_mma", "true", "false", &attn_mma },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
         { "profile", "true", "false", &profile },
@@ -430,6 +440,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
     b->attn_gqa = attn_gqa;
+    b->attn_mma = attn_mma;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
     b->n_sm = p.multiProcessorCount;
@@ -440,6 +451,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_EDEVICE, "cudaStreamCreate: %s", cudaGetErrorString(e));
     }
     cu_kernels_init(b, p.major, p.minor);
+    if (b->attn_mma && (e = (cudaError_t)si_cu_attn_mma_init()) != cudaSuccess) {
+        /* (the kernel is then never picked: attn_gqa's core runs) */
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_mma: %s; using the attn_gqa core", cudaGetErrorString(e));
+        cudaGetLastError();
+        b->attn_mma = false;
+    }
     if (profile && (rc = cu_prof_open(b, err)) != SI_OK) {
         cuda_close(b);
         return rc;
@@ -603,6 +620,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     }
     a->split = b->attn_split;
     a->gqa_shared = b->attn_gqa;
+    a->dec_mma = b->attn_mma;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
     a->n_sm = b->n_sm;
     a->max_len = si_cu_attn_bucket(max_len);

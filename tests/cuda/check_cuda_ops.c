@@ -772,6 +772,15 @@ START_TEST(test_attn_long_gqa_9b)
 }
 END_TEST
 
+/* attn_gqa = shared without attn_mma (split_gqa_kernel: the f16 cache's
+ * core before the tensor-core one, kept as its A/B), both families' shapes */
+START_TEST(test_attn_long_gqa_fma)
+{
+    attn_long("backend.cpu16", "backend.cuda16_gqa_fma", 8, 1, 256, 1e-3);
+    attn_long("backend.cpu16", "backend.cuda16_gqa_fma", 16, 4, 256, 1e-3);
+}
+END_TEST
+
 START_TEST(test_attn_long_gqa_f32)
 {
     attn_long("backend.cpu", "backend.cuda_gqa32", 6, 2, 128, 1e-4);
@@ -1950,12 +1959,14 @@ int main(void)
              "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra);
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
+             as_cpu ? "" : "attn_mma = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2022,6 +2033,7 @@ int main(void)
     tcase_add_test(ta, test_attn_long_gqa_35b);
     tcase_add_test(ta, test_attn_long_gqa_9b);
     tcase_add_test(ta, test_attn_long_gqa_f32);
+    tcase_add_test(ta, test_attn_long_gqa_fma);
     tcase_add_test(ta, test_kv_too_big);
     tcase_add_loop_test(tg, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
     tcase_add_test(ta, test_attn_i8_pages);

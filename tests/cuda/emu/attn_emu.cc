@@ -19,8 +19,12 @@
 // with the per-head split_kernel (attn_gqa = per_head) on the same cache:
 // the two outputs must agree within the same tolerance (bit-identical is
 // not required: the staged tile may be shorter than 64 positions).
+// SPLIT 3 (f16): attn_gqa = shared with attn_mma, split_mma_kernel
+// (cuda_attn_mma.cu) on the emulated tensor cores, checked likewise to
+// 1e-3 of max |out| (its q and p are rounded to f16).
 // Usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...
-//   KV i8|f16|f32, SPLIT 1 = attn split, 2 = split with attn_gqa = shared
+//   KV i8|f16|f32, SPLIT 1 = attn split, 2 = split with attn_gqa = shared,
+//   3 = that with attn_mma
 //   (else simple), NSM multiprocessors
 //   (sizes the split grid: small = many splits), PF 0 = the prefill op runs
 //   rope + append only (long contexts: its attention is not checked).
@@ -134,7 +138,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     // cu_attn_prepare
     int32_t ml = 0;
     for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
-    a.split = C.split != 0; a.gqa_shared = C.split == 2; a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
+    a.split = C.split != 0; a.gqa_shared = C.split >= 2; a.dec_mma = C.split == 3; a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
     size_t pb = si_cu_attn_part_bytes(&a);
     std::vector<float> part(pb / 4 + 1, NAN);
     a.part = pb ? part.data() : nullptr;
@@ -148,6 +152,8 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         int rows = 64;
         while (rows > 16 && rows > 1024 / hd && rows * rowb > 16384) rows /= 2;
         emu_ptx::smem_bytes = (size_t)(rb * hd + rb * 64) * 4 + 2 * (size_t)rows * rowb;
+        if (a.dec_mma)   // split_mma_kernel (cuda_attn_mma.cu): q, p f32; q, p f16 of 8 rows; K and V of 64 rows, rows padded by 8 halves
+            emu_ptx::smem_bytes = (size_t)(rb * hd + rb * 64) * 4 + (8 * (size_t)(hd + 8) + 8 * 72 + 128 * (size_t)(hd + 8)) * 2;
     }
     if (attend) {
         int rc = si_cu_attn(&a, nullptr);
@@ -274,9 +280,11 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
                 }
             }
         }
-    const double tol = 2e-5;
+    // (SPLIT 3: q and p rounded to f16 for the tensor cores, as the
+    // flash-attention prefill: 1e-3 of max |out|, fa_emu.cc's bound)
+    const double tol = C.split == 3 ? 1e-3 : 2e-5;
     bool ok = nan == 0 && md <= tol * mx && (!C.i8 || mq <= 0.05 * mx);
-    if (C.split == 2) {   // shared vs per_head
+    if (C.split >= 2) {   // shared (or mma) vs per_head
         double pd = 0;
         long same = 0, all = 0;
         for (int t = 0; t < n; t++)
@@ -287,8 +295,8 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
                 all++;
             }
         const bool pok = pd <= tol * mx;
-        printf("  %s: attn_gqa shared vs per_head: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what,
-               pd, pd / mx, same, all, pok ? "ok" : "FAIL");
+        printf("  %s: attn_gqa %s vs per_head: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what,
+               C.split == 3 ? "shared + attn_mma" : "shared", pd, pd / mx, same, all, pok ? "ok" : "FAIL");
         ok = ok && pok;
     }
     const int nsp = pb ? (int)(pb / ((size_t)n * nh * (hd + 2) * 4)) : 1;

@@ -28,7 +28,7 @@ for f in cuda_attn cuda_attn_i8; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 # the flash-attention core si_cu_attn dispatches to (not taken here: fa = 0)
 # and the attn_gqa = shared split kernel (cp.async: ptx_emu.h)
 sh "$here/run-fa-emu.sh" "$out" objs
-g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_gqa.o" -o "$out/attn_emu"
+g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/attn_emu"
 rc=0
 cuda=${CUDA_HOME:-/usr/local/cuda}
 gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/include -I$top/backends \
@@ -36,6 +36,7 @@ gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/inclu
 "$out/kv_pages_emu" || rc=1
 # KV SPLIT HD NH NKV NROT NSM PF | prefill lengths per sequence (one op), then one decoding token each
 # (SPLIT 2: attn_gqa = shared, also compared with the per-head split kernel;
+# SPLIT 3: that with attn_mma, the f16 tensor-core core, f16 caches only;
 # GQA ratios 1, 2, 3, 4, 8, 16, head_dim 16..256, f16 and f32 caches, the
 # 1000/700-position decodes beside a short sequence: its later splits empty)
 while read -r c; do
@@ -67,9 +68,17 @@ f16 2 256 16 1 64 64 0 1000 15
 f16 2 128 16 4 64 64 0 700 3
 f32 2 128 8 1 64 1 1 65 2
 f16 2 16 6 2 16 64 1 20 66
+f16 3 256 8 1 64 64 1 100 17 70
+f16 3 256 16 2 64 64 0 1000 15
+f16 3 256 16 4 64 64 0 700 3
+f16 3 128 4 2 64 8 1 1 65 200
+f16 3 64 4 4 64 64 1 33 129
+f16 3 128 16 1 64 64 1 40 5
+f16 3 256 2 1 64 300 1 7 64 65
 CASES
 # attn_gqa = shared with warps drifting apart between block barriers
 # (emu.cc EMU_DRIFT): a cp.async wait or barrier too few shows here
 EMU_DRIFT=7 "$out/attn_emu" f16 2 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=3 "$out/attn_emu" f32 2 128 4 2 64 64 1 90 130 || rc=1
+EMU_DRIFT=5 "$out/attn_emu" f16 3 256 8 1 64 64 1 100 17 70 || rc=1
 exit $rc

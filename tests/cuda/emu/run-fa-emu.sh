@@ -15,7 +15,7 @@ top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
 F="-std=c++17 -O2 -fno-strict-aliasing -I$here -I$src -I$top/core/include -Wno-unused-function"
 launch='s/\([A-Za-z_][A-Za-z_0-9]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>(\(.*\));/emu_launch_s(\3, [\&] { \1(\4); });/'
-# cuda_attn_fa.cu and cuda_attn_gqa.cu ($2): their PTX wrappers cut
+# cuda_attn_fa.cu, cuda_attn_gqa.cu and cuda_attn_mma.cu ($2): their PTX wrappers cut
 # (ptx_emu.h stands in), the device queries and the shared-memory opt-in
 # answered as an sm_90 would
 fa_obj() {
@@ -38,6 +38,7 @@ EOT
 if [ "$2" = objs ]; then
     fa_obj "${1:?builddir}"
     fa_obj "$1" cuda_attn_gqa
+    fa_obj "$1" cuda_attn_mma
     exit 0
 fi
 out=${1:-${TMPDIR:-/tmp}}/fa-emu.$$
@@ -47,7 +48,7 @@ mkdir -p "$out"
 for f in cuda_attn cuda_attn_i8; do
     sed -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' -e "$launch" "$src/$f.cu" > "$out/$f.cc"
 done
-{ fa_obj "$out" && fa_obj "$out" cuda_attn_gqa; } &
+{ fa_obj "$out" && fa_obj "$out" cuda_attn_gqa && fa_obj "$out" cuda_attn_mma; } &
 fa_pid=$!
 for f in cuda_attn cuda_attn_i8; do
     if grep -q '<<<\|extern __shared__' "$out/$f.cc"; then
@@ -56,7 +57,7 @@ for f in cuda_attn cuda_attn_i8; do
     g++ $F -c "$out/$f.cc" -o "$out/$f.o"
 done
 wait $fa_pid
-g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_gqa.o" -o "$out/fa_emu"
+g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/fa_emu"
 rc=0
 # HD NH NKV NROT NSM ORDER PRIOR:NEW...   (quick set first; EMU_DRIFT lets
 # warps drift apart between block barriers)
