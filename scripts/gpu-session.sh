@@ -77,6 +77,8 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.expert_early=false
     step "tg_${m}_amma_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.attn_mma=false
+    step "tg_${m}_qn_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
+        --set backend.cuda_sm120.gemv_quad_cols=false
     step "tg_${m}_st_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
         --set backend.cuda_sm120.gemv_staged=false
     step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \

@@ -43,6 +43,7 @@ struct si_backend {
     bool           f32_tiled;       /* knob f32_gemm = tiled (else gemv)     */
     bool           gemv_quad;       /* knob gemv_quad (cuda_gemvq.cu)        */
     bool           gemv_qe;         /* knob gemv_quad_experts (cuda_gemvq.cu) */
+    bool           gemv_qn;         /* knob gemv_quad_cols (cuda_gemvq.cu)   */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */
     int            gemv_warps;      /* knob gemv_warps (cuda_gemvq.cu): 4, 8 */

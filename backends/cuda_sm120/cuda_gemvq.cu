@@ -52,6 +52,9 @@
 // GQ_XS_MAX bytes: 16 KB a block stays under the default 48 KB and leaves
 // an SM room for its resident blocks (sm_120's 100 KB included).
 #define GQ_XS_MAX 16384
+#define GQ_XSN_MAX 49152
+// Columns (decoding sequences) of one launch, knob gemv_quad_cols
+#define GQ_COLS_MAX 8
 
 template <int T> struct gq_traits;
 template <> struct gq_traits<SI_TYPE_Q4_K> { static const int bytes = 144; };
@@ -248,10 +251,27 @@ __device__ __forceinline__ void gq_fill_x(uint4 *xsm, const int8_t *xq, int64_t 
     __syncthreads();   // x's copy whole before any lane reads it
 }
 
+// x's in bytes of each of nt columns (column c at xq + c * in) into the
+// block's copy: column c's units from xsm + c * in / 16, each column
+// swizzled as gq_fill_x's.  Every thread of the block calls it.
+__device__ __forceinline__ void gq_fill_xn(uint4 *xsm, const int8_t *xq, int64_t in, int nt)
+{
+    const int nu = (int)(in >> 4);
+    for (int i = (int)threadIdx.x; i < nt * nu; i += (int)blockDim.x) {
+        const int c = i / nu, u = i - c * nu;
+        xsm[c * nu + gq_swz(u)] = __ldg((const uint4 *)xq + i);
+    }
+    __syncthreads();   // x's copy whole before any lane reads it
+}
+
 // Rows past the end are computed on the last row and not stored, so every
 // lane takes part in the shuffles.
-// XS: x comes into shared memory first (gq_x16; dynamic, mm.in bytes).
-template <int T, int R, bool XS>
+// XS: x comes into shared memory first (gq_x16; dynamic, nt * mm.in bytes).
+// NT > 1: decode of up to NT sequences (mm.ncols <= NT, x_div 1): each
+// part's weights, loaded and unpacked once, are dotted with every column's
+// x; v1 took these products before, its lanes reading each column's x
+// from global memory (16 L1 wavefronts a load, NT times a unit).
+template <int T, int R, bool XS, int NT>
 __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                                 const float *xs)
 {
@@ -263,7 +283,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const i
     const int rows = g.rows;
     const uint32_t rb = g.rb;
     float *y = g.y;
-    const int r0 = (g.bx * nw + warp) * R, steps = (int)(mm.in / 2048);
+    const int r0 = (g.bx * nw + warp) * R, steps = (int)(mm.in / 2048), nb = (int)(mm.in / 32);
+    const int nt = NT == 1 ? 1 : (int)mm.ncols;
     const uint8_t *wr[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
@@ -275,12 +296,18 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const i
     // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
     // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
-    if (XS)
-        gq_fill_x(gq_xsm, xq, mm.in);
-    float acc[R];
+    if (XS) {
+        if (NT == 1)
+            gq_fill_x(gq_xsm, xq, mm.in);
+        else
+            gq_fill_xn(gq_xsm, xq, mm.in, nt);
+    }
+    float acc[R][NT];
 #pragma unroll
     for (int i = 0; i < R; i++)
-        acc[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < NT; c++)
+            acc[i][c] = 0.0f;
     for (int st = 0; st < steps; st++) {
         if (st + 1 < steps) {
 #pragma unroll
@@ -289,16 +316,25 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const i
         }
 #pragma unroll
         for (int i = 0; i < R; i++) {
-            acc[i] = gq_dot<T, XS>(cur[i], 8 * st + bl, p, xq, gq_xsm, xd, xs, acc[i]);
+#pragma unroll
+            for (int c = 0; c < NT; c++)
+                if (c < nt)
+                    acc[i][c] = gq_dot<T, XS>(cur[i], 8 * st + bl, p, xq + (size_t)c * mm.in,
+                                              gq_xsm + (size_t)c * (mm.in >> 4), xd + (size_t)c * nb,
+                                              xs + (size_t)c * nb, acc[i][c]);
             cur[i] = nxt[i];
         }
     }
 #pragma unroll
-    for (int i = 0; i < R; i++) {
-        const float s = cu_warp_sum(acc[i]);
-        if (lane == 0 && r0 + i < rows)
-            y[r0 + i] = s;
-    }
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int c = 0; c < NT; c++) {
+            if (c >= nt)
+                break;
+            const float s = cu_warp_sum(acc[i][c]);
+            if (lane == 0 && r0 + i < rows)
+                y[(size_t)c * g.ys + r0 + i] = s;
+        }
 }
 
 // ---- Q8_0: weights staged through shared memory (knob gemv_staged) -----
@@ -319,7 +355,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const i
 // x and the rings under the default 48 KB of a block: in <= 12288
 #define GS_IN_MAX 12288
 __host__ __device__ __forceinline__ int gs_ring(int units) { return units < GS_NB ? units : GS_NB; }
-#define GS_SMEM(in, R) ((size_t)(in) + (size_t)GQ_WARPS * gs_ring((R) * (int)((in) / 2048)) * GS_UNIT)
+// (nt columns of x, then the rings)
+#define GS_SMEM(in, R, nt) ((size_t)(in) * (nt) + (size_t)GQ_WARPS * gs_ring((R) * (int)((in) / 2048)) * GS_UNIT)
 
 __device__ __forceinline__ void gs_issue(uint8_t *ring, int nb, const gq_prod &g, int r0, int steps, int units,
                                          int k, int lane)
@@ -334,15 +371,19 @@ __device__ __forceinline__ void gs_issue(uint8_t *ring, int nb, const gq_prod &g
     cp_async_commit();   // (empty past the last unit: the group count stays uniform)
 }
 
-// acc += the lane's two blocks of unit u (its step st) against x.
-__device__ __forceinline__ float gs_dot(const uint8_t *u, int st, int lane, const uint4 *xsm, const float *xd,
-                                        float acc)
+// The lane's 17 words of unit u (its two blocks).
+__device__ __forceinline__ void gs_words(const uint8_t *u, int lane, uint32_t w[17])
 {
     const uint32_t *uw = (const uint32_t *)(u + 68 * lane);
-    uint32_t w[17];
 #pragma unroll
     for (int j = 0; j < 17; j++)
         w[j] = uw[j];
+}
+
+// acc += the lane's two blocks (words w, step st) against x.
+__device__ __forceinline__ float gs_dot(const uint32_t w[17], int st, int lane, const uint4 *xsm, const float *xd,
+                                        float acc)
+{
     const int e = 2048 * st + 64 * lane;
     uint32_t xa[8], xb[8];
     gq_x16<true>(NULL, xsm, e, xa);
@@ -362,21 +403,29 @@ __device__ __forceinline__ float gs_dot(const uint8_t *u, int st, int lane, cons
     return acc;
 }
 
-template <int R>
+// NT > 1: up to NT columns (mm.ncols, x_div 1), as gq_kernel's: each
+// unit's words read once for all of them.
+template <int R, int NT>
 __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_t *xq, const float *xd)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const gq_prod g = gq_find(mm, GQ_WARPS * R);
     const int r0 = (g.bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048), units = R * steps;
-    const int nb = gs_ring(units);
-    // [x: in bytes][the warps' rings]
-    uint8_t *ring = (uint8_t *)gq_xsm + mm.in + (size_t)warp * nb * GS_UNIT;
+    const int nb = gs_ring(units), nt = NT == 1 ? 1 : (int)mm.ncols, nxb = (int)(mm.in / 32);
+    // [x: nt * in bytes][the warps' rings]
+    uint8_t *ring = (uint8_t *)gq_xsm + (size_t)nt * mm.in + (size_t)warp * nb * GS_UNIT;
     for (int k = 0; k < nb; k++)
         gs_issue(ring, nb, g, r0, steps, units, k, lane);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
-    gq_fill_x(gq_xsm, xq, mm.in);
-    float acc = 0.0f;
+    if (NT == 1)
+        gq_fill_x(gq_xsm, xq, mm.in);
+    else
+        gq_fill_xn(gq_xsm, xq, mm.in, nt);
+    float acc[NT];
+#pragma unroll
+    for (int c = 0; c < NT; c++)
+        acc[c] = 0.0f;
     for (int k = 0; k < units; k++) {
         // this lane's copies of unit k landed: of the nb + k groups
         // committed, the nb - 1 after it may still fly (nb is uniform)
@@ -388,12 +437,22 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_
         }
         __syncwarp();   // everyone's copies of unit k landed
         const int i = k / steps, st = k - i * steps;
-        acc = gs_dot(ring + (k % nb) * GS_UNIT, st, lane, gq_xsm, xd, acc);
+        uint32_t w[17];
+        gs_words(ring + (k % nb) * GS_UNIT, lane, w);
+#pragma unroll
+        for (int c = 0; c < NT; c++)
+            if (c < nt)
+                acc[c] = gs_dot(w, st, lane, gq_xsm + (size_t)c * (mm.in >> 4), xd + (size_t)c * nxb, acc[c]);
         if (st == steps - 1) {
-            const float s = cu_warp_sum(acc);
-            if (lane == 0 && r0 + i < g.rows)
-                g.y[r0 + i] = s;
-            acc = 0.0f;
+#pragma unroll
+            for (int c = 0; c < NT; c++) {
+                if (c >= nt)
+                    break;
+                const float s = cu_warp_sum(acc[c]);
+                if (lane == 0 && r0 + i < g.rows)
+                    g.y[(size_t)c * g.ys + r0 + i] = s;
+                acc[c] = 0.0f;
+            }
         }
         __syncwarp();   // every lane is done with unit k's buffer
         gs_issue(ring, nb, g, r0, steps, units, k + nb, lane);   // into it
@@ -482,6 +541,12 @@ __host__ __device__ __forceinline__ int gqe_bs(int64_t in)
     return in % 2048 == 0 ? 8 : in % 1024 == 0 ? 4 : in % 512 == 0 ? 2 : 0;
 }
 
+// Q8_0 rows a warp: mm->gemv_rows 1, 2 or 4, else 2.
+static inline int gs_rows(const cu_mm *mm)
+{
+    return mm->gemv_rows == 1 || mm->gemv_rows == 4 ? mm->gemv_rows : 2;
+}
+
 static bool gq_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
 {
     return (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && rows >= 0 && rows <= 0x7fffffff &&
@@ -512,12 +577,16 @@ extern "C" bool si_cu_gemvq_ok(const cu_mm *mm)
     if (mm->expert != NULL)
         return gqe_ok(mm);
     if (mm->type == SI_TYPE_Q8_0) {
-        if (!mm->gemv_st || mm->in > GS_IN_MAX)
+        // (several columns: x and the rings within the default 48 KB)
+        if (!mm->gemv_st || mm->in > GS_IN_MAX || mm->in % 2048 != 0 ||
+            (mm->ncols > 1 && GS_SMEM(mm->in, gs_rows(mm), mm->ncols) > GQ_XSN_MAX))
             return false;
     } else if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K) {
         return false;
     }
-    if (mm->ncols != 1 || mm->expert != NULL || mm->w2 != NULL || mm->in <= 0 || mm->in % 2048 != 0 ||
+    // (several columns: K-quants only, knob gemv_quad_cols, x_div 1)
+    const bool cols_ok = mm->ncols == 1 || (mm->gemv_qn && mm->ncols >= 2 && mm->ncols <= GQ_COLS_MAX && mm->x_div == 1);
+    if (!cols_ok || mm->expert != NULL || mm->w2 != NULL || mm->in <= 0 || mm->in % 2048 != 0 ||
         mm->in > (1 << 24) || mm->n_more < 0 || mm->n_more > CU_MM_MORE)
         return false;
     if (!gq_part_ok(mm->w, mm->row_bytes, mm->rows))
@@ -539,11 +608,6 @@ static inline int gq_rows(const cu_mm *mm)
     return mm->type == SI_TYPE_Q6_K || mm->in == 2048 ? 2 : 1;
 }
 
-// Q8_0 rows a warp: mm->gemv_rows 1, 2 or 4, else 2.
-static inline int gs_rows(const cu_mm *mm)
-{
-    return mm->gemv_rows == 1 || mm->gemv_rows == 4 ? mm->gemv_rows : 2;
-}
 
 // Expert columns (gqe_kernel): row sets a lane group, mm->gemv_rows 1 or
 // 2, else 2.
@@ -552,7 +616,15 @@ static inline int gqe_rows(const cu_mm *mm) { return mm->gemv_rows == 1 ? 1 : 2;
 // Warps a block of gq_kernel: 8 where mm->gemv_warps says so, else 4.
 static inline int gq_warps(const cu_mm *mm) { return mm->gemv_warps == 8 ? 8 : GQ_WARPS; }
 
-static inline bool gq_xs(const cu_mm *mm) { return mm->gemv_xs && mm->in <= GQ_XS_MAX; }
+// x in shared memory: one column up to GQ_XS_MAX bytes; several up to
+// GQ_XSN_MAX together (the default 48 KB of a block: 8 columns of 4096)
+static inline bool gq_xs(const cu_mm *mm)
+{
+    return mm->gemv_xs && (mm->ncols == 1 ? mm->in <= GQ_XS_MAX : mm->ncols * mm->in <= GQ_XSN_MAX);
+}
+
+// Columns a launch of gq_kernel is compiled for: 1, 2, 4 or 8.
+static inline int gq_nt(const cu_mm *mm) { return mm->ncols <= 1 ? 1 : mm->ncols <= 2 ? 2 : mm->ncols <= 4 ? 4 : 8; }
 
 // ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts the file here)
 
@@ -566,29 +638,51 @@ static int64_t gq_grid(const cu_mm *mm, int W, int R)
     return gx;
 }
 
-template <int T, int R, bool XS>
+template <int T, int R, bool XS, int NT = 1>
 static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const int W = gq_warps(mm);
     const int64_t gx = gq_grid(mm, W, R);
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    return cu_launch(gq_kernel<T, R, XS>, dim3((unsigned)gx), dim3(32 * W), XS ? (size_t)mm->in : 0, s, *mm,
-                     xq, xd, xs);
+    return cu_launch(gq_kernel<T, R, XS, NT>, dim3((unsigned)gx), dim3(32 * W),
+                     XS ? (size_t)(mm->in * mm->ncols) : 0, s, *mm, xq, xd, xs);
 }
 
-template <int R>
+// Several columns: one row a warp (NT sums a row already in flight).
+template <int T, int NT>
+static cudaError_t gq_cols(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    return gq_xs(mm) ? gq_go<T, 1, true, NT>(mm, xq, xd, xs, s) : gq_go<T, 1, false, NT>(mm, xq, xd, xs, s);
+}
+
+template <int R, int NT = 1>
 static cudaError_t gs_go(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
 {
     const int64_t gx = gq_grid(mm, GQ_WARPS, R);
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    return cu_launch(gs_kernel<R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R), s, *mm, xq, xd);
+    return cu_launch(gs_kernel<R, NT>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R, mm->ncols), s,
+                     *mm, xq, xd);
+}
+
+// Q8_0 of several columns: gs_rows' rows a warp, NT columns compiled.
+template <int NT>
+static cudaError_t gs_cols(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+{
+    const int r = gs_rows(mm);
+    return r == 4 ? gs_go<4, NT>(mm, xq, xd, s) : r == 1 ? gs_go<1, NT>(mm, xq, xd, s) : gs_go<2, NT>(mm, xq, xd, s);
 }
 
 template <int T>
 static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
+    switch (gq_nt(mm)) {
+    case 2: return gq_cols<T, 2>(mm, xq, xd, xs, s);
+    case 4: return gq_cols<T, 4>(mm, xq, xd, xs, s);
+    case 8: return gq_cols<T, 8>(mm, xq, xd, xs, s);
+    default: break;
+    }
     const int r = gq_rows(mm);
     if (gq_xs(mm))
         return r == 2 ? gq_go<T, 2, true>(mm, xq, xd, xs, s) : gq_go<T, 1, true>(mm, xq, xd, xs, s);
@@ -635,8 +729,12 @@ extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, c
     }
     switch (mm->type) {
     case SI_TYPE_Q8_0: {
-        const int r = gs_rows(mm);
-        return (int)(r == 4 ? gs_go<4>(mm, xq, xd, s) : r == 1 ? gs_go<1>(mm, xq, xd, s) : gs_go<2>(mm, xq, xd, s));
+        switch (gq_nt(mm)) {
+        case 2: return (int)gs_cols<2>(mm, xq, xd, s);
+        case 4: return (int)gs_cols<4>(mm, xq, xd, s);
+        case 8: return (int)gs_cols<8>(mm, xq, xd, s);
+        default: return (int)gs_cols<1>(mm, xq, xd, s);
+        }
     }
     case SI_TYPE_Q4_K: return (int)gq_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
     case SI_TYPE_Q5_K: return (int)gq_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);

@@ -120,6 +120,10 @@ typedef struct cu_mm {
     bool           gemv_quad;    /* knob gemv_quad: v1's one-column K-quant
                                   * rows of in % 2048 == 0 go through
                                   * cuda_gemvq.cu (4 lanes a block)       */
+    bool           gemv_qn;      /* knob gemv_quad_cols: with gemv_quad,
+                                  * v1's dense K-quant products of 2..8
+                                  * columns (x_div 1) go through
+                                  * cuda_gemvq.cu's gq_kernel too         */
     bool           gemv_qe;      /* knob gemv_quad_experts: with gemv_quad,
                                   * v1's expert products of K-quant rows of
                                   * in % 512 == 0 (<= 16384) go through

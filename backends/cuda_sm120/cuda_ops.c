@@ -200,6 +200,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     m.f32_tiled = b->f32_tiled;
     m.gemv_quad = b->gemv_quad;
     m.gemv_qe = b->gemv_qe;
+    m.gemv_qn = b->gemv_qn;
     m.gemv_xs = b->gemv_xs;
     m.gemv_warps = b->gemv_warps;
     m.gemv_st = b->gemv_st;

@@ -138,6 +138,13 @@
  *                         4 or 8 blocks of a row a step); false: v1's
  *                         expert path (A/B).  Same integer terms, another
  *                         f32 order.
+ *   gemv_quad_cols = true | false  (with gemv_quad) dense K-quant products
+ *                         of 2..8 columns (decode of up to 8 sequences)
+ *                         go through gemv_quad's kernel too: each part's
+ *                         weights unpacked once for all columns, every
+ *                         column's x in shared memory (up to 48 KB, else
+ *                         from global); false: v1's units (A/B).  Same
+ *                         integer terms, another f32 order.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -339,7 +346,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, expert_early = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     const struct {
         const char *key, *yes, *no;
@@ -350,6 +357,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_fuse", "true", "false", &gemv_fuse },
         { "gemv_quad", "true", "false", &gemv_quad },
         { "gemv_quad_experts", "true", "false", &gemv_qe },
+        { "gemv_quad_cols", "true", "false", &gemv_qn },
         { "expert_early", "true", "false", &expert_early },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
@@ -428,6 +436,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->f32_tiled = f32_tiled;
     b->gemv_quad = gemv_quad;
     b->gemv_qe = gemv_qe;
+    b->gemv_qn = gemv_qn;
     b->expert_early = expert_early;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;

@@ -210,6 +210,7 @@ int main(int argc, char **argv)
     mm.gemv_wide = getenv("EMU_WIDE") != NULL;   // v1, Q4_K, one column: 32-byte units
     mm.gemv_order = getenv("EMU_ORDER") != NULL; // v1, Q4_K/Q5_K, one column: lanes share the sub-block
     mm.gemv_quad = getenv("EMU_QUAD") != NULL;   // v1, one column, in % 2048 == 0: cuda_gemvq.cu
+    mm.gemv_qn = getenv("EMU_NOQN") == NULL;     // cuda_gemvq.cu takes 2..8 dense columns (the default)
     mm.gemv_qe = getenv("EMU_NOQE") == NULL;     // cuda_gemvq.cu takes expert columns (the default)
     mm.expert_early = getenv("EMU_EARLY") != NULL;   // gqe_kernel: picks read before the (no-op here) wait
     mm.gemv_xs = getenv("EMU_NOXS") == NULL;     // cuda_gemvq.cu: x from shared memory (the default)

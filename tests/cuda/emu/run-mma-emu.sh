@@ -130,20 +130,39 @@ template <int T> static void emu_gqe(const cu_mm *mm, const int8_t *xq, const fl
     default: emu_gqe_r<T, 2>(mm, xq, xd, xs); break;
     }
 }
+// several columns (gq_cols): one row a warp, NT columns compiled
+template <int T, int NT> static void emu_gq_n(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    printf("  (gemvq %d columns, NT %d%s)\n", (int)mm->ncols, NT, gq_xs(mm) ? ", x in shared memory" : "");
+    const int W = gq_warps(mm);
+    int64_t gx = (mm->rows + W - 1) / W;
+    for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + W - 1) / W;
+    if (gq_xs(mm))
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), (size_t)(mm->in * mm->ncols), [&] { gq_kernel<T, 1, true, NT>(*mm, xq, xd, xs); });
+    else
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), 0, [&] { gq_kernel<T, 1, false, NT>(*mm, xq, xd, xs); });
+}
 template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int W = T == SI_TYPE_Q8_0 ? GQ_WARPS : gq_warps(mm);   // (as gs_go and gq_go)
     const int64_t rb = (int64_t)W * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
-    if constexpr (T == SI_TYPE_Q8_0) {   // (R: gs_rows)
-        emu_ptx::smem_bytes = GS_SMEM(mm->in, R);
-        emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R), [&] { gs_kernel<R>(*mm, xq, xd); });
+    if constexpr (T == SI_TYPE_Q8_0) {   // (R: gs_rows; NT: gq_nt, as gs_cols)
+        const size_t sm = GS_SMEM(mm->in, R, mm->ncols);
+        emu_ptx::smem_bytes = sm;
+        if (mm->ncols > 1) printf("  (gemvq %d columns, NT %d)\n", (int)mm->ncols, gq_nt(mm));
+        switch (gq_nt(mm)) {
+        case 2: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 2>(*mm, xq, xd); }); break;
+        case 4: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 4>(*mm, xq, xd); }); break;
+        case 8: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 8>(*mm, xq, xd); }); break;
+        default: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 1>(*mm, xq, xd); }); break;
+        }
         emu_ptx::check_drained();
     } else if (gq_xs(mm)) {
-        emu_launch(dim3((unsigned)gx), dim3(32 * W), (size_t)mm->in, [&] { gq_kernel<T, R, true>(*mm, xq, xd, xs); });
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), (size_t)mm->in, [&] { gq_kernel<T, R, true, 1>(*mm, xq, xd, xs); });
     } else {
-        emu_launch(dim3((unsigned)gx), dim3(32 * W), 0, [&] { gq_kernel<T, R, false>(*mm, xq, xd, xs); });
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), 0, [&] { gq_kernel<T, R, false, 1>(*mm, xq, xd, xs); });
     }
 }
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
@@ -165,11 +184,19 @@ template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const 
 {
     if (mm->gemv_quad && si_cu_gemvq_ok(mm)) {   // (as si_cu_matmul_q8_v1 and si_cu_gemvq)
         printf("  (gemvq)\n");
-        if constexpr (T != SI_TYPE_Q8_0)
+        if constexpr (T != SI_TYPE_Q8_0) {
             if (mm->expert != NULL) {
                 emu_gqe<T>(mm, xq, xd, xs);
                 return;
             }
+            if (mm->ncols > 1) {   // (as gq_launch)
+                switch (gq_nt(mm)) {
+                case 2: emu_gq_n<T, 2>(mm, xq, xd, xs); return;
+                case 4: emu_gq_n<T, 4>(mm, xq, xd, xs); return;
+                default: emu_gq_n<T, 8>(mm, xq, xd, xs); return;
+                }
+            }
+        }
         const int r = T == SI_TYPE_Q8_0 ? gs_rows(mm) : gq_rows(mm);
         if (r == 4) emu_gq_t<T, 4>(mm, xq, xd, xs);
         else if (r == 2) emu_gq_t<T, 2>(mm, xq, xd, xs);
@@ -337,6 +364,13 @@ quad_plants() {
     plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1" q6_k 9 2048 1
     # gqe_kernel: the column's expert, its x column, the row sets' stride,
     # the part's output stride, the lane group's reduction
+    # gq_kernel's columns: column c's x copy, its scales, its output row
+    plant dp4a quadn-xcol 's/gq_xsm + (size_t)c \* (mm.in >> 4)/gq_xsm/' "EMU_QUAD=1" q4_k 13 4096 5
+    plant dp4a quadn-xd 's/xd + (size_t)c \* nb,/xd,/' "EMU_QUAD=1" q6_k 13 2048 3
+    plant dp4a quadn-fill 's/xsm\[c \* nu + gq_swz(u)\]/xsm[gq_swz(u)]/' "EMU_QUAD=1" q5_k 13 2048 4
+    plant dp4a quadn-store 's/y\[(size_t)c \* g.ys + r0 + i\]/y[r0 + i]/' "EMU_QUAD=1" q4_k 13 2048 2
+    plant dp4a stagen-xcol 's/gq_xsm + (size_t)c \* (mm.in >> 4), xd + (size_t)c \* nxb/gq_xsm, xd + (size_t)c * nxb/' "EMU_QUAD=1" q8_0 13 2048 4
+    plant dp4a stagen-ring 's/(uint8_t \*)gq_xsm + (size_t)nt \* mm.in/(uint8_t *)gq_xsm + mm.in/' "EMU_QUAD=1" q8_0 13 2048 4
     plant dp4a quade-expert 's/g.w + (size_t)mm.expert\[j\] \* mm.expert_bytes/g.w/' "EMU_QUAD=1 EMU_EXPERTS=5" q5_k 33 512 8
     plant dp4a quade-xcol 's/c = j \/ mm.x_div;/c = 0;/' "EMU_QUAD=1 EMU_EXPERTS=5" q5_k 33 512 8
     plant dp4a quade-rowset 's/const int r = rw + RPW \* i;$/const int r = rw + i;/' "EMU_QUAD=1 EMU_EXPERTS=5" q4_k 37 512 4
@@ -416,12 +450,35 @@ quade_cases() {
     # the knob off, and Q6_K rows that are not 16-byte aligned: v1
     EMU_QUAD=1 EMU_NOQE=1 EMU_EXPERTS=5 dp4a q5_k 33 512 8; EMU_QUAD=1 EMU_EXPERTS=5 dp4a q6_k 9 512 3
 }
+# several columns (gemv_quad_cols, gq_kernel's NT): 2..8 columns of 1..6
+# steps, x in shared memory and (past 48 KB of x, or gemv_xsmem = false)
+# from global, products of one launch, 8 warps a block; Q8_0 stays on v1
+quadn() {
+    EMU_QUAD=1 EMU_KERNEL=dp4a "$out/mma_emu" "$@" > "$out/quad.log" 2>&1 || { rc=1; cat "$out/quad.log"; return; }
+    grep -q '(gemvq [0-9]* columns' "$out/quad.log" || { echo "quadn $*: did not run gq_kernel's columns"; rc=1; }
+    grep -E 'max |OK|FAIL' "$out/quad.log" | tail -2
+}
+quadn_cases() {
+    quadn q4_k 37 4096 8; quadn q6_k 21 2048 3
+    [ "$1" = quick ] && return 0
+    for t in q4_k q5_k q6_k; do
+        quadn $t 37 2048 2; quadn $t 13 4096 5; quadn $t 9 12288 4; quadn $t 3 6144 8
+        EMU_PARTS=3 quadn $t 21 2048 7; EMU_NOXS=1 quadn $t 9 4096 6; EMU_WARPS=8 quadn $t 45 2048 8
+    done
+    # Q8_0 (gs_kernel's columns): 1..4 steps, 1/2/4 rows a warp
+    quadn q8_0 37 2048 8; quadn q8_0 13 4096 3; EMU_ROWS=4 quadn q8_0 21 2048 5; EMU_ROWS=1 quadn q8_0 9 4096 2
+    EMU_PARTS=3 quadn q8_0 21 2048 6
+    # knob off, and Q8_0 whose x and rings pass 48 KB: v1
+    EMU_QUAD=1 EMU_NOQN=1 dp4a q4_k 9 4096 8; EMU_QUAD=1 dp4a q8_0 9 4096 8
+}
 quad_cases() {
     if [ "$1" = quick ]; then
+        quadn_cases quick
         quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1; quad q8_0 9 4096 1
         quade_cases quick
         return 0
     fi
+    quadn_cases
     quade_cases
     for t in q4_k q5_k q6_k; do
         quad $t 37 2048 1; quad $t 9 4096 1; quad $t 3 12288 1; quad $t 1 6144 1
