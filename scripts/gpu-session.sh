@@ -65,26 +65,13 @@ for m in 9b 35b; do
         --bs 1 --tg 32 --reps 5 $SAFE
     step "tg_${m}_pdl_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 64 --reps 5 \
         --set backend.cuda_sm120.pdl=false
-    step "tg_${m}_xs_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.gemv_xsmem=false
-    step "tg_${m}_warps8" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.gemv_warps=8
-    step "tg_${m}_gdnq_on" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.fuse_gdn_q=true
-    step "tg_${m}_qe_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.gemv_quad_experts=false
-    step "tg_${m}_early_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.expert_early=false
-    step "tg_${m}_amma_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.attn_mma=false
-    step "tg_${m}_qn_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.gemv_quad_cols=false
-    step "tg_${m}_st_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.gemv_staged=false
-    step "tg_${m}_quad_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5 \
-        --set backend.cuda_sm120.gemv_quad=false
-    step "tg_${m}_prefetch_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
-        --reps 5 --set backend.cuda_sm120.gemv_prefetch=false
+    # each decode knob's A/B against the defaults: step name suffix, key=value
+    for ab in xs_off:gemv_xsmem=false warps8:gemv_warps=8 gdnq_on:fuse_gdn_q=true qe_off:gemv_quad_experts=false \
+        early_off:expert_early=false amma_off:attn_mma=false qn_off:gemv_quad_cols=false st_off:gemv_staged=false \
+        quad_off:gemv_quad=false prefetch_off:gemv_prefetch=false; do
+        step "tg_${m}_${ab%%:*}" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
+            --reps 5 --set "backend.cuda_sm120.${ab#*:}"
+    done
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE

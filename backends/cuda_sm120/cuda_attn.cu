@@ -264,14 +264,11 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_kernel(cu_attn a, int32_t
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     const int U = RB >= 8 ? 2 : 4;  // rows loaded ahead per lane (bytes in flight vs registers)
     const int hd = a.head_dim;
-    const int64_t t = blockIdx.x;
-    const int h0 = blockIdx.y * RB, s = blockIdx.z;
-    const int g = h0 / (a.n_head / a.n_head_kv);
-    const int64_t pos = a.pos[t];
-    const int64_t c0 = (int64_t)s * chunk;
-    if (c0 > pos)
-        return;   // beyond this token's context: combine reads only splits <= pos / chunk
-    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    split_blk sb;
+    if (!split_where<RB>(a, chunk, sb))
+        return;
+    const int64_t t = sb.t, c0 = sb.c0, c1 = sb.c1;
+    const int h0 = sb.h0, s = sb.s, g = sb.g;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int lpr = hd >> 3, ppw = 32 / lpr;
     const int sub = lane / lpr, cl = lane % lpr;

@@ -118,6 +118,26 @@ bool cu_split_mma_ok(const cu_attn *a, int rb);
 cudaError_t cu_launch_split_mma(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
 
 
+// The block's place in the split grid: token t, query heads h0.. (RB of
+// them) of kv head g, split s over positions [c0, c1).  False where the
+// split lies beyond the token's context (the block has nothing to do:
+// combine reads only splits <= pos / chunk).
+struct split_blk {
+    int64_t t, c0, c1;
+    int     h0, s, g;
+};
+template <int RB> static __device__ __forceinline__ bool split_where(const cu_attn &a, int32_t chunk, split_blk &b)
+{
+    b.t = blockIdx.x;
+    b.h0 = blockIdx.y * RB;
+    b.s = blockIdx.z;
+    b.g = b.h0 / (a.n_head / a.n_head_kv);
+    const int64_t pos = a.pos[b.t];
+    b.c0 = (int64_t)b.s * chunk;
+    b.c1 = b.c0 + chunk < pos + 1 ? b.c0 + chunk : pos + 1;
+    return b.c0 <= pos;
+}
+
 // The start of the split kernels (dense, paged int8, GQA-staged): the
 // block's RB query rows (heads h0.., token t) into shared memory `qs`, the
 // online-softmax state reset, q-norm + RoPE in place, then each lane's 8

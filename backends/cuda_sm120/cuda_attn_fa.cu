@@ -38,6 +38,7 @@
 #include <math.h>
 
 #include "cuda_attn.cuh"
+#include "cuda_ptx.cuh"
 
 #define FA_BM        64    /* query rows (tokens) per block: 16 per warp  */
 #define FA_BN        64    /* key positions per tile                      */
@@ -45,46 +46,6 @@
 #define FA_MIN_CHUNK 256   /* split: positions per split at least         */
 
 static constexpr size_t fa_smem_bytes(int D) { return (size_t)(FA_BM + 2 * FA_BN) * D * 2; }
-
-// ---- PTX wrappers -------------------------------------------------------
-
-// c += A(16x16 f16, row) . B(16x8 f16, col), f32
-__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Shared-memory address of a generic pointer into shared memory.
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-// four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t s)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], uint32_t s)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
-// ---- end of PTX wrappers ------------------------------------------------
 
 // Two f32 as f16x2 (lo in the low half: the first element of a fragment pair).
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)

@@ -25,22 +25,9 @@
 
 #include "cuda_attn.cuh"
 #include "cuda_launch.cuh"
+#include "cuda_ptx.cuh"
 
 #define GQA_STAGE 16384   /* bytes of one K (or V) tile in shared memory */
-
-// ---- PTX wrappers (tests/cuda/emu/ptx_emu.h stands in for them) ---------
-__device__ __forceinline__ void cp_async16(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_async_wait_group()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-// ---- end of PTX wrappers ------------------------------------------------
 
 // Rows [p0, p0 + cnt) of one kv head (row p at byte offset p * stepb from
 // src) into dst, rowb bytes each, 16 bytes per copy, spread over the block.
@@ -82,14 +69,11 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_gqa_kernel(cu_attn a, int
     extern __shared__ float sm[];
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     const int hd = a.head_dim;
-    const int64_t t = blockIdx.x;
-    const int h0 = blockIdx.y * RB, s = blockIdx.z;
-    const int g = h0 / (a.n_head / a.n_head_kv);
-    const int64_t pos = a.pos[t];
-    const int64_t c0 = (int64_t)s * chunk;
-    if (c0 > pos)
-        return;   // beyond this token's context: combine reads only splits <= pos / chunk
-    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    split_blk sb;
+    if (!split_where<RB>(a, chunk, sb))
+        return;
+    const int64_t t = sb.t, c0 = sb.c0, c1 = sb.c1;
+    const int h0 = sb.h0, s = sb.s, g = sb.g;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int lpr = hd >> 3, ppw = 32 / lpr;
     const int sub = lane / lpr, cl = lane % lpr;

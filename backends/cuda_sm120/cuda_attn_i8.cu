@@ -44,14 +44,11 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_i8_kernel(cu_attn a, int3
     __shared__ float sk_s[SPLIT_TILE], sv_s[SPLIT_TILE];
     const int U = RB >= 8 ? 4 : 8;  // rows loaded ahead per lane (8 bytes each)
     const int hd = a.head_dim;
-    const int64_t t = blockIdx.x;
-    const int h0 = blockIdx.y * RB, s = blockIdx.z;
-    const int g = h0 / (a.n_head / a.n_head_kv);
-    const int64_t pos = a.pos[t];
-    const int64_t c0 = (int64_t)s * chunk;
-    if (c0 > pos)
-        return;   // beyond this token's context: combine reads only splits <= pos / chunk
-    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    split_blk sb;
+    if (!split_where<RB>(a, chunk, sb))
+        return;
+    const int64_t t = sb.t, c0 = sb.c0, c1 = sb.c1;
+    const int h0 = sb.h0, s = sb.s, g = sb.g;
     const int32_t seq = a.seq[t];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int lpr = hd >> 3, ppw = 32 / lpr;

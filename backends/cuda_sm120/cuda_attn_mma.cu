@@ -30,48 +30,10 @@
 
 #include "cuda_attn.cuh"
 #include "cuda_launch.cuh"
+#include "cuda_ptx.cuh"
 
 #define DM_T   64   /* positions a tile (SPLIT_TILE): 16 a warp in S      */
 #define DM_PAD 8    /* halves of padding a staged row                      */
-
-// ---- PTX wrappers (tests/cuda/emu/ptx_emu.h stands in for them) ---------
-// c += A(16x16 f16, row) . B(16x8 f16, col), f32
-__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t s)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], uint32_t s)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *g)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_async_wait_group()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-// ---- end of PTX wrappers ------------------------------------------------
 
 // Rows [p0, p0 + cnt) of one kv head (row p at byte offset p * stepb from
 // src) into the padded tile dst (rs halves a row), 16 bytes per copy.
@@ -97,14 +59,11 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_mma_kernel(cu_attn a, int
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     constexpr int hd = KS * 16, rs = hd + DM_PAD, prs = DM_T + DM_PAD;
     constexpr int MT = KS / 4 > 0 ? KS / 4 : 1;   // 16-row tiles of O^T a warp
-    const int64_t t = blockIdx.x;
-    const int h0 = blockIdx.y * RB, s = blockIdx.z;
-    const int g = h0 / (a.n_head / a.n_head_kv);
-    const int64_t pos = a.pos[t];
-    const int64_t c0 = (int64_t)s * chunk;
-    if (c0 > pos)
-        return;   // beyond this token's context: combine reads only splits <= pos / chunk
-    const int64_t c1 = c0 + chunk < pos + 1 ? c0 + chunk : pos + 1;
+    split_blk sb;
+    if (!split_where<RB>(a, chunk, sb))
+        return;
+    const int64_t t = sb.t, c0 = sb.c0, c1 = sb.c1;
+    const int h0 = sb.h0, s = sb.s, g = sb.g;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, qd = lane & 3;
     float *qs = sm, *ps = sm + RB * hd;
     __half *qh = (__half *)(ps + RB * DM_T), *ph = qh + 8 * rs, *kt = ph + 8 * prs, *vt = kt + DM_T * rs;

@@ -553,6 +553,18 @@ static bool gq_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
            (uint64_t)rows * row_bytes < ((uint64_t)1 << 62);
 }
 
+// Every product of the launch (mm and its more[], at most CU_MM_MORE)
+// 16-byte aligned with whole rows as gq_part_ok says.
+static bool gq_parts_ok(const cu_mm *mm)
+{
+    if (mm->n_more < 0 || mm->n_more > CU_MM_MORE || !gq_part_ok(mm->w, mm->row_bytes, mm->rows))
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if (!gq_part_ok(mm->more[k].w, mm->more[k].row_bytes, mm->more[k].rows))
+            return false;
+    return true;
+}
+
 // The expert columns gqe_kernel takes (mm->gemv_qe): K-quant experts
 // whose rows are whole steps, x in shared memory, every expert's and
 // row's blocks 16-byte aligned (so a Q6_K block's parity is its index's).
@@ -561,15 +573,9 @@ static bool gqe_ok(const cu_mm *mm)
     if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
         return false;
     if (!mm->gemv_qe || mm->w2 != NULL || mm->in <= 0 || mm->in > GQ_XS_MAX || gqe_bs(mm->in) == 0 ||
-        mm->ncols < 1 || mm->ncols > 65535 || mm->x_div < 1 || mm->expert_bytes % 16 != 0 || mm->n_more < 0 ||
-        mm->n_more > CU_MM_MORE)
+        mm->ncols < 1 || mm->ncols > 65535 || mm->x_div < 1 || mm->expert_bytes % 16 != 0)
         return false;
-    if (!gq_part_ok(mm->w, mm->row_bytes, mm->rows))
-        return false;
-    for (int k = 0; k < mm->n_more; k++)
-        if (!gq_part_ok(mm->more[k].w, mm->more[k].row_bytes, mm->more[k].rows))
-            return false;
-    return true;
+    return gq_parts_ok(mm);
 }
 
 extern "C" bool si_cu_gemvq_ok(const cu_mm *mm)
@@ -587,14 +593,9 @@ extern "C" bool si_cu_gemvq_ok(const cu_mm *mm)
     // (several columns: K-quants only, knob gemv_quad_cols, x_div 1)
     const bool cols_ok = mm->ncols == 1 || (mm->gemv_qn && mm->ncols >= 2 && mm->ncols <= GQ_COLS_MAX && mm->x_div == 1);
     if (!cols_ok || mm->expert != NULL || mm->w2 != NULL || mm->in <= 0 || mm->in % 2048 != 0 ||
-        mm->in > (1 << 24) || mm->n_more < 0 || mm->n_more > CU_MM_MORE)
+        mm->in > (1 << 24))
         return false;
-    if (!gq_part_ok(mm->w, mm->row_bytes, mm->rows))
-        return false;
-    for (int k = 0; k < mm->n_more; k++)
-        if (!gq_part_ok(mm->more[k].w, mm->more[k].row_bytes, mm->more[k].rows))
-            return false;
-    return true;
+    return gq_parts_ok(mm);
 }
 
 // Rows a warp (R): 2 for Q6_K and where a row is one step (in = 2048),

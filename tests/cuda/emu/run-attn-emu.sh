@@ -81,4 +81,26 @@ CASES
 EMU_DRIFT=7 "$out/attn_emu" f16 2 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=3 "$out/attn_emu" f32 2 128 4 2 64 64 1 90 130 || rc=1
 EMU_DRIFT=5 "$out/attn_emu" f16 3 256 8 1 64 64 1 100 17 70 || rc=1
+# Planted bugs in split_mma_kernel (attn_mma), each of which the checks
+# above must see (PLANT=no skips them): the online softmax's rescale of
+# one head column, V rows past the context left unzeroed, the P V
+# product's k-step, the scores' second row half
+aplant() {
+    sed -e "$1" "$out/cuda_attn_mma.cc" > "$out/bug.cc"
+    if cmp -s "$out/bug.cc" "$out/cuda_attn_mma.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
+    g++ $F -O1 -c "$out/bug.cc" -o "$out/bug.o"
+    g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" \
+        "$out/cuda_attn_gqa.o" "$out/bug.o" -o "$out/attn_bug"
+    if "$out/attn_bug" f16 3 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
+        echo "plant $2: NOT detected"; rc=1
+    else
+        echo "plant $2: detected ($(grep -c FAIL "$out/bug.log") FAIL lines)"
+    fi
+}
+if [ "$PLANT" != no ]; then
+    aplant 's/acc\[i\]\[1\] \*= f1;/;/' mma-rescale
+    aplant 's/vt\[(i \/ hd) \* rs + i % hd\] = __float2half_rn(0.0f);/;/' mma-vzero
+    aplant 's/ldsm_x4_t(af, vb + kk \* 16 \* rs \* 2);/ldsm_x4_t(af, vb);/' mma-vstep
+    aplant 's/pp = 16 \* warp + gr + (j >> 1) \* 8;/pp = 16 * warp + gr;/' mma-srow
+fi
 exit $rc

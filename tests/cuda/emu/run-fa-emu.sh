@@ -15,7 +15,8 @@ top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
 F="-std=c++17 -O2 -fno-strict-aliasing -I$here -I$src -I$top/core/include -Wno-unused-function"
 launch='s/\([A-Za-z_][A-Za-z_0-9]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>(\(.*\));/emu_launch_s(\3, [\&] { \1(\4); });/'
-# cuda_attn_fa.cu, cuda_attn_gqa.cu and cuda_attn_mma.cu ($2): their PTX wrappers cut
+# cuda_attn_fa.cu, cuda_attn_gqa.cu and cuda_attn_mma.cu ($2): cuda_ptx.cuh (and
+# any PTX wrappers of their own) cut
 # (ptx_emu.h stands in), the device queries and the shared-memory opt-in
 # answered as an sm_90 would
 fa_obj() {
@@ -27,7 +28,7 @@ fa_obj() {
 enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F, int, int v) { return v <= 232448 ? cudaSuccess : cudaErrorInvalidValue; }
 EOT
-        sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' \
+        sed -e '/^\/\/ ---- PTX wrappers/,/^\/\/ ---- end of PTX wrappers/d' -e '/^#include "cuda_ptx.cuh"/d' \
             -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' -e "$launch" "$src/$f.cu"
     } > "$1/$f.cc"
     if grep -q '<<<\|extern __shared__\|asm' "$1/$f.cc"; then
