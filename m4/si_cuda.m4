@@ -10,8 +10,8 @@ AC_ARG_WITH([cuda],
   [], [with_cuda=check])
 AC_ARG_WITH([cuda-arch],
   [AS_HELP_STRING([--with-cuda-arch=LIST],
-    [comma-separated SM versions for the fatbin (default: 90,120)])],
-  [], [with_cuda_arch="90,120"])
+    [comma-separated SM versions for the fatbin, e.g. 90a or 120 (default: 90a,120; 90a is sm_90 with Hopper's wgmma, which the i8 prefill GEMM uses)])],
+  [], [with_cuda_arch="90a,120"])
 AC_ARG_VAR([NVCC], [CUDA compiler])
 AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
 
@@ -47,7 +47,8 @@ AS_IF([test "x$with_cuda" != xno], [
     CUDA_LIBS="$si_cuda_L -lcudart_static -lrt -lpthread -ldl -lstdc++"
     CUDA_GENCODE=""
     for a in `echo "$with_cuda_arch" | tr ',' ' '`; do
-      AS_CASE([$a], [*[[!0-9]]*|''], [AC_MSG_ERROR([--with-cuda-arch: '$a' is not an SM number like 90 or 120])])
+      AS_CASE([$a], [[[0-9]]*a], [si_cuda_num=`echo "$a" | sed 's/a$//'`], [si_cuda_num=$a])
+      AS_CASE([$si_cuda_num], [*[[!0-9]]*|''], [AC_MSG_ERROR([--with-cuda-arch: '$a' is not an SM number like 90, 90a or 120])])
       CUDA_GENCODE="$CUDA_GENCODE -gencode arch=compute_$a,code=sm_$a"
     done
     AC_MSG_CHECKING([whether $NVCC compiles for sm_{$with_cuda_arch}])

@@ -5,7 +5,8 @@ set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
 "$top/scripts/deps.sh"
-if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
+if [ ! -x "$top/configure" ] || [ -n "$(find "$top/configure.ac" "$top/m4" -name '*.m4' -newer "$top/configure" -o \
+        -name configure.ac -newer "$top/configure" 2>/dev/null)" ]; then
     (cd "$top" && autoreconf -fi >/dev/null)
 fi
 mkdir -p "$build"

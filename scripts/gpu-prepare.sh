@@ -6,7 +6,9 @@
 # (only it) in the device call's `carry`.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
-BUILD_DIR="$top/build-gpu" CONFIGURE_ARGS="--with-cuda --with-cuda-arch=90,120" "$top/scripts/build.sh"
+# (a build-gpu configured for other SM targets is configured afresh)
+grep -q -- '--with-cuda-arch=90a,120' "$top/build-gpu/config.status" 2>/dev/null || rm -f "$top/build-gpu/Makefile"
+BUILD_DIR="$top/build-gpu" CONFIGURE_ARGS="--with-cuda --with-cuda-arch=90a,120" "$top/scripts/build.sh"
 make -s -C "$top/build-gpu" -j"$(nproc)" check TESTS= >/dev/null   # build test programs only
 mkdir -p "$top/.gpu/lib"
 for so in libinih.so.1 libsubunit.so.0 libutf8proc.so.2 libcjson.so.1; do

@@ -67,7 +67,7 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.pdl=false
     # each decode knob's A/B against the defaults: step name suffix, key=value
     for ab in xs_off:gemv_xsmem=false warps8:gemv_warps=8 gdnq_on:fuse_gdn_q=true qe_off:gemv_quad_experts=false \
-        early_off:expert_early=false amma_off:attn_mma=false qn_off:gemv_quad_cols=false st_off:gemv_staged=false \
+        early_off:expert_early=false rr_off:route_fused=false amma_off:attn_mma=false qn_off:gemv_quad_cols=false st_off:gemv_staged=false \
         quad_off:gemv_quad=false prefetch_off:gemv_prefetch=false; do
         step "tg_${m}_${ab%%:*}" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
             --reps 5 --set "backend.cuda_sm120.${ab#*:}"
@@ -75,7 +75,12 @@ for m in 9b 35b; do
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
+    # the i8 GEMM on mma.sync (cuda_w8.cu) against the default wgmma one
+    step "pp_${m}_wg_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.w8_wgmma=false
 done
+# the i8 GEMM alone: mma.sync (w8) against wgmma (w8wg), Q4_K at the 9b shapes
+step gemm_wg 90 '.' "$B/bench_gemm" --only q4_k --cols 512,4096 --reps 5
 # 2b. the i8 prefill GEMM's 64-byte k-tiles (w8_ktile = 64) against the
 #     default 128
 for m in 9b 35b; do

@@ -45,11 +45,15 @@ struct si_backend {
     bool           gemv_qe;         /* knob gemv_quad_experts (cuda_gemvq.cu) */
     bool           gemv_qn;         /* knob gemv_quad_cols (cuda_gemvq.cu)   */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
+    bool           route_fused;     /* knob route_fused (moe_exec's router)  */
+    unsigned      *route_ctr;       /* route_fused: blocks done (device, 0
+                                     * between launches)                    */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */
     int            gemv_warps;      /* knob gemv_warps (cuda_gemvq.cu): 4, 8 */
     bool           gemv_st;         /* knob gemv_staged (cuda_gemvq.cu)      */
     bool           gemv_prefetch;   /* knob gemv_prefetch (cu_prefetch_l2)   */
     int            w8_ktile;        /* knob w8_ktile: 64 or 128 (cuda_w8.cu) */
+    bool           w8_wgmma;        /* knob w8_wgmma (cuda_w8wg.cu)          */
     int            w8_block;        /* knob w8_block: 128 or 32              */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */

@@ -141,6 +141,9 @@ typedef struct cu_mm {
     int            w8_ktile;     /* knob w8_ktile: the i8 GEMM's
                                   * (cuda_w8.cu) k bytes a stage, 128 or
                                   * 64 (also 0)                          */
+    bool           w8_wgmma;     /* knob w8_wgmma: the i8 GEMM on wgmma
+                                  * (cuda_w8wg.cu) where the device and
+                                  * the fatbin allow                      */
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */
@@ -219,6 +222,16 @@ int  si_cu_w8_quantize_x(const float *x, int64_t x_stride, int64_t in, int64_t n
                          void *stream);
 int  si_cu_matmul_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
                      void *stream);
+/* The same product at g = 128 on Hopper's wgmma (cuda_w8wg.cu, knob
+ * w8_wgmma; si_cu_matmul_w8 takes it where si_cu_w8wg_ok): the same bits.
+ * si_cu_w8wg_init asks the device once, at open (not during a capture),
+ * whether it runs the kernel (compute capability 9.0 and sm_90a code in
+ * the fatbin) and sets its shared memory: cudaSuccess with *avail false
+ * where it does not; an error only where the device failed. */
+int  si_cu_w8wg_init(bool *avail);
+bool si_cu_w8wg_ok(const cu_mm *mm);
+int  si_cu_matmul_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
+                       void *stream);
 
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
 typedef struct cu_rows {
@@ -410,6 +423,14 @@ int  si_cu_gdn_chunk(const cu_gdn *g, void *stream);
  * renormalised weights (denominator clamped to >= 6.103515625e-5). */
 int si_cu_moe_route(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts,
                     void *stream);
+/* Knob route_fused (cuda_matmul.cu): the router product mm (logits
+ * mm->y [ncols][rows], y_stride == rows; with mm->more[] the shared gate)
+ * and the routing of si_cu_moe_route in one launch, the same bits as
+ * si_cu_matmul then si_cu_moe_route.  done: a device word that is 0; the
+ * launch leaves it 0.  _ok: float-stored weights, 1..8 columns, rows
+ * (experts) <= 1024, x_div 1, no experts or w2. */
+bool si_cu_router_route_ok(const cu_mm *mm, int K);
+int  si_cu_router_route(const cu_mm *mm, int K, int32_t *sel, float *wts, unsigned *done, void *stream);
 /* g[r][i] = silu(g[r][i]) * u[r][i] for rows r of F (u_stride floats apart). */
 int si_cu_swiglu_rows(float *g, uint64_t g_stride, const float *u, uint64_t u_stride, int64_t rows,
                       int64_t F, void *stream);

@@ -10,12 +10,14 @@
 // the expert products (whose columns have different weights).
 // Correct for any column count; large batches re-read the weights once per
 // NT columns (the quantised types go to the int8 GEMMs there; the float
-// types to mm_tiled_kernel with knob f32_gemm = tiled).
+// types to mm_tiled_kernel with knob f32_gemm = tiled).  rr_kernel (knob
+// route_fused): decode's MOE router product and its top-K in one launch.
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
+#include "cuda_route.cuh"
 
 #define MM_WARPS 4
 
@@ -28,12 +30,16 @@
 // input in one launch (cu_mm.more: the blocks past product 0's rows are
 // rows of more[0], then more[1], ...; decode's MOE router and shared-expert
 // gate): one fill and drain of the GPU for both.
+// mm_body is the kernel's body with bx for blockIdx.x (rr_kernel below
+// runs it too, so its logits are these bits).  mm is a reference to the
+// calling kernel's own parameter, rewritten in place for more[]: taken by
+// value, nvcc copied the 288 bytes another way than mm_kernel always did.
 template <int T, int NT, int KS>
-__global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
+__device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
 {
     __shared__ float part[MM_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t r = KS == 1 ? (int64_t)blockIdx.x * MM_WARPS + warp : (int64_t)blockIdx.x;
+    int64_t r = KS == 1 ? bx * MM_WARPS + warp : bx;
     if (KS > 1) {
         for (int k = 0; k < mm.n_more && r >= mm.rows; k++) {
             r -= mm.rows;
@@ -106,6 +112,67 @@ __global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
                 mm.y[(j0 + t) * mm.y_stride + r] = s;
         }
     }
+}
+
+template <int T, int NT, int KS>
+__global__ void __launch_bounds__(32 * MM_WARPS) mm_kernel(cu_mm mm)
+{
+    mm_body<T, NT, KS>(mm, blockIdx.x);
+}
+
+// Knob route_fused: the MOE decode router.  The product logits[t][E] (and
+// mm.more[]: the shared expert's gate row) as mm_launch runs it, KS =
+// MM_WARPS for one token and NT = 8, KS = 1 for 2..8, so every value is
+// the unfused launch's; then the block that finishes last routes all the
+// tokens (route_token, a warp a token).  Two launches of a few us each
+// became one: at ~3 ms a decode step of 40 layers, the launch latency of
+// such small kernels is what they cost.  The last block is found by a
+// count of finished blocks (*done): each block's stores are made visible
+// device-wide (__threadfence) before its thread 0 counts it, so the block
+// that takes the last ticket sees every logit; it reads them from the L2
+// (route_token's CG loads).  It sets *done back to 0: the count is
+// allocated once (zeroed) and a captured graph replays the launch as is.
+// The next launch counts only after its cu_pdl_enter, that is after this
+// grid completed with its memory visible.  Nothing spins on other blocks,
+// so blocks need not be resident together (the next kernel may take SMs
+// early under programmatic launch).
+template <int T, int NT, int KS, int J>
+__global__ void __launch_bounds__(32 * MM_WARPS) rr_kernel(cu_mm mm, int K, int32_t *sel, float *wts, unsigned *done)
+{
+    __shared__ unsigned ticket;
+    const float *logits = mm.y;
+    const int E = (int)mm.rows;
+    const int64_t n = mm.ncols;
+    int64_t bx = blockIdx.x;
+    if (KS == 1) {
+        // (mm_body takes more[] only with KS > 1: here the blocks past
+        // product 0's take them, ceil(rows / MM_WARPS) blocks a part, each
+        // row by one warp as mm_kernel<T, 8, 1> would on its own)
+        int64_t nb = (mm.rows + MM_WARPS - 1) / MM_WARPS;
+        for (int k = 0; k < mm.n_more && bx >= nb; k++) {
+            bx -= nb;
+            mm.w = mm.more[k].w;
+            mm.y = mm.more[k].y;
+            mm.rows = mm.more[k].rows;
+            mm.row_bytes = mm.more[k].row_bytes;
+            mm.y_stride = mm.more[k].y_stride;
+            nb = (mm.rows + MM_WARPS - 1) / MM_WARPS;
+        }
+        mm.n_more = 0;
+    }
+    mm_body<T, NT, KS>(mm, bx);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(done, 1u);
+    __syncthreads();
+    if (ticket != gridDim.x * gridDim.y - 1)
+        return;
+    __threadfence();
+    for (int64_t t = threadIdx.x >> 5; t < n; t += MM_WARPS)
+        route_token<J, true>(logits + t * E, E, K, sel + t * K, wts + t * K);
+    if (threadIdx.x == 0)
+        *done = 0;
 }
 
 // Knob f32_gemm = tiled: products of weights stored as floats (F32, F16,
@@ -271,5 +338,60 @@ extern "C" int si_cu_matmul(const cu_mm *mm, void *stream)
         CU_TYPE_CASES(mm_launch, mm, s)
     default:
         return (int)cudaErrorInvalidValue;
+    }
+}
+
+// Knob route_fused (rr_kernel): decode's router products, float-stored
+// weights; more[] parts as mm_launch takes them for one column.
+#define RR_MAX_COLS 8
+#define RR_MAX_E 1024   // route_token's 32 keys a lane
+
+extern "C" bool si_cu_router_route_ok(const cu_mm *mm, int K)
+{
+    if (mm->type != SI_TYPE_F32 && mm->type != SI_TYPE_F16 && mm->type != SI_TYPE_BF16)
+        return false;
+    if (mm->ncols < 1 || mm->ncols > RR_MAX_COLS || mm->expert != NULL || mm->w2 != NULL || mm->x_div != 1)
+        return false;
+    if (mm->rows < 1 || mm->rows > RR_MAX_E || mm->y_stride != mm->rows || K < 1)
+        return false;
+    if (mm->n_more < 0 || mm->n_more > CU_MM_MORE || (mm->ncols == 1 && mm->n_more > 0 && !si_cu_matmul_more_ok(mm)))
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if (mm->more[k].rows < 1 || mm->more[k].rows > MM_SMALL_ROWS)
+            return false;
+    return true;
+}
+
+template <int T, int J>
+static cudaError_t rr_launch(const cu_mm *mm, int K, int32_t *sel, float *wts, unsigned *done, cudaStream_t s)
+{
+    // (the grid of mm_launch's small path for one column, of its NT = 8
+    // path for more, plus the blocks of the more[] parts)
+    const bool one = mm->ncols == 1;
+    int64_t gx = one ? mm->rows : (mm->rows + MM_WARPS - 1) / MM_WARPS;
+    for (int k = 0; k < mm->n_more; k++)
+        gx += one ? mm->more[k].rows : (mm->more[k].rows + MM_WARPS - 1) / MM_WARPS;
+    if (one)
+        return cu_launch(rr_kernel<T, 1, MM_WARPS, J>, dim3((unsigned)gx), dim3(32 * MM_WARPS), 0, s, *mm, K, sel,
+                         wts, done);
+    return cu_launch(rr_kernel<T, 8, 1, J>, dim3((unsigned)gx), dim3(32 * MM_WARPS), 0, s, *mm, K, sel, wts, done);
+}
+
+template <int T>
+static cudaError_t rr_launch_t(const cu_mm *mm, int K, int32_t *sel, float *wts, unsigned *done, cudaStream_t s)
+{
+    return mm->rows <= 256 ? rr_launch<T, 8>(mm, K, sel, wts, done, s) : rr_launch<T, 32>(mm, K, sel, wts, done, s);
+}
+
+extern "C" int si_cu_router_route(const cu_mm *mm, int K, int32_t *sel, float *wts, unsigned *done, void *stream)
+{
+    if (done == NULL || !si_cu_router_route_ok(mm, K))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (mm->type) {
+    case SI_TYPE_F32: return (int)rr_launch_t<SI_TYPE_F32>(mm, K, sel, wts, done, s);
+    case SI_TYPE_F16: return (int)rr_launch_t<SI_TYPE_F16>(mm, K, sel, wts, done, s);
+    case SI_TYPE_BF16: return (int)rr_launch_t<SI_TYPE_BF16>(mm, K, sel, wts, done, s);
+    default: return (int)cudaErrorInvalidValue;
     }
 }

@@ -206,6 +206,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     m.gemv_st = b->gemv_st;
     m.prefetch = b->gemv_prefetch;
     m.w8_ktile = b->w8_ktile;
+    m.w8_wgmma = b->w8_wgmma;
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
@@ -987,6 +988,24 @@ static int moe_swiglu_q(si_backend *b, float *gu, int64_t F, int64_t rows, si_er
     return rc;
 }
 
+/* The router's product mm (logits mm->y [ncols][E], E = mm->rows; with
+ * mm->more[] the shared gate) and the top-K into sel/wts: with knob
+ * route_fused one launch (rr_kernel, cuda_matmul.cu) where it takes the
+ * product, the same bits as the two launches otherwise.  It takes
+ * float-stored weights of <= 8 columns, which mm_run gives the f32 kernel
+ * (no int8 path reads them, and f32_gemm = tiled starts at 64 columns). */
+static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float *wts, si_err *err)
+{
+    cu_mm m = *mm;
+    m.prefetch = b->gemv_prefetch;   /* (as mm_run sets it) */
+    if (b->route_fused && b->route_ctr != NULL && si_cu_router_route_ok(&m, K))
+        return launched(si_cu_router_route(&m, K, sel, wts, b->route_ctr, b->stream), "MOE (router)", err);
+    const int rc = mm_run(b, mm, 0, err);
+    if (rc != SI_OK)
+        return rc;
+    return launched(si_cu_moe_route(mm->y, mm->ncols, (int)mm->rows, K, sel, wts, b->stream), "MOE", err);
+}
+
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     si_oc_moe_dims d;
@@ -1034,14 +1053,18 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
         mm.more[0] = (cu_mm_part){ dptr(W[5]), gamma, 1, W[5]->nb[1], 1 };
         mm.n_more = 1;
     }
-    int rc = mm_run(b, &mm, 0, err);
-    if (rc == SI_OK)
-        rc = launched(si_cu_moe_route(logits, n, (int)E, (int)K, sel, wts, s), "MOE", err);
+    int rc = moe_router(b, &mm, (int)K, sel, wts, err);
     /* 2. the shared expert's products of h (slot 0 holds it), with knob
      * expert_early before the routed ones: with a launch between the
      * router's and theirs, the routed products may read their picks
      * before the programmatic-launch wait (cu_mm.expert_early; a gate/up
-     * of Fs >= 1 rows and n >= 1 columns launches at least once) */
+     * of Fs >= 1 rows and n >= 1 columns launches at least once).  With
+     * route_fused the picks come from the router's own launch, written
+     * by its last block before that grid completes; every block of the
+     * launch between lets the next launch start only after its wait for
+     * that completion (cu_pdl_enter: the wait, then launch_dependents), so
+     * the routed product still reads finished picks.  (The shared gate
+     * row taken in that launch, gamma, is read only by the combine.) */
     const bool early = b->expert_early && d.shared && Fs > 0;
     for (int pass = 0; pass < 2 && rc == SI_OK; pass++) {
         if (pass == (early ? 0 : 1)) {

@@ -1,10 +1,12 @@
 // backends/cuda_sm120/cuda_route.cuh — the MOE router of one token per
-// warp (route_warp_kernel): softmax over E <= 32 * J experts, top-K with
+// warp (route_token; route_warp_kernel, and rr_kernel's last block in
+// cuda_matmul.cu): softmax over E <= 32 * J experts, top-K with
 // ties to the lower index (a NaN below every number), weights
 // renormalised with the denominator clamped: the cpu backend's choices.
-// Device code shared by cuda_moe.cu (decode and the backend's prefill)
-// and the moe_grouped_i8 plugin (its prefill batches): without -rdc each
-// translation unit compiles its own copy of a __global__ template.
+// Device code shared by cuda_moe.cu (decode and the backend's prefill),
+// cuda_matmul.cu (knob route_fused) and the moe_grouped_i8 plugin (its
+// prefill batches): without -rdc each translation unit compiles its own
+// copy of a __global__ template.
 #ifndef SI_CUDA_ROUTE_CUH
 #define SI_CUDA_ROUTE_CUH
 
@@ -32,19 +34,20 @@ __device__ __forceinline__ unsigned long long route_key(float v, int e)
 // its own best key and only the lane that lost its pick scans its J again.
 // The shuffle tree with a compare per level spent ~12 us per decode token
 // at E = 256, K = 8 (one warp, a dependent chain of ~2800 instructions).
-template <int J>
-__global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts)
+//
+// route_token: one token's logits l[0..E) -> its K picks s[] and weights
+// w[], by the calling warp (all 32 lanes).  CG: the logits were written by
+// other blocks of the same launch (rr_kernel, cuda_matmul.cu), so they are
+// read from the L2 (ld.global.cg), past this SM's L1 that may hold stale
+// lines of the buffer.
+template <int J, bool CG>
+__device__ __forceinline__ void route_token(const float *l, int E, int K, int32_t *s, float *w)
 {
-    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
-    const int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (t >= n)
-        return;
-    const float *l = logits + t * E;
     float v[J];
 #pragma unroll
     for (int j = 0; j < J; j++)
-        v[j] = lane + 32 * j < E ? l[lane + 32 * j] : -INFINITY;
+        v[j] = lane + 32 * j < E ? (CG ? __ldcg(l + lane + 32 * j) : l[lane + 32 * j]) : -INFINITY;
     float mx = -INFINITY;
 #pragma unroll
     for (int j = 0; j < J; j++)
@@ -83,8 +86,8 @@ __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, 
             best = key[j] > best ? key[j] : best;
         }
         if (lane == 0) {
-            sel[t * K + k] = bi;
-            wts[t * K + k] = bv;
+            s[k] = bi;
+            w[k] = bv;
         }
         tot += bv;
     }
@@ -92,7 +95,17 @@ __global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, 
         tot = 6.103515625e-5f;
     __syncwarp();
     for (int k = lane; k < K; k += 32)
-        wts[t * K + k] /= tot;
+        w[k] /= tot;
+}
+
+template <int J>
+__global__ void route_warp_kernel(const float *logits, int64_t n, int E, int K, int32_t *sel, float *wts)
+{
+    cu_pdl_enter();
+    const int64_t t = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (t >= n)
+        return;
+    route_token<J, false>(logits + t * E, E, K, sel + t * K, wts + t * K);
 }
 
 #endif

@@ -153,6 +153,14 @@
  *                         wait (the router has completed by then); false:
  *                         routed first, everything after the wait (A/B;
  *                         same bits).
+ *   route_fused = true | false  MOE decode of up to 8 tokens (float-
+ *                         stored router, E <= 1024) takes the router
+ *                         product (and the shared gate row) and the top-K
+ *                         in one launch: the last block of the router's to
+ *                         finish routes every token (cuda_matmul.cu,
+ *                         rr_kernel); false: the product and
+ *                         route_warp_kernel as two launches (A/B; same
+ *                         bits).
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
@@ -188,6 +196,14 @@
  *                         shared memory at 4 stages, sm_90; sm_120's 99 KB
  *                         do not hold it: 64 there; w8_block = 32 keeps
  *                         64).  Same bits.
+ *   w8_wgmma = true | false  the i8 prefill GEMM (mma_weights = i8,
+ *                         w8_block = 128) on Hopper's warpgroup MMA
+ *                         (cuda_w8wg.cu: wgmma.m64n128k32 from swizzled
+ *                         shared memory) where the device is sm_90 and the
+ *                         fatbin holds sm_90a code; elsewhere, or false,
+ *                         the mma.sync kernel (cuda_w8.cu).  Same bits.
+ *                         (H200: Q4_K 4096 x 4096 x 4096 513 vs 400 TOPS;
+ *                         9b prefill 20,639 vs 17,785 tok/s at 4096.)
  *   gemv_prefetch = true | false  the dense GEMVs (v1, gemv_quad, f32)
  *                         ask the L2 for their weight rows before the
  *                         programmatic-launch wait (cu_prefetch_l2), so
@@ -299,6 +315,7 @@ static void cuda_close(si_backend *b)
     cu_w8_cache_free(b);
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
+    cudaFree(b->route_ctr);
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->pin);
     if (b->pin_ev != NULL)
@@ -346,8 +363,9 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
+    bool route_fused = true;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -359,6 +377,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_quad_experts", "true", "false", &gemv_qe },
         { "gemv_quad_cols", "true", "false", &gemv_qn },
         { "expert_early", "true", "false", &expert_early },
+        { "route_fused", "true", "false", &route_fused },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -371,6 +390,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "w8_block", "128", "32", &w8_128 },
         { "w8_cache", "true", "false", &w8_cache },
         { "w8_ktile", "128", "64", &kt128 },
+        { "w8_wgmma", "true", "false", &w8_wg },
         { "pdl", "true", "false", &pdl },
         { "f32_gemm", "tiled", "gemv", &f32_tiled },
         { "attn", "split", "simple", &attn_split },
@@ -438,11 +458,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_qe = gemv_qe;
     b->gemv_qn = gemv_qn;
     b->expert_early = expert_early;
+    b->route_fused = route_fused;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;
     b->gemv_prefetch = gemv_prefetch;
     b->w8_ktile = kt128 ? 128 : 64;
+    b->w8_wgmma = w8_wg;
     b->w8_block = w8_128 ? 128 : 32;
     b->w8_cache_on = w8_cache;
     b->pdl = pdl;
@@ -466,6 +488,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cudaGetLastError();
         b->attn_mma = false;
     }
+    bool wg_avail = false;
+    if (b->w8_wgmma && (e = (cudaError_t)si_cu_w8wg_init(&wg_avail)) != cudaSuccess) {
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "w8_wgmma: %s; using the mma.sync GEMM", cudaGetErrorString(e));
+        cudaGetLastError();
+    }
+    b->w8_wgmma = b->w8_wgmma && wg_avail;   /* (silently off where the device or fatbin has no wgmma) */
     if (profile && (rc = cu_prof_open(b, err)) != SI_OK) {
         cuda_close(b);
         return rc;
@@ -488,6 +516,14 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
+    /* (route_fused's count of finished blocks: zero between launches,
+     * each launch's last block puts it back, so graphs replay it as is) */
+    if (b->route_fused && ((e = cudaMalloc((void **)&b->route_ctr, sizeof(unsigned))) != cudaSuccess ||
+                           (e = cudaMemset(b->route_ctr, 0, sizeof(unsigned))) != cudaSuccess)) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": route_fused counter: %s", cudaGetErrorString(e));
+    }
     h->log(h, SI_LOG_INFO, CU_NAME,
            "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s%s, prefill_mm %s%s, attn %s, attn_prefill %s, "
            "attn_gqa %s, gdn_rows %s, gdn_prefill %s, graph %s",

@@ -283,6 +283,8 @@ extern "C" int si_cu_matmul_w8(const cu_mm *mm, int g, const int8_t *wq, const f
         return 0;
     if (!si_cu_w8_ok(mm) || (g != 32 && g != 128))
         return (int)cudaErrorInvalidValue;
+    if (g == 128 && si_cu_w8wg_ok(mm))
+        return si_cu_matmul_w8wg(mm, wq, ws, xq, xd, stream);
     cudaStream_t s = (cudaStream_t)stream;
     return (int)(g == 32 ? w8_pick<32>(mm, wq, ws, xq, xd, s) : w8_pick<128>(mm, wq, ws, xq, xd, s));
 }

@@ -11,7 +11,8 @@
  * mma_weights = i8: the GEMM alone on weights requantised beforehand) and
  * w8+q (what a product costs there: weights and activations requantised,
  * then the GEMM), w8/32 and w8/32+q the same with scales per 32
- * (w8_block = 32; the activations of si_cu_quantize_x).  w8 is not the same sum (a second rounding of the
+ * (w8_block = 32; the activations of si_cu_quantize_x), w8wg the w8
+ * GEMM on wgmma (cuda_w8wg.cu; only where the device runs it).  w8 is not the same sum (a second rounding of the
  * weights, activations per 128): its "vs v1" is that error, BAD above
  * 3e-2.
  * Random weight bytes with sane f16 scales, random activations quantised
@@ -94,8 +95,10 @@ int main(int argc, char **argv)
         printf("bench_gemm: sm_%d%d is not a target of this build: SKIP\n", prop.major, prop.minor);
         return 77;
     }
-    printf("bench_gemm: %s, sm_%d%d, %d SMs; median of %d runs, L2 flushed before each\n", prop.name, prop.major,
-           prop.minor, prop.multiProcessorCount, reps);
+    bool wg = false;   /* (the wgmma GEMM: where the device and the fatbin run it) */
+    CK(si_cu_w8wg_init(&wg));
+    printf("bench_gemm: %s, sm_%d%d, %d SMs; median of %d runs, L2 flushed before each; wgmma %s\n", prop.name,
+           prop.major, prop.minor, prop.multiProcessorCount, reps, wg ? "yes" : "no");
     printf("%-5s %6s %6s %5s  %-6s %9s %7s  %-8s %s\n", "type", "rows", "in", "cols", "mma", "us", "TOPS", "vs v1",
            "(shape)");
 
@@ -190,13 +193,14 @@ int main(int argc, char **argv)
                         (long long)sh->in);
                 return 1;
             }
-            static const char *const vname[] = { "v1", "v2", "v2/64", "v2/128", "w8", "w8+q", "w8/32", "w8/32+q" };
-            static const int vbm[] = { 0, 0, 64, 128, 0, 0, 0, 0 };
+            static const char *const vname[] = { "v1", "v2", "v2/64", "v2/128", "w8", "w8+q", "w8/32", "w8/32+q", "w8wg" };
+            static const int vbm[] = { 0, 0, 64, 128, 0, 0, 0, 0, 0 };
             const bool w8 = si_cu_w8_ok(&mm);
             mm.w8_ktile = 128;   /* as the backend runs it (knob w8_ktile) */
-            for (int v = 0; v < (w8 ? 8 : 4); v++) {
-                const int g = v >= 6 ? 32 : 128;
-                if ((v == 4 || v == 6) &&
+            for (int v = 0; v < (w8 ? (wg ? 9 : 8) : 4); v++) {
+                const int g = v == 6 || v == 7 ? 32 : 128;
+                mm.w8_wgmma = v == 8;   /* (w8 rows: the mma.sync kernel) */
+                if ((v == 4 || v == 6 || v == 8) &&
                     ((rc = si_cu_w8_weights(&mm, g, wq8, ws8, NULL)) != 0 ||
                      (rc = g == 32 ? si_cu_quantize_x(x, sh->in, sh->in, n, xq8, xd8, xsum, NULL)
                                    : si_cu_w8_quantize_x(x, sh->in, sh->in, n, xq8, xd8, NULL)) != 0)) {

@@ -1475,6 +1475,53 @@ START_TEST(test_moe_quad_experts)
 }
 END_TEST
 
+/* Knob route_fused (the default): the MOE decode router's product, shared
+ * gate row and top-K in one launch (cuda_matmul.cu rr_kernel) against the
+ * two launches (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE (E
+ * 256, K 8, H 2048, F = Fs 512, Q4_K experts: gemv_quad_experts reads the
+ * picks before its programmatic-launch wait, expert_early) for 1 and 8
+ * tokens, then 1 again (each launch must leave its block count at 0 for
+ * the next); the weights made once. */
+START_TEST(test_moe_route_fused)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    const int64_t E = 256, K = 8, H = 2048, F = 512;
+    pair p;
+    pair_open_cu2(&p, "backend.cuda_v1_rr_off", "backend.cuda_dp4a_v1");
+    dt router, gate, down, sgi, sg, su, sd;
+    dt_rand(&p, &router, SI_TYPE_F32, H, E, 1, 1.0f);
+    dt_rand(&p, &gate, SI_TYPE_Q4_K, H, 2 * F, E, 0.3f);   /* gate and up as one matrix */
+    dt_rand(&p, &down, SI_TYPE_Q4_K, F, H, E, 0.3f);
+    dt_rand(&p, &sgi, SI_TYPE_F32, H, 1, 1, 0.3f);   /* (stored as the router: in its launch) */
+    dt_rand(&p, &sg, SI_TYPE_Q4_K, H, F, 1, 0.3f);
+    dt_rand(&p, &su, SI_TYPE_Q4_K, H, F, 1, 0.3f);
+    dt_rand(&p, &sd, SI_TYPE_Q4_K, F, H, 1, 0.3f);
+    static const int64_t ns[] = { 1, 8, 1 };
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        dt h, y;
+        dt_rand(&p, &h, SI_TYPE_F32, H, ns[k], 1, 1.0f);
+        dt_make(&p, &y, SI_TYPE_F32, H, ns[k], 1, NULL);
+        opdt o = { .op = { .kind = SI_OP_MOE, .p.moe = { .n_expert = (uint32_t)E, .n_used = (uint32_t)K } },
+                   .dst = &y, .src = { &h, &router, &gate, NULL, &down, &sgi, &sg, &su, &sd } };
+        run_ok(&p, &o);
+        char what[96];
+        snprintf(what, sizeof what, "MOE route_fused A/B, 35b shapes, n %lld (run %zu)", (long long)ns[k], k);
+        dt_compare(&p, &y, 0.0, what);
+        dt_free(&p, &h);
+        dt_free(&p, &y);
+    }
+    dt_free(&p, &router);
+    dt_free(&p, &gate);
+    dt_free(&p, &down);
+    dt_free(&p, &sgi);
+    dt_free(&p, &sg);
+    dt_free(&p, &su);
+    dt_free(&p, &sd);
+    pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_moe_fs_same)
 {
     moe_fs_same = true;
@@ -1548,6 +1595,17 @@ START_TEST(test_gemv_ab)
     for (size_t t = 0; t < 4; t++) {
         matmul_ab(&p, w8t[t], 256, 130, 70);
         matmul_ab(&p, w8t[t], 2048, 272, 515);
+    }
+    pair_close(&p);
+    /* the i8 GEMM on wgmma (cuda_w8wg.cu, the default where the device runs
+     * it) against the mma.sync kernel (w8_wgmma = false): the same int32
+     * sums and epilogue, so the same bits; tails of rows and columns, one
+     * k-tile to 32 (past the ring of stages), x_div-free columns past 512 */
+    pair_open_cu2(&p, "backend.cuda_w8", "backend.cuda_w8_mmasync");
+    for (size_t t = 0; t < 4; t++) {
+        matmul_ab_tol(&p, w8t[t], 256, 130, 70, 0.0);
+        matmul_ab_tol(&p, w8t[t], 2048, 272, 515, 0.0);
+        matmul_ab_tol(&p, w8t[t], 4096, 1000, 300, 0.0);
     }
     pair_close(&p);
     pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_dp4a");
@@ -1943,7 +2001,7 @@ int main(void)
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
     const char *perhead = as_cpu ? "" : "attn_gqa = per_head\n";
-    char text[8192];
+    char text[12288];
     const int text_len = snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
              "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
@@ -1979,13 +2037,17 @@ int main(void)
              "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s",
+             /* (route_fused = false: opened only on the GPU) */
+             "[backend.cuda_v1_rr_off]\npath = cuda_sm120.so\nkv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\n"
+             "gemv = v1\nroute_fused = false\n"
+             "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
+             "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
-             as_cpu ? "" : "attn_mma = false\n");
+             as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2072,6 +2134,7 @@ int main(void)
     tcase_add_test(tm, test_gemv_ab);
     tcase_add_test(tx, test_moe_fs_same);
     tcase_add_test(tx, test_moe_quad_experts);   /* (after the cases above: their draws unchanged) */
+    tcase_add_test(tx, test_moe_route_fused);    /* (last of moe: the draws above unchanged) */
     tcase_add_test(tm, test_topk);        /* its own draws (rng saved and restored) */
     suite_add_tcase(s, tm);
     suite_add_tcase(s, ta);

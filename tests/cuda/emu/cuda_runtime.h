@@ -91,6 +91,11 @@ static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); re
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 // Fibers switch only at barriers, so a plain read-modify-write is atomic.
 static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+// Blocks run one after another here (in the order emu_launch picks): a
+// block's global stores are seen by every later block, so the fence is
+// empty and an L2 load is a plain load.
+static inline void __threadfence() {}
+template <class T> static inline T __ldcg(const T *p) { return *p; }
 static inline unsigned atomicOr(unsigned *p, unsigned v) { unsigned o = *p; *p = o | v; return o; }
 // ---- more intrinsics (the int8 GEMM kernels: cuda_mma.cu, cuda_mmq.cu) ----
 // Semantics from the CUDA Math API / PTX ISA, not from the kernels.

@@ -66,10 +66,24 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
     const size_t smem_size = smem;
     fs.resize(n);
     for (auto &f : fs) if (f.stack.empty()) f.stack.resize(256 * 1024);
+    // EMU_BLOCK_ORDER=seed: the blocks in a shuffled order (seeded), not
+    // x fastest from 0, so a kernel that assumes which block runs last
+    // (a count of finished blocks is the right way) shows.
+    std::vector<dim3> order;
     for (unsigned bz = 0; bz < grid.z; bz++)
-    for (unsigned by = 0; by < grid.y; by++)
-    for (unsigned bx = 0; bx < grid.x; bx++) {
-        blockIdx = dim3(bx, by, bz);
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++)
+                order.push_back(dim3(bx, by, bz));
+    if (const char *e = getenv("EMU_BLOCK_ORDER")) {
+        unsigned st = (unsigned)atoi(e) * 2654435761u + 7;
+        for (size_t i = order.size(); i > 1; i--) {
+            st = st * 1664525u + 1013904223u;
+            std::swap(order[i - 1], order[(st >> 8) % i]);
+        }
+    }
+    for (const dim3 &bi : order) {
+        const unsigned bx = bi.x, by = bi.y, bz = bi.z;
+        blockIdx = bi;
         // garbage-ish fill, per block: reading smem no thread of this block wrote shows
         memset(dyn_smem(), 0x7f, smem_size);
         memset((char *)dyn_smem() + smem_size, 0x5a, 1024);

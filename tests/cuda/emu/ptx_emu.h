@@ -250,3 +250,68 @@ static inline void ldsm_x4(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, fals
 static inline void ldsm_x4_t(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, true); }
 template <int N> static inline void cp_async_wait_group() { emu_ptx::wait_group((unsigned)N); }
 static inline void ldsm_x4(uint32_t r[4], const void *smem) { emu_ptx::ldsm_x4(r, smem); }
+
+// ---- wgmma (PTX ISA 9.7.15: "Asynchronous Warpgroup Level Matrix
+// Multiply-Accumulate"; 9.7.15.5.1 the shared-memory matrix descriptor;
+// 9.7.15.5 the register fragment of D for .m64nNk32 with .s32) -----------
+// wgmma.mma_async.m64n128k32.s32.s8.s8 with both operands in shared memory,
+// K-major, 128-byte swizzle: element (row, k) of an operand lies at byte
+// a = start + (row / 8) * SBO + (row % 8) * 128 + k with the bits 4-6 of a
+// XORed by its bits 7-9 (the 128-byte swizzle pattern, on the shared
+// address itself).  The product is asynchronous: here a thread's issue is
+// queued with its commit group and computed when wgmma.wait_group lets
+// the group complete (the latest the ISA allows), so shared memory
+// rewritten before the wait, or accumulators read before it, show.  D
+// element 4j + e of lane l in warp w % 4 of the warpgroup: row 16 (w % 4)
+// + l / 4 + 8 (e / 2), column 8 j + 2 (l % 4) + e % 2; int32 wrapping.
+#define SI_HAVE_WGMMA 1
+namespace emu_ptx {
+struct wg_pend { int *d; uint64_t da, db; unsigned group; };
+inline std::vector<wg_pend> wgq[1024];
+inline unsigned wg_committed[1024];
+inline int8_t wg_elem(uint64_t desc, int row, int k, const char *what)
+{
+    const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, sbo = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0 || sbo != 1024) {
+        fprintf(stderr, "emu: wgmma: %s descriptor %016llx: not 128-byte swizzle, base offset 0, SBO 1024\n", what, (unsigned long long)desc);
+        abort();
+    }
+    uint32_t a = start + (uint32_t)(row / 8) * sbo + (uint32_t)(row % 8) * 128 + (uint32_t)k;
+    a ^= ((a >> 7) & 7) << 4;
+    if (a >= smem_bytes) { fprintf(stderr, "emu: wgmma: %s element (%d, %d) at %u outside the %zu B of shared memory\n", what, row, k, a, smem_bytes); abort(); }
+    return ((const int8_t *)emu::dyn_smem())[a];
+}
+inline void wg_apply(const wg_pend &p)
+{
+    const int lane = (int)(threadIdx.x & 31), wq = (int)((threadIdx.x >> 5) & 3);
+    for (int j = 0; j < 16; j++)
+        for (int e = 0; e < 4; e++) {
+            const int row = 16 * wq + lane / 4 + 8 * (e / 2), col = 8 * j + 2 * (lane % 4) + e % 2;
+            int64_t s = 0;
+            for (int k = 0; k < 32; k++) s += (int64_t)wg_elem(p.da, row, k, "A") * wg_elem(p.db, col, k, "B");
+            p.d[4 * j + e] = (int)((uint32_t)p.d[4 * j + e] + (uint32_t)s);
+        }
+}
+inline void wg_mma(int *d, uint64_t da, uint64_t db) { wgq[threadIdx.x].push_back({ d, da, db, wg_committed[threadIdx.x] }); }
+inline void wg_commit() { wg_committed[threadIdx.x]++; }
+inline void wg_wait(unsigned n)
+{
+    auto &v = wgq[threadIdx.x];
+    std::vector<wg_pend> keep;
+    for (auto &p : v) {
+        if (p.group + n < wg_committed[threadIdx.x]) wg_apply(p);
+        else keep.push_back(p);
+    }
+    v.swap(keep);
+}
+inline void wg_check_drained()
+{
+    for (int t = 0; t < 1024; t++)
+        if (!wgq[t].empty()) { fprintf(stderr, "emu: thread %d exited with %zu wgmma not waited for\n", t, wgq[t].size()); abort(); }
+}
+}
+static inline void wg_fence() {}
+static inline void fence_proxy_async() {}
+static inline void wg_commit() { emu_ptx::wg_commit(); }
+template <int N> static inline void wg_wait() { emu_ptx::wg_wait((unsigned)N); }
+static inline void wg_mma_s8_n128(int (&d)[64], uint64_t da, uint64_t db) { emu_ptx::wg_mma(d, da, db); }

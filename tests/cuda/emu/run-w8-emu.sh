@@ -4,6 +4,9 @@
 # under the host emulation with the PTX of ptx_emu.h, against the
 # references of w8_emu.cc (which says what is compared).  No GPU; g++ >= 12
 # (x86-64).
+# Also cuda_w8wg.cu's wgmma kernel (EMU_WG=1 cases: the same y as the
+# mma.sync kernel, bit for bit; ptx_emu.h's wgmma from the ISA's
+# descriptor and fragment definitions).
 # Cases: every type, scale blocks of 128 and of 32 (EMU_G, knob
 # w8_block); rows and columns not multiples of the 128 tile (and exactly
 # one tile); in 256 (one warp's 256 values), 512, 1024, 2048 (several
@@ -12,9 +15,9 @@
 # Planted bugs: each a one-line edit of the kernel that must FAIL a given
 # case, so the checks are shown to see such bugs (the list at plants()
 # below); PLANT=no skips them.
-# Modes: full (default, ~65 s on 2 cores: 42 cases, 18 plants), quick
-# (~20 s: 5 cases, 6 plants; what tests/cuda/emu.test runs).  KEEP=1
-# keeps the build directory.  Usage: run-w8-emu.sh [builddir] [quick|full]
+# Modes: full (default: 52 cases, 24 plants), quick (9 cases, 10 plants;
+# what tests/cuda/emu.test runs).  KEEP=1 keeps the build directory.
+# Usage: run-w8-emu.sh [builddir] [quick|full]
 set -e
 mode=${2:-full}
 case $mode in full|quick) ;; *) echo "usage: run-w8-emu.sh [builddir] [quick|full]" >&2; exit 2 ;; esac
@@ -42,7 +45,18 @@ EOT
         -e '/^\/\/ ---- launchers/,$d' \
         -e "/^#include \"cuda_w8.cuh\"/{r $src/cuda_w8.cuh" -e 'd;}' \
         "$src/cuda_w8.cu"
+    # (cuda_w8wg.cu's kernel: its headers are in already)
+    sed -e '/^#include/d' \
+        -e 's/extern __shared__ __align__(16) uint8_t wg_sm_raw\[\];/uint8_t *wg_sm_raw = (uint8_t *)emu::dyn_smem();/' \
+        -e '/^\/\/ ---- launchers/,$d' \
+        "$src/cuda_w8wg.cu"
     cat <<'EOT'
+size_t emu_wg_smem() { return WG_SMEM; }
+void emu_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
+{
+    const unsigned gx = (unsigned)((mm->ncols + WG_BN - 1) / WG_BN), gy = (unsigned)((mm->rows + W8_BM - 1) / W8_BM);
+    emu_launch(dim3(gx, gy), dim3(WG_THREADS), WG_SMEM, [&] { wg_kernel(*mm, wq, ws, xq, xd); });
+}
 size_t emu_w8_smem(int g, int kt)
 { return kt == 128 && g == 128 ? w8_geom<128, 128>::SMEM : g == 32 ? w8_geom<64, 32>::SMEM : w8_geom<64, 128>::SMEM; }
 template <int T> static void emu_w8_weights_t(int g, const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws, unsigned blocks)
@@ -81,7 +95,7 @@ void emu_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int
 EOT
 }
 w8_src > "$out/k_w8.cc"
-grep -q 'emu::dyn_smem' "$out/k_w8.cc" && grep -q '"ptx_emu.h"' "$out/k_w8.cc" && ! grep -q 'asm\|<<<' "$out/k_w8.cc" || {
+grep -q 'uint8_t \*wg_sm_raw = (uint8_t \*)emu::dyn_smem()' "$out/k_w8.cc" && grep -q 'emu::dyn_smem' "$out/k_w8.cc" && grep -q '"ptx_emu.h"' "$out/k_w8.cc" && ! grep -q 'asm\|<<<' "$out/k_w8.cc" || {
     echo "run-w8-emu: cuda_w8.cu changed shape; update the sed lines" >&2; exit 1; }
 F="-std=c++17 -O2 -g -I$here -I$src -I$top/core/include -I$top/core -Wno-unused-function -fsanitize=alignment -fno-sanitize-recover=alignment"
 C="-std=c11 -O2 -g -I$top/core/include -I$top/core"
@@ -128,7 +142,17 @@ plants() {
     plant scale-round 's/(__float_as_uint(s) + 0x80u)/(__float_as_uint(s) + 0x0u)/' "" q4_k 128 256 128
     # G = 32: the second 32-block of a k-tile scaled by the first's scales
     plant g32-epi-set 's/st + M::SC + 1024 \* kk)/st + M::SC)/' "EMU_G=32" q6_k 200 512 130
+    # cuda_w8wg.cu (EMU_WG=1: against the mma.sync kernel's y): a chunk
+    # stored unswizzled; the k32 steps' descriptors not advanced by 32
+    # bytes; the epilogue read before the wgmma completed; the barrier
+    # dropped (drifting warps refill a stage a warpgroup still reads)
+    plant wg-swizzle 's/((ch ^ (row \& 7)) << 4)/(ch << 4)/' "EMU_WG=1 EMU_KT=128" q4_k 200 512 130
+    plant wg-kstep 's/da + 2 \* kk, db + 2 \* kk/da + kk, db + kk/' "EMU_WG=1 EMU_KT=128" q8_0 128 256 128
+    plant wg-wait 's/wg_wait<0>();/wg_wait<1>();/' "EMU_WG=1 EMU_KT=128" q6_k 128 512 128
+    plant wg-no-sync 's/^        __syncthreads();$/;/' "EMU_WG=1 EMU_KT=128 EMU_DRIFT=1" q5_k 200 2048 130
     [ "$1" = all ] || return 0
+    plant wg-cols 's/(e \& 1) ? dx.y : dx.x/dx.x/' "EMU_WG=1 EMU_KT=128" q4_k 128 256 128
+    plant wg-stage 's/sm + (kn % WG_STAGES) \* WG_STAGE/sm + (kt % WG_STAGES) * WG_STAGE/' "EMU_WG=1 EMU_KT=128 EMU_DRIFT=2" q6_k 200 1024 130
     # G = 128: the chain restarted at the second k-tile of a block
     plant chain-start 's/(h == 0 \&\& kk == 0)/(kk == 0)/' "" q8_0 128 256 128
     # G = 32: the chain not restarted per 32-block
@@ -167,7 +191,13 @@ cases() {
     EMU_G=32 EMU_DRIFT=2 run q4_k 200 512 130 1 16 3
     # w8_ktile = 128 (the default at G = 128: EMU_KT=128)
     EMU_KT=128 EMU_DRIFT=2 run q6_k 200 1024 130; EMU_KT=128 run q5_k 128 512 128
+    # the wgmma kernel (cuda_w8wg.cu) against the mma.sync one, bit for bit
+    EMU_WG=1 EMU_KT=128 run q4_k 200 1024 130; EMU_WG=1 EMU_KT=128 EMU_DRIFT=3 run q8_0 300 2048 257 2 16 5
     [ "$1" = quick ] && return 0
+    for t in q4_k q5_k q6_k q8_0; do
+        EMU_WG=1 EMU_KT=128 run $t 129 256 129 1 0 3; EMU_WG=1 EMU_KT=128 EMU_NAN=1 run $t 130 512 300 3
+    done
+    EMU_WG=1 EMU_KT=128 EMU_DRIFT=9 run q6_k 77 4096 70 1 256 1; EMU_WG=1 EMU_KT=128 run q8_0 1 256 3
     for t in q4_k q5_k q6_k q8_0; do
         EMU_KT=128 run $t 300 1024 257 2 16 5; EMU_KT=128 EMU_DRIFT=3 run $t 200 256 130
         EMU_KT=128 EMU_DRIFT=5 run $t 77 2048 70; EMU_KT=128 EMU_NAN=1 run $t 130 256 300 3

@@ -40,6 +40,8 @@ size_t emu_w8_smem(int g, int kt);
 void emu_w8_weights(uint32_t type, int g, const uint8_t *w, uint64_t row_bytes, int64_t rows, int64_t in, int8_t *wq, float *ws, unsigned blocks);
 void emu_w8_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, unsigned blocks);
 void emu_w8(const cu_mm *mm, int g, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd);
+size_t emu_wg_smem();
+void emu_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd);
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
 static uint32_t r32() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
@@ -248,5 +250,23 @@ int main(int argc, char **argv)
            at < 0 ? -1L : (long)(at % rows), at < 0 ? 0.0 : (double)y[(at / rows) * y_stride + at % rows], at < 0 ? 0.0 : ref[at], eB,
            nout || nunw || nnf || nnan ? " (bad outputs)" : "");
     printf("  %s\n", ok ? "OK" : "FAIL");
-    return ok ? 0 : 1;
+    if (!ok || !getenv("EMU_WG") || G != 128)
+        return ok ? 0 : 1;
+
+    // (d) EMU_WG=1: cuda_w8wg.cu's wgmma kernel on the same int8 operands
+    // must write exactly the mma.sync kernel's y (checked above), bit for
+    // bit, and nothing else (the same poison around)
+    std::vector<float> ybuf2(ybuf.size(), from_bits(POISON));
+    mm.y = ybuf2.data() + 32;
+    emu_ptx::smem_bytes = emu_wg_smem();
+    emu_w8wg(&mm, wq.data(), ws.data(), xq.data(), xd.data());
+    emu_ptx::check_drained();
+    emu_ptx::wg_check_drained();
+    int64_t ndiff = 0;
+    for (int64_t i = 0; i < (int64_t)ybuf.size(); i++)
+        if (bits(ybuf2[i]) != bits(ybuf[i]) && ndiff++ < 3)
+            printf("  wgmma: offset %ld: %.9g (%08x), mma.sync %.9g (%08x)\n", (long)(i - 32), ybuf2[i], bits(ybuf2[i]),
+                   ybuf[i], bits(ybuf[i]));
+    printf("  wgmma kernel: %ld elements differ from the mma.sync kernel's\n  %s\n", (long)ndiff, ndiff ? "FAIL" : "OK");
+    return ndiff ? 1 : 0;
 }

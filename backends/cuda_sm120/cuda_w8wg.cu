@@ -1,0 +1,245 @@
+// backends/cuda_sm120/cuda_w8wg.cu — the i8 prefill GEMM (cuda_w8.cu's
+// scheme: int8 weights and activations, one f32 scale per 128 of a row on
+// each side) on Hopper's warpgroup MMA (knob w8_wgmma, default true where
+// it runs: an sm_90 device and sm_90a code in the fatbin).
+//
+// Why: cuda_w8.cu's mma.sync kernel peaks near 360 TOPS on the H200 (ncu),
+// a third of what mma.sync can do and a sixth of wgmma's int8 rate; each
+// warp there reloads its fragments from shared memory with ldmatrix for
+// every 16 mma.  wgmma reads both operands straight from shared memory
+// through descriptors and runs asynchronously to the issuing warps, so the
+// threads only copy tiles in and scale the sums.  Measured (H200,
+// bench_gemm, Q4_K weights): 513-545 TOPS against the mma.sync kernel's
+// 366-405 at the 9b's shapes (4096 and 512 columns).
+//
+// Tiling: a block of two warpgroups (256 threads) takes 128 weight rows x
+// 128 columns; warpgroup w the rows 64 w .. 64 w + 63 against all 128
+// columns (wgmma.m64n128k32, 64 int32 sums a thread).  A k-tile is 128
+// bytes of k, one scale block, one 128-byte swizzle row per weight row and
+// per column: WG_STAGES stages of [A 16 KB][B 16 KB][scales 1 KB] filled by
+// cp.async (every thread 4 + 4 chunks of 16 bytes and one scale), each
+// chunk stored at its swizzled place so the descriptors' 128-byte swizzle
+// reads it back conflict-free.
+// Per k-tile each warpgroup starts its sums from the bits of M = 1.5 * 2^23
+// (cuda_w8.cuh), issues the four k32 steps, waits for them and folds the
+// block into its f32 sums exactly as w8_epilogue does (the same two fmaf
+// per element, the k blocks in the same order): the result equals
+// cuda_w8.cu's bit for bit, which check_cuda_ops and the emulator compare.
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+#include "cuda_quant.cuh"
+#include "cuda_ptx.cuh"
+#include "cuda_w8.cuh"
+
+#define WG_BN      128
+#define WG_THREADS 256
+#ifndef WG_STAGES
+#define WG_STAGES  5
+#endif
+// stage layout (bytes; every part 1024-aligned, as the swizzle atom must be)
+#define WG_A       0
+#define WG_B       (W8_BM * 128)
+#define WG_SC      (WG_B + WG_BN * 128)
+#define WG_STAGE   (WG_SC + 1024)
+// + 1 KB: the dynamic shared memory is aligned up to 1024 in the kernel
+#define WG_SMEM    (WG_STAGES * WG_STAGE + 1024)
+
+// The shared-memory matrix descriptor (PTX ISA, wgmma's "matrix
+// descriptor") of a K-major operand whose rows are 128 bytes of k, 8 rows a
+// 1024-byte swizzle atom (128-byte swizzle: the 16-byte chunk c of row r
+// sits at chunk c ^ (r % 8)): start address >> 4 in bits 0-13, the leading
+// byte offset (unused by this layout: 1) in 16-29, the stride between
+// 8-row groups (1024 >> 4) in 32-45, swizzle mode 1 (128 B) in 62-63.  A
+// k32 step further along the rows is + 2 (32 bytes >> 4).  (Plain
+// arithmetic, not PTX: the emulator decodes what this encodes.)
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+// Stage st <- k-tile kt: chunk idx = tid + 256 i of each tile is row idx /
+// 8, 16-byte chunk idx % 8 of its 128 bytes, stored at chunk (idx % 8) ^
+// (row % 8); thread tid < 128 copies row tid's scale, the others column
+// tid - 128's.
+struct wg_src {
+    const int8_t *a[4], *b[4];
+    const float  *s;
+};
+
+__device__ __forceinline__ void wg_issue(uint8_t *st, const wg_src &src, int64_t kt, int tid)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int idx = tid + i * WG_THREADS, row = idx >> 3, ch = idx & 7;
+        const int off = row * 128 + ((ch ^ (row & 7)) << 4);
+        cp_async16(st + WG_A + off, src.a[i] + kt * 128);
+        cp_async16(st + WG_B + off, src.b[i] + kt * 128);
+    }
+    cp_async4(st + WG_SC + 4 * tid, src.s + kt);
+}
+
+#if defined(SI_HAVE_WGMMA)
+// The block sums of one k-tile into acc: w8_epilogue's two fmaf per element
+// (its ci = d here), scales sc (rows at sc[0..127], columns at
+// sc[128..255]); element 4j + e of d at row row0 + 8 (e / 2), column 8 j +
+// col0 + e % 2.
+__device__ __forceinline__ void wg_fold(float (&acc)[64], const int (&d)[64], const float *sc, int row0, int col0)
+{
+    const float w0 = sc[row0], w1 = sc[row0 + 8];
+    const float n0 = -W8_MAGICF * w0, n1 = -W8_MAGICF * w1;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 dx = *(const float2 *)(sc + W8_BM + 8 * j + col0);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float t = fmaf(__int_as_float(d[4 * j + e]), e < 2 ? w0 : w1, e < 2 ? n0 : n1);
+            acc[4 * j + e] = fmaf(t, (e & 1) ? dx.y : dx.x, acc[4 * j + e]);
+        }
+    }
+}
+
+#endif
+
+// Grid: x = column tiles (fastest: the blocks sharing a weight tile run
+// together), y = row tiles.  in % 256 == 0 (si_cu_w8_ok).
+__global__ void __launch_bounds__(WG_THREADS, 1)
+wg_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
+{
+#if defined(SI_HAVE_WGMMA)
+    extern __shared__ __align__(16) uint8_t wg_sm_raw[];
+    // (the swizzle is a function of the shared address: stages at 1024)
+    uint8_t *sm = wg_sm_raw + ((1024 - (smem_u32(wg_sm_raw) & 1023)) & 1023);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t4 = lane & 3, wg = warp >> 2;
+    const int64_t r0 = (int64_t)blockIdx.y * W8_BM, c0 = (int64_t)blockIdx.x * WG_BN, nkt = mm.in / 128;
+
+    wg_src src;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int row = (tid + i * WG_THREADS) >> 3, ch = (tid + i * WG_THREADS) & 7;
+        int64_t r = r0 + row, c = c0 + row;
+        r = r < mm.rows ? r : mm.rows - 1;   // (past the end: the last, computed, never stored)
+        c = (c < mm.ncols ? c : mm.ncols - 1) / mm.x_div;
+        src.a[i] = wq + r * mm.in + 16 * ch;
+        src.b[i] = xq + c * mm.in + 16 * ch;
+    }
+    {
+        int64_t r = r0 + tid, c = c0 + tid - W8_BM;
+        r = r < mm.rows ? r : mm.rows - 1;
+        c = (c < mm.ncols ? c : mm.ncols - 1) / mm.x_div;
+        src.s = tid < W8_BM ? ws + r * nkt : xd + c * nkt;
+    }
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        acc[i] = 0.0f;
+    int d[64];
+
+#pragma unroll
+    for (int s = 0; s < WG_STAGES - 1; s++) {
+        if (s < nkt)
+            wg_issue(sm + s * WG_STAGE, src, s, tid);
+        cp_async_commit();
+    }
+    // this thread's rows of the tile (relative to r0) and first column
+    const int row0 = 64 * wg + 16 * (warp & 3) + g, col0 = 2 * t4;
+    for (int64_t kt = 0; kt < nkt; kt++) {
+        cp_async_wait_group<WG_STAGES - 2>();   // this thread's copies of k-tile kt landed
+        fence_proxy_async();                     // (wgmma reads them through the async proxy)
+        // every thread's copies of kt are in; both warpgroups are done
+        // with kt - 1 (their wgmma waited for, their scales read), whose
+        // stage is refilled next
+        __syncthreads();
+        const int64_t kn = kt + WG_STAGES - 1;
+        if (kn < nkt)
+            wg_issue(sm + (kn % WG_STAGES) * WG_STAGE, src, kn, tid);
+        cp_async_commit();
+        const uint8_t *st = sm + (kt % WG_STAGES) * WG_STAGE;
+        const uint64_t da = wg_desc(smem_u32(st + WG_A + 64 * 128 * wg)), db = wg_desc(smem_u32(st + WG_B));
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            d[i] = W8_MAGIC;
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            wg_mma_s8_n128(d, da + 2 * kk, db + 2 * kk);
+        wg_commit();
+        // (waiting here leaves the tensor cores idle during the fold; two
+        // sets of sums that overlap them need ~250 registers, and ptxas
+        // then serialises the wgmma anyway: C7514)
+        wg_wait<0>();
+        wg_fold(acc, d, (const float *)(st + WG_SC), row0, col0);
+    }
+    cp_async_wait_group<0>();
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int64_t r = r0 + row0 + 8 * (e >> 1), c = c0 + 8 * j + col0 + (e & 1);
+            if (r < mm.rows && c < mm.ncols)
+                mm.y[c * mm.y_stride + r] = acc[4 * j + e];
+        }
+#endif
+}
+
+// Writes 1 where this device runs the sm_90a code (the wgmma kernel is not
+// empty), else 0.
+__global__ void wg_probe_kernel(int *ok)
+{
+#if defined(SI_HAVE_WGMMA)
+    *ok = 1;
+#else
+    *ok = 0;
+#endif
+}
+
+// ---- launchers ----------------------------------------------------------------
+
+// Whether this process's device runs wg_kernel (si_cu_w8wg_init).
+static int wg_avail = 0;
+
+extern "C" int si_cu_w8wg_init(bool *avail)
+{
+    *avail = false;
+    int dev = 0, major = 0, ok = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e != cudaSuccess)
+        return (int)e;
+    if (major != 9 || !w8_smem_fits(WG_SMEM))
+        return 0;
+    int *d_ok = NULL;
+    if ((e = cudaMalloc((void **)&d_ok, sizeof(int))) != cudaSuccess)
+        return (int)e;
+    wg_probe_kernel<<<1, 1>>>(d_ok);
+    e = cudaMemcpy(&ok, d_ok, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(d_ok);
+    if (e == cudaSuccess && ok == 1)
+        e = cudaFuncSetAttribute(wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM);
+    if (e != cudaSuccess)
+        return (int)e;
+    wg_avail = ok == 1;
+    *avail = wg_avail != 0;
+    return 0;
+}
+
+extern "C" bool si_cu_w8wg_ok(const cu_mm *mm)
+{
+    return wg_avail && mm->w8_wgmma && si_cu_w8_ok(mm) && (mm->ncols + WG_BN - 1) / WG_BN <= 0x7fffffffLL;
+}
+
+extern "C" int si_cu_matmul_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq,
+                                 const float *xd, void *stream)
+{
+    if (mm->rows <= 0 || mm->ncols <= 0)
+        return 0;
+    if (!si_cu_w8wg_ok(mm))
+        return (int)cudaErrorInvalidValue;
+    const int64_t gx = (mm->ncols + WG_BN - 1) / WG_BN, gy = (mm->rows + W8_BM - 1) / W8_BM;
+    wg_kernel<<<dim3((unsigned)gx, (unsigned)gy), WG_THREADS, WG_SMEM, (cudaStream_t)stream>>>(*mm, wq, ws, xq, xd);
+    return (int)cudaGetLastError();
+}
