@@ -72,6 +72,8 @@ for m in 9b 35b; do
         step "tg_${m}_${ab%%:*}" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
             --reps 5 --set "backend.cuda_sm120.${ab#*:}"
     done
+    # (the default again after the A/Bs: this machine's bs-1 drift within one call)
+    step "tg_${m}_re" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
     step "pp_$m" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5
     [ "$last_rc" -ne 0 ] && step "pp_${m}_safe" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512 --reps 2 $SAFE
@@ -102,6 +104,8 @@ step ncu_gemm 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|
     $NCU_S $NCU_ST -k regex:mma2_kernel -c 1 "$B/bench_gemm" --only q4_k --reps 1 --cols 4096
 step ncu_w8 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
     $NCU_S $NCU_ST -k regex:w8_kernel -c 1 "$B/bench_gemm" --only q4_k --reps 1 --cols 4096
+step ncu_wg 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
+    $NCU_S $NCU_ST -k regex:wg_kernel -c 1 "$B/bench_gemm" --only q4_k --reps 1 --cols 4096
 step ncu_gemv 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|stall|Pipe' ncu --clock-control none \
     $NCU_S $NCU_ST -k regex:mmq_kernel -s 3 -c 1 "$B/bench_gemv" 1
 # 3c. a prefill kernel by kernel under ncu (slow: the 9b's 2048 tokens,

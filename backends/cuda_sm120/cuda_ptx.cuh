@@ -129,6 +129,54 @@ template <int N> __device__ __forceinline__ void wg_wait()
 // made visible to the async proxy that wgmma reads it through.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+// mbarriers in shared memory (s: smem_u32 address, 8-byte aligned)
+__device__ __forceinline__ void mbar_init(uint32_t s, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(s), "r"(count) : "memory");
+}
+// the inits visible to the other threads (before their barrier)
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint32_t s)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(s) : "memory");
+}
+// Spins until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t s, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred p;\nW8WG_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra W8WG_WAIT;\n}" ::"r"(s),
+                 "r"(parity)
+                 : "memory");
+}
+// An arrive on the mbarrier once every cp.async this thread issued before
+// has landed (counted as this thread's arrival: .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t s)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(s) : "memory");
+}
+
+// The warpgroup's registers a thread (setmaxnreg): the producer's down to
+// WG_REGS_PRODUCER, the consumers' up to WG_REGS_CONSUMER.  An increase
+// waits until the block's own pool has the registers, and that pool is
+// what the block started with: 384 x 168 (65536 / 384 rounded down to 8,
+// under __launch_bounds__(384, 1)), not the SM's 64 K.  Asking for more
+// than the producer gives back hangs the consumers (80 / 216 did, on the
+// H200); the producer's unrolled copies spill below 80.
+#define WG_REGS_PRODUCER 80
+#define WG_REGS_CONSUMER 208
+static_assert(128 * WG_REGS_PRODUCER + 256 * WG_REGS_CONSUMER <= 384 * 168, "setmaxnreg: more than the block's pool");
+#define WG_STR_(x) #x
+#define WG_STR(x)  WG_STR_(x)
+__device__ __forceinline__ void wg_regs_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 " WG_STR(WG_REGS_PRODUCER) ";");
+}
+__device__ __forceinline__ void wg_regs_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 " WG_STR(WG_REGS_CONSUMER) ";");
+}
+
 // D[64 x 128] += A[64 x 32] B[128 x 32]^T, s8 x s8 -> s32 (wrapping), A and
 // B from descriptors.  d: this thread's 64 elements, element 4j + e at row
 // 16 (warp % 4) + lane / 4 + 8 (e / 2), column 8 j + 2 (lane % 4) + e % 2.

@@ -202,8 +202,8 @@
  *                         shared memory) where the device is sm_90 and the
  *                         fatbin holds sm_90a code; elsewhere, or false,
  *                         the mma.sync kernel (cuda_w8.cu).  Same bits.
- *                         (H200: Q4_K 4096 x 4096 x 4096 513 vs 400 TOPS;
- *                         9b prefill 20,639 vs 17,785 tok/s at 4096.)
+ *                         (H200: Q4_K 4096 x 4096 x 4096 577 vs 404 TOPS;
+ *                         9b prefill 21,707 vs 17,602 tok/s at 4096.)
  *   gemv_prefetch = true | false  the dense GEMVs (v1, gemv_quad, f32)
  *                         ask the L2 for their weight rows before the
  *                         programmatic-launch wait (cu_prefetch_l2), so

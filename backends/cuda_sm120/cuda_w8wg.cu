@@ -9,17 +9,24 @@
 // every 16 mma.  wgmma reads both operands straight from shared memory
 // through descriptors and runs asynchronously to the issuing warps, so the
 // threads only copy tiles in and scale the sums.  Measured (H200,
-// bench_gemm, Q4_K weights): 513-545 TOPS against the mma.sync kernel's
-// 366-405 at the 9b's shapes (4096 and 512 columns).
+// bench_gemm, Q4_K weights, the 9b's shapes at 4096 / 512 columns): 577-607
+// / 506-528 TOPS against the mma.sync kernel's 403-409 / 369-384.
 //
-// Tiling: a block of two warpgroups (256 threads) takes 128 weight rows x
-// 128 columns; warpgroup w the rows 64 w .. 64 w + 63 against all 128
-// columns (wgmma.m64n128k32, 64 int32 sums a thread).  A k-tile is 128
-// bytes of k, one scale block, one 128-byte swizzle row per weight row and
-// per column: WG_STAGES stages of [A 16 KB][B 16 KB][scales 1 KB] filled by
-// cp.async (every thread 4 + 4 chunks of 16 bytes and one scale), each
-// chunk stored at its swizzled place so the descriptors' 128-byte swizzle
-// reads it back conflict-free.
+// Tiling: a block of two consumer warpgroups and one producer warp (288
+// threads) takes 128 weight rows x 128 columns; warpgroup w the rows 64 w
+// .. 64 w + 63 against all 128 columns (wgmma.m64n128k32, 64 int32 sums a
+// thread).  A k-tile is 128 bytes of k, one scale block, one 128-byte
+// swizzle row per weight row and per column: WG_STAGES stages of [A 16 KB]
+// [B 16 KB][scales 1 KB], each 16-byte chunk stored at its swizzled place
+// so the descriptors' 128-byte swizzle reads it back conflict-free.
+// Why a producer warp and barriers per stage: the first version had every
+// thread copy its share of each k-tile and meet at a block barrier per
+// k-tile, so both warpgroups folded their sums at the same time while the
+// tensor cores idled (ncu: tensor pipe 27% busy, barrier the largest stall,
+// 517 TOPS; now 588 at that shape).  Now the producer warp alone copies (cp.async, the stage's
+// "full" mbarrier completing when its copies land) and each consumer warp
+// releases a stage (its "empty" mbarrier) once its sums are folded, so the
+// warpgroups run out of step: one folds while the other multiplies.
 // Per k-tile each warpgroup starts its sums from the bits of M = 1.5 * 2^23
 // (cuda_w8.cuh), issues the four k32 steps, waits for them and folds the
 // block into its f32 sums exactly as w8_epilogue does (the same two fmaf
@@ -33,17 +40,19 @@
 #include "cuda_w8.cuh"
 
 #define WG_BN      128
-#define WG_THREADS 256
+#define WG_THREADS 384   // two consumer warpgroups, then the producer warpgroup
 #ifndef WG_STAGES
-#define WG_STAGES  5
+#define WG_STAGES  6
 #endif
 // stage layout (bytes; every part 1024-aligned, as the swizzle atom must be)
 #define WG_A       0
 #define WG_B       (W8_BM * 128)
 #define WG_SC      (WG_B + WG_BN * 128)
 #define WG_STAGE   (WG_SC + 1024)
-// + 1 KB: the dynamic shared memory is aligned up to 1024 in the kernel
-#define WG_SMEM    (WG_STAGES * WG_STAGE + 1024)
+// the stages' mbarriers (full, then empty) after the stages; + 1 KB: the
+// dynamic shared memory is aligned up to 1024 in the kernel
+#define WG_BARS    (WG_STAGES * WG_STAGE)
+#define WG_SMEM    (WG_BARS + 16 * WG_STAGES + 1024)
 
 // The shared-memory matrix descriptor (PTX ISA, wgmma's "matrix
 // descriptor") of a K-major operand whose rows are 128 bytes of k, 8 rows a
@@ -59,25 +68,37 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
            ((uint64_t)1 << 62);
 }
 
-// Stage st <- k-tile kt: chunk idx = tid + 256 i of each tile is row idx /
-// 8, 16-byte chunk idx % 8 of its 128 bytes, stored at chunk (idx % 8) ^
-// (row % 8); thread tid < 128 copies row tid's scale, the others column
-// tid - 128's.
+// What the producer warpgroup copies: its thread t (0..127) takes 16-byte
+// chunk t % 8 of the rows (columns) t / 8 + 16 i, i < 8, of each tile, and
+// the scales of row t and column t.  Past the last row (column) the tile
+// reads the last one again (computed, never stored): such tiles take the
+// clamped path, full ones pointer steps only.
 struct wg_src {
-    const int8_t *a[4], *b[4];
-    const float  *s;
+    const int8_t *wq, *xq;
+    const float  *ws, *xd;
+    int64_t       in, r0, c0, rows, ncols, nkt;
 };
 
-__device__ __forceinline__ void wg_issue(uint8_t *st, const wg_src &src, int64_t kt, int tid)
+// Stage st <- k-tile kt.  Swizzled chunk places: row r at r * 128, chunk
+// ch at (ch ^ (r % 8)) * 16, and r % 8 = (t / 8) % 8 for every i.
+template <bool FULL>
+__device__ __forceinline__ void wg_produce(uint8_t *st, const wg_src &p, int64_t kt, int t)
 {
+    const int ch = t & 7, rl = t >> 3;
+    const int dst0 = rl * 128 + ((ch ^ (rl & 7)) << 4);
+    const int8_t *a = p.wq + (p.r0 + rl) * p.in + kt * 128 + 16 * ch;
+    const int8_t *b = p.xq + (p.c0 + rl) * p.in + kt * 128 + 16 * ch;
+    const int64_t step = 16 * p.in;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int idx = tid + i * WG_THREADS, row = idx >> 3, ch = idx & 7;
-        const int off = row * 128 + ((ch ^ (row & 7)) << 4);
-        cp_async16(st + WG_A + off, src.a[i] + kt * 128);
-        cp_async16(st + WG_B + off, src.b[i] + kt * 128);
+    for (int i = 0; i < 8; i++) {
+        const int8_t *ai = FULL ? a + i * step : p.wq + min(p.r0 + rl + 16 * i, p.rows - 1) * p.in + kt * 128 + 16 * ch;
+        const int8_t *bi = FULL ? b + i * step : p.xq + min(p.c0 + rl + 16 * i, p.ncols - 1) * p.in + kt * 128 + 16 * ch;
+        cp_async16(st + WG_A + dst0 + 2048 * i, ai);
+        cp_async16(st + WG_B + dst0 + 2048 * i, bi);
     }
-    cp_async4(st + WG_SC + 4 * tid, src.s + kt);
+    const int64_t r = min(p.r0 + t, p.rows - 1), c = min(p.c0 + t, p.ncols - 1);
+    cp_async4(st + WG_SC + 4 * t, p.ws + r * p.nkt + kt);
+    cp_async4(st + WG_SC + 4 * (W8_BM + t), p.xd + c * p.nkt + kt);
 }
 
 #if defined(SI_HAVE_WGMMA)
@@ -103,7 +124,7 @@ __device__ __forceinline__ void wg_fold(float (&acc)[64], const int (&d)[64], co
 #endif
 
 // Grid: x = column tiles (fastest: the blocks sharing a weight tile run
-// together), y = row tiles.  in % 256 == 0 (si_cu_w8_ok).
+// together), y = row tiles.  in % 256 == 0, x_div 1 (si_cu_w8wg_ok).
 __global__ void __launch_bounds__(WG_THREADS, 1)
 wg_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
 {
@@ -112,76 +133,91 @@ wg_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
     // (the swizzle is a function of the shared address: stages at 1024)
     uint8_t *sm = wg_sm_raw + ((1024 - (smem_u32(wg_sm_raw) & 1023)) & 1023);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, t4 = lane & 3, wg = warp >> 2;
     const int64_t r0 = (int64_t)blockIdx.y * W8_BM, c0 = (int64_t)blockIdx.x * WG_BN, nkt = mm.in / 128;
-
-    wg_src src;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int row = (tid + i * WG_THREADS) >> 3, ch = (tid + i * WG_THREADS) & 7;
-        int64_t r = r0 + row, c = c0 + row;
-        r = r < mm.rows ? r : mm.rows - 1;   // (past the end: the last, computed, never stored)
-        c = (c < mm.ncols ? c : mm.ncols - 1) / mm.x_div;
-        src.a[i] = wq + r * mm.in + 16 * ch;
-        src.b[i] = xq + c * mm.in + 16 * ch;
+    // full[s]: the producer's 128 threads' copies of the stage landed;
+    // empty[s]: the 8 consumer warps are done with it
+    const uint32_t full = smem_u32(sm + WG_BARS), empty = full + 8 * WG_STAGES;
+    if (tid == 0) {
+        for (int s = 0; s < WG_STAGES; s++) {
+            mbar_init(full + 8 * s, 128);
+            mbar_init(empty + 8 * s, 8);
+        }
+        fence_mbar_init();
     }
-    {
-        int64_t r = r0 + tid, c = c0 + tid - W8_BM;
-        r = r < mm.rows ? r : mm.rows - 1;
-        c = (c < mm.ncols ? c : mm.ncols - 1) / mm.x_div;
-        src.s = tid < W8_BM ? ws + r * nkt : xd + c * nkt;
-    }
+    __syncthreads();
+    // (the role as a warp-uniform value the compiler can see: a role
+    // branch it cannot prove uniform serialises the wgmma, ptxas C7520)
+    const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);
 
-    float acc[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        acc[i] = 0.0f;
-    int d[64];
-
-#pragma unroll
-    for (int s = 0; s < WG_STAGES - 1; s++) {
-        if (s < nkt)
-            wg_issue(sm + s * WG_STAGE, src, s, tid);
-        cp_async_commit();
-    }
-    // this thread's rows of the tile (relative to r0) and first column
-    const int row0 = 64 * wg + 16 * (warp & 3) + g, col0 = 2 * t4;
-    for (int64_t kt = 0; kt < nkt; kt++) {
-        cp_async_wait_group<WG_STAGES - 2>();   // this thread's copies of k-tile kt landed
-        fence_proxy_async();                     // (wgmma reads them through the async proxy)
-        // every thread's copies of kt are in; both warpgroups are done
-        // with kt - 1 (their wgmma waited for, their scales read), whose
-        // stage is refilled next
-        __syncthreads();
-        const int64_t kn = kt + WG_STAGES - 1;
-        if (kn < nkt)
-            wg_issue(sm + (kn % WG_STAGES) * WG_STAGE, src, kn, tid);
-        cp_async_commit();
-        const uint8_t *st = sm + (kt % WG_STAGES) * WG_STAGE;
-        const uint64_t da = wg_desc(smem_u32(st + WG_A + 64 * 128 * wg)), db = wg_desc(smem_u32(st + WG_B));
+    if (role == 2) {
+        // the producer: k-tile kt into stage kt % WG_STAGES once the
+        // consumers released its previous k-tile (phase parity ph ^ 1);
+        // its registers handed to the consumers (setmaxnreg)
+        wg_regs_dec();
+        const wg_src p = { wq, xq, ws, xd, mm.in, r0, c0, mm.rows, mm.ncols, nkt };
+        const bool full_tile = r0 + W8_BM <= mm.rows && c0 + WG_BN <= mm.ncols;
+        const int t = tid - 256;
+        int s = 0;
+        uint32_t ph = 0;
+        for (int64_t kt = 0; kt < nkt; kt++) {
+            if (kt >= WG_STAGES)
+                mbar_wait(empty + 8 * s, ph ^ 1);
+            uint8_t *st = sm + s * WG_STAGE;
+            if (full_tile)
+                wg_produce<true>(st, p, kt, t);
+            else
+                wg_produce<false>(st, p, kt, t);
+            cp_async_mbar_arrive(full + 8 * s);   // (when this thread's copies land)
+            if (++s == WG_STAGES) {
+                s = 0;
+                ph ^= 1;
+            }
+        }
+        cp_async_wait_all();
+    } else {
+        wg_regs_inc();
+        const int g = lane >> 2, t4 = lane & 3, wg = warp >> 2;
+        float acc[64];
 #pragma unroll
         for (int i = 0; i < 64; i++)
-            d[i] = W8_MAGIC;
-        wg_fence();
+            acc[i] = 0.0f;
+        int d[64];
+        // this thread's rows of the tile (relative to r0) and first column
+        const int row0 = 64 * wg + 16 * (warp & 3) + g, col0 = 2 * t4;
+        int s = 0;
+        uint32_t ph = 0;
+        for (int64_t kt = 0; kt < nkt; kt++) {
+            mbar_wait(full + 8 * s, ph);   // k-tile kt is in stage s
+            fence_proxy_async();           // (copied through the generic proxy; wgmma reads through the async one)
+            const uint8_t *st = sm + s * WG_STAGE;
+            const uint64_t da = wg_desc(smem_u32(st + WG_A + 64 * 128 * wg)), db = wg_desc(smem_u32(st + WG_B));
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            wg_mma_s8_n128(d, da + 2 * kk, db + 2 * kk);
-        wg_commit();
-        // (waiting here leaves the tensor cores idle during the fold; two
-        // sets of sums that overlap them need ~250 registers, and ptxas
-        // then serialises the wgmma anyway: C7514)
-        wg_wait<0>();
-        wg_fold(acc, d, (const float *)(st + WG_SC), row0, col0);
-    }
-    cp_async_wait_group<0>();
+            for (int i = 0; i < 64; i++)
+                d[i] = W8_MAGIC;
+            wg_fence();
 #pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int64_t r = r0 + row0 + 8 * (e >> 1), c = c0 + 8 * j + col0 + (e & 1);
-            if (r < mm.rows && c < mm.ncols)
-                mm.y[c * mm.y_stride + r] = acc[4 * j + e];
+            for (int kk = 0; kk < 4; kk++)
+                wg_mma_s8_n128(d, da + 2 * kk, db + 2 * kk);
+            wg_commit();
+            wg_wait<0>();
+            wg_fold(acc, d, (const float *)(st + WG_SC), row0, col0);
+            __syncwarp();   // every lane's reads of the stage are done
+            if (lane == 0)
+                mbar_arrive(empty + 8 * s);
+            if (++s == WG_STAGES) {
+                s = 0;
+                ph ^= 1;
+            }
         }
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t r = r0 + row0 + 8 * (e >> 1), c = c0 + 8 * j + col0 + (e & 1);
+                if (r < mm.rows && c < mm.ncols)
+                    mm.y[c * mm.y_stride + r] = acc[4 * j + e];
+            }
+    }
 #endif
 }
 
@@ -229,7 +265,7 @@ extern "C" int si_cu_w8wg_init(bool *avail)
 
 extern "C" bool si_cu_w8wg_ok(const cu_mm *mm)
 {
-    return wg_avail && mm->w8_wgmma && si_cu_w8_ok(mm) && (mm->ncols + WG_BN - 1) / WG_BN <= 0x7fffffffLL;
+    return wg_avail && mm->w8_wgmma && si_cu_w8_ok(mm) && mm->x_div == 1 && (mm->ncols + WG_BN - 1) / WG_BN <= 0x7fffffffLL;
 }
 
 extern "C" int si_cu_matmul_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq,

@@ -54,6 +54,7 @@ namespace emu {
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 void sync_block();
 void sync_warp();
+void spin();
 float *dyn_smem();
 void xchg(const void *in, void *out, int size, int src_lane);   // out = lane src_lane's in
 }

@@ -28,7 +28,7 @@ emu_switch:
 )");
 namespace emu {
 dim3 threadIdx, blockIdx, blockDim, gridDim;
-enum { READY, AT_BLOCK, AT_WARP, DONE };
+enum { READY, AT_BLOCK, AT_WARP, DONE, SPIN };
 struct fiber { void *sp; int st; dim3 tid; std::vector<char> stack; };
 static std::vector<fiber> fs;
 static void *sched_sp;
@@ -39,6 +39,10 @@ static unsigned char xbuf[32][32][16];
 float *dyn_smem() { return (float *)(((uintptr_t)smem_buf.data() + 255) & ~(uintptr_t)255); }
 static void yield(int st) { fs[cur].st = st; emu_switch(&fs[cur].sp, sched_sp); }
 void sync_block() { yield(AT_BLOCK); }
+// a spinning thread (an mbarrier wait) lets the others run: it is woken
+// (made READY) only when no thread can run and no barrier can release,
+// so barriers and warps make progress while it spins
+void spin() { yield(SPIN); }
 void sync_warp() { yield(AT_WARP); }
 void xchg(const void *in, void *out, int size, int src)
 {
@@ -123,6 +127,9 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
                 else if (a > 0 && d > 0) { fprintf(stderr, "emu: warp %d: warp barrier with exited lanes\n", w); abort(); }
             }
             if (rel) continue;
+            bool woke = false;
+            for (auto &f : fs) if (f.st == SPIN) { f.st = READY; woke = true; }
+            if (woke) continue;
             if (atb + done == n && atb > 0) {
                 if (done > 0) { fprintf(stderr, "emu: __syncthreads after %d threads exited\n", done); abort(); }
                 for (auto &f : fs) if (f.st == AT_BLOCK) f.st = READY;

@@ -310,6 +310,39 @@ inline void wg_check_drained()
         if (!wgq[t].empty()) { fprintf(stderr, "emu: thread %d exited with %zu wgmma not waited for\n", t, wgq[t].size()); abort(); }
 }
 }
+// mbarriers (PTX ISA 9.7.13.15): the 8 bytes in shared memory hold the
+// emulator's state (expected count, pending count, phase parity); a wait
+// spins, letting the block's other threads run, and gives up (a deadlock)
+// after EMU_MBAR_SPINS rounds.  cp.async.mbarrier.arrive.noinc lands the
+// thread's copies issued so far and arrives (the earliest the ISA allows).
+namespace emu_ptx {
+struct mbar { uint32_t expected; uint32_t pending : 31, phase : 1; };
+inline mbar *mbar_at(uint32_t s, const char *what)
+{
+    if (s % 8 || s + 8 > smem_bytes) { fprintf(stderr, "emu: %s: mbarrier address %u not 8-aligned in the %zu B of shared memory\n", what, s, smem_bytes); abort(); }
+    return (mbar *)((char *)emu::dyn_smem() + s);
+}
+inline void mbar_arrive(uint32_t s, const char *what)
+{
+    mbar *m = mbar_at(s, what);
+    if (m->expected == 0 || m->expected > 1024) { fprintf(stderr, "emu: %s: mbarrier at %u not initialised\n", what, s); abort(); }
+    if (--m->pending == 0) { m->phase ^= 1; m->pending = m->expected; }
+}
+}
+static inline void mbar_init(uint32_t s, unsigned count)
+{ emu_ptx::mbar *m = emu_ptx::mbar_at(s, "mbarrier.init"); m->expected = count; m->pending = count; m->phase = 0; }
+static inline void fence_mbar_init() {}
+static inline void mbar_arrive(uint32_t s) { emu_ptx::mbar_arrive(s, "mbarrier.arrive"); }
+static inline void mbar_wait(uint32_t s, uint32_t parity)
+{
+    for (long n = 0; emu_ptx::mbar_at(s, "mbarrier.try_wait")->phase == (parity & 1); n++) {
+        if (n > 1000000) { fprintf(stderr, "emu: mbarrier.try_wait.parity %u at %u: never completes (thread %u)\n", parity, s, threadIdx.x); abort(); }
+        emu::spin();
+    }
+}
+static inline void cp_async_mbar_arrive(uint32_t s) { emu_ptx::wait_all(); emu_ptx::mbar_arrive(s, "cp.async.mbarrier.arrive.noinc"); }
+static inline void wg_regs_dec() {}
+static inline void wg_regs_inc() {}
 static inline void wg_fence() {}
 static inline void fence_proxy_async() {}
 static inline void wg_commit() { emu_ptx::wg_commit(); }

@@ -15,7 +15,7 @@
 # Planted bugs: each a one-line edit of the kernel that must FAIL a given
 # case, so the checks are shown to see such bugs (the list at plants()
 # below); PLANT=no skips them.
-# Modes: full (default: 52 cases, 24 plants), quick (9 cases, 10 plants;
+# Modes: full (default: 52 cases, 26 plants), quick (9 cases, 11 plants;
 # what tests/cuda/emu.test runs).  KEEP=1 keeps the build directory.
 # Usage: run-w8-emu.sh [builddir] [quick|full]
 set -e
@@ -144,15 +144,20 @@ plants() {
     plant g32-epi-set 's/st + M::SC + 1024 \* kk)/st + M::SC)/' "EMU_G=32" q6_k 200 512 130
     # cuda_w8wg.cu (EMU_WG=1: against the mma.sync kernel's y): a chunk
     # stored unswizzled; the k32 steps' descriptors not advanced by 32
-    # bytes; the epilogue read before the wgmma completed; the barrier
-    # dropped (drifting warps refill a stage a warpgroup still reads)
-    plant wg-swizzle 's/((ch ^ (row \& 7)) << 4)/(ch << 4)/' "EMU_WG=1 EMU_KT=128" q4_k 200 512 130
+    # bytes; the fold before the wgmma completed; the producer refilling a
+    # stage the consumers have not released; a consumer not waiting for
+    # its stage to fill (the parity of the phase before)
+    plant wg-swizzle 's/((ch ^ (rl \& 7)) << 4)/(ch << 4)/' "EMU_WG=1 EMU_KT=128" q4_k 200 512 130
     plant wg-kstep 's/da + 2 \* kk, db + 2 \* kk/da + kk, db + kk/' "EMU_WG=1 EMU_KT=128" q8_0 128 256 128
     plant wg-wait 's/wg_wait<0>();/wg_wait<1>();/' "EMU_WG=1 EMU_KT=128" q6_k 128 512 128
-    plant wg-no-sync 's/^        __syncthreads();$/;/' "EMU_WG=1 EMU_KT=128 EMU_DRIFT=1" q5_k 200 2048 130
+    plant wg-no-empty 's/mbar_wait(empty + 8 \* s, ph ^ 1);/;/' "EMU_WG=1 EMU_KT=128" q5_k 200 2048 130
+    plant wg-full-parity 's/mbar_wait(full + 8 \* s, ph);/mbar_wait(full + 8 * s, ph ^ 1);/' "EMU_WG=1 EMU_KT=128" q4_k 128 1024 128
     [ "$1" = all ] || return 0
     plant wg-cols 's/(e \& 1) ? dx.y : dx.x/dx.x/' "EMU_WG=1 EMU_KT=128" q4_k 128 256 128
-    plant wg-stage 's/sm + (kn % WG_STAGES) \* WG_STAGE/sm + (kt % WG_STAGES) * WG_STAGE/' "EMU_WG=1 EMU_KT=128 EMU_DRIFT=2" q6_k 200 1024 130
+    # the clamped producer path: a row past the end not clamped (a read past wq)
+    plant wg-clamp 's/min(p.r0 + rl + 16 \* i, p.rows - 1)/(p.r0 + rl + 16 * i)/' "EMU_WG=1 EMU_KT=128" q8_0 200 256 130
+    # the release before every lane's reads of the stage are done
+    plant wg-release 's/^            __syncwarp();   \/\/ every lane/            ;   \/\/ every lane/' "EMU_WG=1 EMU_KT=128" q6_k 128 2048 128
     # G = 128: the chain restarted at the second k-tile of a block
     plant chain-start 's/(h == 0 \&\& kk == 0)/(kk == 0)/' "" q8_0 128 256 128
     # G = 32: the chain not restarted per 32-block
@@ -192,10 +197,10 @@ cases() {
     # w8_ktile = 128 (the default at G = 128: EMU_KT=128)
     EMU_KT=128 EMU_DRIFT=2 run q6_k 200 1024 130; EMU_KT=128 run q5_k 128 512 128
     # the wgmma kernel (cuda_w8wg.cu) against the mma.sync one, bit for bit
-    EMU_WG=1 EMU_KT=128 run q4_k 200 1024 130; EMU_WG=1 EMU_KT=128 EMU_DRIFT=3 run q8_0 300 2048 257 2 16 5
+    EMU_WG=1 EMU_KT=128 run q4_k 200 1024 130; EMU_WG=1 EMU_KT=128 EMU_DRIFT=3 run q8_0 300 2048 257 1 16 5
     [ "$1" = quick ] && return 0
     for t in q4_k q5_k q6_k q8_0; do
-        EMU_WG=1 EMU_KT=128 run $t 129 256 129 1 0 3; EMU_WG=1 EMU_KT=128 EMU_NAN=1 run $t 130 512 300 3
+        EMU_WG=1 EMU_KT=128 run $t 129 256 129 1 0 3; EMU_WG=1 EMU_KT=128 EMU_NAN=1 run $t 130 512 300
     done
     EMU_WG=1 EMU_KT=128 EMU_DRIFT=9 run q6_k 77 4096 70 1 256 1; EMU_WG=1 EMU_KT=128 run q8_0 1 256 3
     for t in q4_k q5_k q6_k q8_0; do

@@ -252,6 +252,10 @@ int main(int argc, char **argv)
     printf("  %s\n", ok ? "OK" : "FAIL");
     if (!ok || !getenv("EMU_WG") || G != 128)
         return ok ? 0 : 1;
+    if (x_div != 1) {   // (si_cu_w8wg_ok: the wgmma kernel reads column j of x for column j)
+        printf("  wgmma kernel: not run at x_div %ld\n", (long)x_div);
+        return 0;
+    }
 
     // (d) EMU_WG=1: cuda_w8wg.cu's wgmma kernel on the same int8 operands
     // must write exactly the mma.sync kernel's y (checked above), bit for
