@@ -57,6 +57,9 @@ static void tramp() { (*body_fn)(); fs[cur].st = DONE; emu_switch(&fs[cur].sp, s
 static unsigned drift_state;
 static bool drift = [] { const char *e = getenv("EMU_DRIFT"); drift_state = e ? (unsigned)atoi(e) * 2654435761u + 1 : 0; return e != nullptr; }();
 static unsigned drift_next() { drift_state = drift_state * 1664525u + 1013904223u; return drift_state >> 8; }
+static unsigned fiber_state;
+static bool fiber_order = [] { const char *e = getenv("EMU_FIBER_ORDER"); fiber_state = e ? (unsigned)atoi(e) * 2246822519u + 3 : 0; return e != nullptr; }();
+static unsigned fiber_next() { fiber_state = fiber_state * 1664525u + 1013904223u; return fiber_state >> 8; }
 void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body)
 {
     using namespace emu;
@@ -103,10 +106,18 @@ void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
             f.st = READY;
             f.tid = dim3((unsigned)i);
         }
+        // EMU_FIBER_ORDER=seed: each round runs the threads in a new random
+        // order, not 0..n-1, so a thread that signals others before its
+        // own warp is done (an mbarrier arrive without the __syncwarp)
+        // lets them run in between, as the hardware may
+        std::vector<int> perm(n);
+        for (int i = 0; i < n; i++) perm[i] = i;
         for (;;) {
             bool ran = false;
-            for (int i = 0; i < n; i++)
-                if (fs[i].st == READY) {
+            if (fiber_order)
+                for (int i = n; i > 1; i--) std::swap(perm[i - 1], perm[fiber_next() % (unsigned)i]);
+            for (int k = 0; k < n; k++)
+                if (const int i = perm[k]; fs[i].st == READY) {
                     cur = i; threadIdx = fs[i].tid; ran = true;
                     emu_switch(&sched_sp, fs[i].sp);
                 }

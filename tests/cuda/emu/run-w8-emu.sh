@@ -11,7 +11,8 @@
 # w8_block); rows and columns not multiples of the 128 tile (and exactly
 # one tile); in 256 (one warp's 256 values), 512, 1024, 2048 (several
 # stages round the ring); x_div 2, 3; x_stride > in; y_stride > rows; a
-# NaN in x; warps drifting apart between block barriers (EMU_DRIFT).
+# NaN in x; warps drifting apart between block barriers (EMU_DRIFT); threads
+# run in a random order each round (EMU_FIBER_ORDER).
 # Planted bugs: each a one-line edit of the kernel that must FAIL a given
 # case, so the checks are shown to see such bugs (the list at plants()
 # below); PLANT=no skips them.
@@ -157,7 +158,7 @@ plants() {
     # the clamped producer path: a row past the end not clamped (a read past wq)
     plant wg-clamp 's/min(p.r0 + rl + 16 \* i, p.rows - 1)/(p.r0 + rl + 16 * i)/' "EMU_WG=1 EMU_KT=128" q8_0 200 256 130
     # the release before every lane's reads of the stage are done
-    plant wg-release 's/^            __syncwarp();   \/\/ every lane/            ;   \/\/ every lane/' "EMU_WG=1 EMU_KT=128" q6_k 128 2048 128
+    plant wg-release 's/^            __syncwarp();   \/\/ every lane/            ;   \/\/ every lane/' "EMU_WG=1 EMU_KT=128 EMU_FIBER_ORDER=1" q6_k 128 2048 128
     # G = 128: the chain restarted at the second k-tile of a block
     plant chain-start 's/(h == 0 \&\& kk == 0)/(kk == 0)/' "" q8_0 128 256 128
     # G = 32: the chain not restarted per 32-block
@@ -197,7 +198,7 @@ cases() {
     # w8_ktile = 128 (the default at G = 128: EMU_KT=128)
     EMU_KT=128 EMU_DRIFT=2 run q6_k 200 1024 130; EMU_KT=128 run q5_k 128 512 128
     # the wgmma kernel (cuda_w8wg.cu) against the mma.sync one, bit for bit
-    EMU_WG=1 EMU_KT=128 run q4_k 200 1024 130; EMU_WG=1 EMU_KT=128 EMU_DRIFT=3 run q8_0 300 2048 257 1 16 5
+    EMU_WG=1 EMU_KT=128 EMU_FIBER_ORDER=2 run q4_k 200 1024 130; EMU_WG=1 EMU_KT=128 EMU_DRIFT=3 run q8_0 300 2048 257 1 16 5
     [ "$1" = quick ] && return 0
     for t in q4_k q5_k q6_k q8_0; do
         EMU_WG=1 EMU_KT=128 run $t 129 256 129 1 0 3; EMU_WG=1 EMU_KT=128 EMU_NAN=1 run $t 130 512 300
