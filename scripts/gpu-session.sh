@@ -80,6 +80,9 @@ for m in 9b 35b; do
     # the i8 GEMM on mma.sync (cuda_w8.cu) against the default wgmma one
     step "pp_${m}_wg_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_wgmma=false
+    # the wgmma kernel's warpgroups taking turns (knob w8_wg_pingpong)
+    step "pp_${m}_pp_on" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.w8_wg_pingpong=true
 done
 # the i8 GEMM alone: mma.sync (w8) against wgmma (w8wg), Q4_K at the 9b shapes
 step gemm_wg 90 '.' "$B/bench_gemm" --only q4_k --cols 512,4096 --reps 5

@@ -54,6 +54,7 @@ struct si_backend {
     bool           gemv_prefetch;   /* knob gemv_prefetch (cu_prefetch_l2)   */
     int            w8_ktile;        /* knob w8_ktile: 64 or 128 (cuda_w8.cu) */
     bool           w8_wgmma;        /* knob w8_wgmma (cuda_w8wg.cu)          */
+    bool           w8_wg_pp;        /* knob w8_wg_pingpong (cuda_w8wg.cu)    */
     int            w8_block;        /* knob w8_block: 128 or 32              */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */

@@ -144,6 +144,8 @@ typedef struct cu_mm {
     bool           w8_wgmma;     /* knob w8_wgmma: the i8 GEMM on wgmma
                                   * (cuda_w8wg.cu) where the device and
                                   * the fatbin allow                      */
+    bool           w8_wg_pp;     /* knob w8_wg_pingpong (cuda_w8wg.cu):
+                                  * the consumer warpgroups take turns    */
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */

@@ -207,6 +207,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     m.prefetch = b->gemv_prefetch;
     m.w8_ktile = b->w8_ktile;
     m.w8_wgmma = b->w8_wgmma;
+    m.w8_wg_pp = b->w8_wg_pp;
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);

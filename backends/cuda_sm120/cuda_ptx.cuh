@@ -177,6 +177,15 @@ __device__ __forceinline__ void wg_regs_inc()
     asm volatile("setmaxnreg.inc.sync.aligned.u32 " WG_STR(WG_REGS_CONSUMER) ";");
 }
 
+// Named barriers (not 0, __syncthreads'): bar.sync waits until n threads
+// (a multiple of 32) have arrived on barrier id, counting itself;
+// bar.arrive counts this thread without waiting.
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
 // D[64 x 128] += A[64 x 32] B[128 x 32]^T, s8 x s8 -> s32 (wrapping), A and
 // B from descriptors.  d: this thread's 64 elements, element 4j + e at row
 // 16 (warp % 4) + lane / 4 + 8 (e / 2), column 8 j + 2 (lane % 4) + e % 2.

@@ -12,7 +12,8 @@
  * w8+q (what a product costs there: weights and activations requantised,
  * then the GEMM), w8/32 and w8/32+q the same with scales per 32
  * (w8_block = 32; the activations of si_cu_quantize_x), w8wg the w8
- * GEMM on wgmma (cuda_w8wg.cu; only where the device runs it).  w8 is not the same sum (a second rounding of the
+ * GEMM on wgmma (cuda_w8wg.cu; only where the device runs it), w8wg/pp
+ * with its warpgroups taking turns (knob w8_wg_pingpong).  w8 is not the same sum (a second rounding of the
  * weights, activations per 128): its "vs v1" is that error, BAD above
  * 3e-2.
  * Random weight bytes with sane f16 scales, random activations quantised
@@ -193,14 +194,15 @@ int main(int argc, char **argv)
                         (long long)sh->in);
                 return 1;
             }
-            static const char *const vname[] = { "v1", "v2", "v2/64", "v2/128", "w8", "w8+q", "w8/32", "w8/32+q", "w8wg" };
-            static const int vbm[] = { 0, 0, 64, 128, 0, 0, 0, 0, 0 };
+            static const char *const vname[] = { "v1", "v2", "v2/64", "v2/128", "w8", "w8+q", "w8/32", "w8/32+q", "w8wg", "w8wg/pp" };
+            static const int vbm[] = { 0, 0, 64, 128, 0, 0, 0, 0, 0, 0 };
             const bool w8 = si_cu_w8_ok(&mm);
             mm.w8_ktile = 128;   /* as the backend runs it (knob w8_ktile) */
-            for (int v = 0; v < (w8 ? (wg ? 9 : 8) : 4); v++) {
+            for (int v = 0; v < (w8 ? (wg ? 10 : 8) : 4); v++) {
                 const int g = v == 6 || v == 7 ? 32 : 128;
-                mm.w8_wgmma = v == 8;   /* (w8 rows: the mma.sync kernel) */
-                if ((v == 4 || v == 6 || v == 8) &&
+                mm.w8_wgmma = v >= 8;   /* (w8 rows: the mma.sync kernel) */
+                mm.w8_wg_pp = v == 9;
+                if ((v == 4 || v == 6 || v == 8 || v == 9) &&
                     ((rc = si_cu_w8_weights(&mm, g, wq8, ws8, NULL)) != 0 ||
                      (rc = g == 32 ? si_cu_quantize_x(x, sh->in, sh->in, n, xq8, xd8, xsum, NULL)
                                    : si_cu_w8_quantize_x(x, sh->in, sh->in, n, xq8, xd8, NULL)) != 0)) {

@@ -341,6 +341,31 @@ static inline void mbar_wait(uint32_t s, uint32_t parity)
     }
 }
 static inline void cp_async_mbar_arrive(uint32_t s) { emu_ptx::wait_all(); emu_ptx::mbar_arrive(s, "cp.async.mbarrier.arrive.noinc"); }
+// bar.sync / bar.arrive on named barriers 1..15 (9.7.13.1): a barrier
+// completes when n threads have arrived (the syncing ones included), and
+// its syncing threads go on; a sync that never completes aborts.
+namespace emu_ptx {
+struct nbar { int arrived; unsigned gen; };
+inline nbar nbars[16];
+inline void nb_arrive(int id, int n, const char *what)
+{
+    if (id < 1 || id > 15 || n % 32 || n < 32 || n > (int)(blockDim.x * blockDim.y * blockDim.z)) {
+        fprintf(stderr, "emu: %s %d, %d: bad barrier or count\n", what, id, n);
+        abort();
+    }
+    if (++nbars[id].arrived == n) { nbars[id].arrived = 0; nbars[id].gen++; }
+}
+}
+static inline void named_arrive(int id, int n) { emu_ptx::nb_arrive(id, n, "bar.arrive"); }
+static inline void named_sync(int id, int n)
+{
+    const unsigned g = emu_ptx::nbars[id & 15].gen;
+    emu_ptx::nb_arrive(id, n, "bar.sync");
+    for (long k = 0; emu_ptx::nbars[id].gen == g; k++) {
+        if (k > 1000000) { fprintf(stderr, "emu: bar.sync %d, %d: never completes (thread %u)\n", id, n, threadIdx.x); abort(); }
+        emu::spin();
+    }
+}
 static inline void wg_regs_dec() {}
 static inline void wg_regs_inc() {}
 static inline void wg_fence() {}

@@ -16,7 +16,7 @@
 # Planted bugs: each a one-line edit of the kernel that must FAIL a given
 # case, so the checks are shown to see such bugs (the list at plants()
 # below); PLANT=no skips them.
-# Modes: full (default: 52 cases, 26 plants), quick (9 cases, 11 plants;
+# Modes: full (default: 74 cases, 31 plants), quick (11 cases, 12 plants;
 # what tests/cuda/emu.test runs).  KEEP=1 keeps the build directory.
 # Usage: run-w8-emu.sh [builddir] [quick|full]
 set -e
@@ -56,7 +56,8 @@ size_t emu_wg_smem() { return WG_SMEM; }
 void emu_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd)
 {
     const unsigned gx = (unsigned)((mm->ncols + WG_BN - 1) / WG_BN), gy = (unsigned)((mm->rows + W8_BM - 1) / W8_BM);
-    emu_launch(dim3(gx, gy), dim3(WG_THREADS), WG_SMEM, [&] { wg_kernel(*mm, wq, ws, xq, xd); });
+    if (mm->w8_wg_pp) emu_launch(dim3(gx, gy), dim3(WG_THREADS), WG_SMEM, [&] { wg_kernel<true>(*mm, wq, ws, xq, xd); });
+    else emu_launch(dim3(gx, gy), dim3(WG_THREADS), WG_SMEM, [&] { wg_kernel<false>(*mm, wq, ws, xq, xd); });
 }
 size_t emu_w8_smem(int g, int kt)
 { return kt == 128 && g == 128 ? w8_geom<128, 128>::SMEM : g == 32 ? w8_geom<64, 32>::SMEM : w8_geom<64, 128>::SMEM; }
@@ -153,6 +154,9 @@ plants() {
     plant wg-wait 's/wg_wait<0>();/wg_wait<1>();/' "EMU_WG=1 EMU_KT=128" q6_k 128 512 128
     plant wg-no-empty 's/mbar_wait(empty + 8 \* s, ph ^ 1);/;/' "EMU_WG=1 EMU_KT=128" q5_k 200 2048 130
     plant wg-full-parity 's/mbar_wait(full + 8 \* s, ph);/mbar_wait(full + 8 * s, ph ^ 1);/' "EMU_WG=1 EMU_KT=128" q4_k 128 1024 128
+    # w8_wg_pingpong: the first turn never given (warpgroup 0 waits for
+    # ever; the turns change no sums, so only their counts can be wrong)
+    plant wg-pp-first 's/named_arrive(1, 256);   \/\/ warpgroup 0 goes first/;/' "EMU_WG=1 EMU_WG_PP=1 EMU_KT=128" q4_k 128 512 128
     [ "$1" = all ] || return 0
     plant wg-cols 's/(e \& 1) ? dx.y : dx.x/dx.x/' "EMU_WG=1 EMU_KT=128" q4_k 128 256 128
     # the clamped producer path: a row past the end not clamped (a read past wq)
@@ -199,6 +203,8 @@ cases() {
     EMU_KT=128 EMU_DRIFT=2 run q6_k 200 1024 130; EMU_KT=128 run q5_k 128 512 128
     # the wgmma kernel (cuda_w8wg.cu) against the mma.sync one, bit for bit
     EMU_WG=1 EMU_KT=128 EMU_FIBER_ORDER=2 run q4_k 200 1024 130; EMU_WG=1 EMU_KT=128 EMU_DRIFT=3 run q8_0 300 2048 257 1 16 5
+    # (knob w8_wg_pingpong: the consumer warpgroups taking turns)
+    EMU_WG=1 EMU_WG_PP=1 EMU_KT=128 EMU_FIBER_ORDER=3 run q6_k 200 1024 130; EMU_WG=1 EMU_WG_PP=1 EMU_KT=128 run q5_k 1 256 3
     [ "$1" = quick ] && return 0
     for t in q4_k q5_k q6_k q8_0; do
         EMU_WG=1 EMU_KT=128 run $t 129 256 129 1 0 3; EMU_WG=1 EMU_KT=128 EMU_NAN=1 run $t 130 512 300

@@ -262,6 +262,7 @@ int main(int argc, char **argv)
     // bit, and nothing else (the same poison around)
     std::vector<float> ybuf2(ybuf.size(), from_bits(POISON));
     mm.y = ybuf2.data() + 32;
+    mm.w8_wg_pp = getenv("EMU_WG_PP") != NULL;   // (knob w8_wg_pingpong)
     emu_ptx::smem_bytes = emu_wg_smem();
     emu_w8wg(&mm, wq.data(), ws.data(), xq.data(), xd.data());
     emu_ptx::check_drained();
@@ -271,6 +272,7 @@ int main(int argc, char **argv)
         if (bits(ybuf2[i]) != bits(ybuf[i]) && ndiff++ < 3)
             printf("  wgmma: offset %ld: %.9g (%08x), mma.sync %.9g (%08x)\n", (long)(i - 32), ybuf2[i], bits(ybuf2[i]),
                    ybuf[i], bits(ybuf[i]));
-    printf("  wgmma kernel: %ld elements differ from the mma.sync kernel's\n  %s\n", (long)ndiff, ndiff ? "FAIL" : "OK");
+    printf("  wgmma kernel%s: %ld elements differ from the mma.sync kernel's\n  %s\n", mm.w8_wg_pp ? " (ping-pong)" : "",
+           (long)ndiff, ndiff ? "FAIL" : "OK");
     return ndiff ? 1 : 0;
 }
