@@ -16,15 +16,8 @@ F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 g++ $F -DMM_KERNELS="\"$out/k.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_emu"
 "$out/mm_emu"
 # plant NAME PERL-EDIT: the kernels edited so, the run must fail
-plant() {
-    perl -0pe "$2" "$out/k.cc" > "$out/bug.cc"
-    cmp -s "$out/k.cc" "$out/bug.cc" && { echo "plant $1: the edit did not apply (kernel changed?)"; exit 1; }
-    g++ $F -DMM_KERNELS="\"$out/bug.cc\"" "$here/mm_emu.cc" "$here/emu.cc" -o "$out/mm_bug"
-    if "$out/mm_bug" > "$out/bug.log" 2>&1; then
-        echo "plant $1: NOT detected"; exit 1
-    fi
-    echo "plant $1: detected ($(grep -m1 FAIL "$out/bug.log" | cut -c1-100))"
-}
+. "$here/plant.sh"
+plant() { emu_plant "$1" "$2" MM_KERNELS "$here/mm_emu.cc" "$here/emu.cc"; }
 # a second product's rows read from the first's (cu_mm.more)
 plant more-w 's/mm.w = mm.more\[k\].w;/;/'
 # the first barrier of the k loop (the previous tile still read)

@@ -23,15 +23,8 @@ g++ $F -c "$here/emu.cc" -o "$out/emu.o"
 g++ $F -DRRF_MATMUL="\"$out/k.cc\"" "$here/rrf_emu.cc" "$out/emu.o" -o "$out/rrf_emu"
 "$out/rrf_emu"
 # plant NAME PERL-EDIT: rr_kernel edited so, the run must fail
-plant() {
-    perl -0pe "$2" "$out/k.cc" > "$out/bug.cc"
-    cmp -s "$out/k.cc" "$out/bug.cc" && { echo "plant $1: the edit did not apply (kernel changed?)"; exit 1; }
-    g++ $F -DRRF_MATMUL="\"$out/bug.cc\"" "$here/rrf_emu.cc" "$out/emu.o" -o "$out/rrf_bug"
-    if "$out/rrf_bug" > "$out/bug.log" 2>&1; then
-        echo "plant $1: NOT detected"; exit 1
-    fi
-    echo "plant $1: detected ($(grep -c FAIL "$out/bug.log") FAIL lines; $(grep -m1 FAIL "$out/bug.log" | cut -c1-90))"
-}
+. "$here/plant.sh"
+plant() { emu_plant "$1" "$2" RRF_MATMUL "$here/rrf_emu.cc" "$out/emu.o"; }
 [ "$PLANT" = no ] && exit 0
 # the count not put back: the next launch never finds its last block
 plant no-reset 's/\*done = 0;/;/'
