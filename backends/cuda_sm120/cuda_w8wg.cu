@@ -12,21 +12,23 @@
 // bench_gemm, Q4_K weights, the 9b's shapes at 4096 / 512 columns): 577-607
 // / 506-528 TOPS against the mma.sync kernel's 403-409 / 369-384.
 //
-// Tiling: a block of two consumer warpgroups and one producer warp (288
-// threads) takes 128 weight rows x 128 columns; warpgroup w the rows 64 w
-// .. 64 w + 63 against all 128 columns (wgmma.m64n128k32, 64 int32 sums a
-// thread).  A k-tile is 128 bytes of k, one scale block, one 128-byte
-// swizzle row per weight row and per column: WG_STAGES stages of [A 16 KB]
-// [B 16 KB][scales 1 KB], each 16-byte chunk stored at its swizzled place
-// so the descriptors' 128-byte swizzle reads it back conflict-free.
-// Why a producer warp and barriers per stage: the first version had every
+// Tiling: a block of two consumer warpgroups and one producer warpgroup
+// (384 threads) takes 128 weight rows x 128 columns; consumer warpgroup w
+// the rows 64 w .. 64 w + 63 against all 128 columns (wgmma.m64n128k32, 64
+// int32 sums a thread).  A k-tile is 128 bytes of k, one scale block, one
+// 128-byte swizzle row per weight row and per column: WG_STAGES stages of
+// [A 16 KB][B 16 KB][scales 1 KB], each 16-byte chunk stored at its
+// swizzled place so the descriptors' 128-byte swizzle reads it back
+// conflict-free.
+// Why a producer and barriers per stage: the first version had every
 // thread copy its share of each k-tile and meet at a block barrier per
-// k-tile, so both warpgroups folded their sums at the same time while the
-// tensor cores idled (ncu: tensor pipe 27% busy, barrier the largest stall,
-// 517 TOPS; now 588 at that shape).  Now the producer warp alone copies (cp.async, the stage's
-// "full" mbarrier completing when its copies land) and each consumer warp
-// releases a stage (its "empty" mbarrier) once its sums are folded, so the
-// warpgroups run out of step: one folds while the other multiplies.
+// k-tile (ncu: tensor pipe 27% busy, the barrier the largest stall, 517
+// TOPS at 12288 x 4096 x 4096).  Now the producer warpgroup alone copies
+// (cp.async, the stage's "full" mbarrier completing when its copies land)
+// and each consumer warp releases a stage (its "empty" mbarrier) once its
+// sums are folded: 607 TOPS there.  Both consumer warpgroups still wait on
+// the same stage and so tend to multiply and fold at the same time; knob
+// w8_wg_pingpong (PP below) makes them take turns.
 // Per k-tile each warpgroup starts its sums from the bits of M = 1.5 * 2^23
 // (cuda_w8.cuh), issues the four k32 steps, waits for them and folds the
 // block into its f32 sums exactly as w8_epilogue does (the same two fmaf
