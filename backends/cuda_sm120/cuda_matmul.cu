@@ -34,22 +34,28 @@
 // runs it too, so its logits are these bits).  mm is a reference to the
 // calling kernel's own parameter, rewritten in place for more[]: taken by
 // value, nvcc copied the 288 bytes another way than mm_kernel always did.
+// The product of a launch (mm, then its more[] parts) that unit u falls
+// in, D rows a unit: mm rewritten to that part, u made relative to it.
+template <int D> __device__ __forceinline__ void mm_part(cu_mm &mm, int64_t &u)
+{
+    for (int k = 0; k < mm.n_more && u >= (mm.rows + D - 1) / D; k++) {
+        u -= (mm.rows + D - 1) / D;
+        mm.w = mm.more[k].w;
+        mm.y = mm.more[k].y;
+        mm.rows = mm.more[k].rows;
+        mm.row_bytes = mm.more[k].row_bytes;
+        mm.y_stride = mm.more[k].y_stride;
+    }
+}
+
 template <int T, int NT, int KS>
 __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
 {
     __shared__ float part[MM_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t r = KS == 1 ? bx * MM_WARPS + warp : bx;
-    if (KS > 1) {
-        for (int k = 0; k < mm.n_more && r >= mm.rows; k++) {
-            r -= mm.rows;
-            mm.w = mm.more[k].w;
-            mm.y = mm.more[k].y;
-            mm.rows = mm.more[k].rows;
-            mm.row_bytes = mm.more[k].row_bytes;
-            mm.y_stride = mm.more[k].y_stride;
-        }
-    }
+    if (KS > 1)
+        mm_part<1>(mm, r);   // (a block a row)
     // (dense: the row asked of the L2 before the programmatic-launch wait)
     if (mm.prefetch && mm.expert == NULL && blockIdx.y == 0 && lane == 0 && (KS == 1 || warp == 0) && r < mm.rows)
         cu_prefetch_l2(mm.w + (uint64_t)r * mm.row_bytes, mm.row_bytes);
@@ -148,16 +154,7 @@ __global__ void __launch_bounds__(32 * MM_WARPS) rr_kernel(cu_mm mm, int K, int3
         // (mm_body takes more[] only with KS > 1: here the blocks past
         // product 0's take them, ceil(rows / MM_WARPS) blocks a part, each
         // row by one warp as mm_kernel<T, 8, 1> would on its own)
-        int64_t nb = (mm.rows + MM_WARPS - 1) / MM_WARPS;
-        for (int k = 0; k < mm.n_more && bx >= nb; k++) {
-            bx -= nb;
-            mm.w = mm.more[k].w;
-            mm.y = mm.more[k].y;
-            mm.rows = mm.more[k].rows;
-            mm.row_bytes = mm.more[k].row_bytes;
-            mm.y_stride = mm.more[k].y_stride;
-            nb = (mm.rows + MM_WARPS - 1) / MM_WARPS;
-        }
+        mm_part<MM_WARPS>(mm, bx);
         mm.n_more = 0;
     }
     mm_body<T, NT, KS>(mm, bx);

@@ -30,7 +30,8 @@ plant() { emu_plant "$1" "$2" RRF_MATMUL "$here/rrf_emu.cc" "$out/emu.o"; }
 plant no-reset 's/\*done = 0;/;/'
 # the last block taken by its index, not by the count (shuffled order)
 plant last-by-index 's/if \(ticket != gridDim.x \* gridDim.y - 1\)/if (blockIdx.x != gridDim.x - 1)/'
-# the gate row's blocks of the 2..8-column kernel read as router rows
-plant more-blocks 's/            bx -= nb;\n/\n/'
+# the gate row's blocks of the 2..8-column kernel counted a row a block
+# (mm_kernel's one-column unit), not MM_WARPS rows
+plant more-blocks 's/mm_part<MM_WARPS>\(mm, bx\)/mm_part<1>(mm, bx)/'
 # the last block routes only its first MM_WARPS tokens
 plant token-stride 's/t < n; t \+= MM_WARPS\)/t < n \&\& t < MM_WARPS; t += MM_WARPS)/'
