@@ -80,9 +80,9 @@ for m in 9b 35b; do
     # the i8 GEMM on mma.sync (cuda_w8.cu) against the default wgmma one
     step "pp_${m}_wg_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_wgmma=false
-    # the wgmma kernel's warpgroups taking turns (knob w8_wg_pingpong)
-    step "pp_${m}_pp_on" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
-        --set backend.cuda_sm120.w8_wg_pingpong=true
+    # the wgmma kernel's warpgroups multiplying together (the default takes turns)
+    step "pp_${m}_pp_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.w8_wg_pingpong=false
 done
 # the i8 GEMM alone: mma.sync (w8) against wgmma (w8wg), Q4_K at the 9b shapes
 step gemm_wg 90 '.' "$B/bench_gemm" --only q4_k --cols 512,4096 --reps 5
@@ -121,6 +121,7 @@ step ncu_pre_9b 240 '.' sh -c "ncu --clock-control none --csv --page raw --metri
 for m in 9b 35b; do
     step "prof_dec_$m" 25 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $P
     step "prof_pre_$m" 25 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 4096 --reps 1 --warmup 0 $P
+    step "prof_pre32_$m" 40 'profile:|^pp ' "$SI" bench -m /tmp/$m.gguf -v --no-tg --pp 32768 --reps 1 --warmup 0 $P
 done
 # 5. correctness: every GPU test program
 # (all of them: about 8 minutes on the H200, check_cuda_ops's four cases ~6)

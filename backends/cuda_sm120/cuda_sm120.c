@@ -204,11 +204,11 @@
  *                         the mma.sync kernel (cuda_w8.cu).  Same bits.
  *                         (H200: Q4_K 4096 x 4096 x 4096 577 vs 404 TOPS;
  *                         9b prefill 21,707 vs 17,602 tok/s at 4096.)
- *   w8_wg_pingpong = false | true  (with w8_wgmma) the two consumer
+ *   w8_wg_pingpong = true | false  (with w8_wgmma) the two consumer
  *                         warpgroups take turns on the tensor cores each
  *                         k-tile, one folding its sums while the other
- *                         multiplies.  Same bits.  Not yet measured on a
- *                         GPU: false until an A/B says otherwise.
+ *                         multiplies.  Same bits.  (H200: Q4_K GEMM
+ *                         +3.6-5.2%, 9b prefill +2.4-2.9%, 35b flat.)
  *   gemv_prefetch = true | false  the dense GEMVs (v1, gemv_quad, f32)
  *                         ask the L2 for their weight rows before the
  *                         programmatic-launch wait (cu_prefetch_l2), so
@@ -368,7 +368,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = false, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     bool route_fused = true;
     const struct {

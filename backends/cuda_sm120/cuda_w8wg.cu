@@ -28,7 +28,8 @@
 // and each consumer warp releases a stage (its "empty" mbarrier) once its
 // sums are folded: 607 TOPS there.  Both consumer warpgroups still wait on
 // the same stage and so tend to multiply and fold at the same time; knob
-// w8_wg_pingpong (PP below) makes them take turns.
+// w8_wg_pingpong (PP below, the default) makes them take turns: 583 ->
+// 604 TOPS at 8192 x 4096 x 4096, 525 -> 553 at 512 columns (H200).
 // Per k-tile each warpgroup starts its sums from the bits of M = 1.5 * 2^23
 // (cuda_w8.cuh), issues the four k32 steps, waits for them and folds the
 // block into its f32 sums exactly as w8_epilogue does (the same two fmaf

@@ -1608,8 +1608,9 @@ START_TEST(test_gemv_ab)
         matmul_ab_tol(&p, w8t[t], 4096, 1000, 300, 0.0);
     }
     pair_close(&p);
-    /* the warpgroups taking turns (w8_wg_pingpong): the same sums again */
-    pair_open_cu2(&p, "backend.cuda_w8_pp", "backend.cuda_w8_mmasync");
+    /* the warpgroups multiplying together (w8_wg_pingpong = false; the
+     * default takes turns): the same sums again */
+    pair_open_cu2(&p, "backend.cuda_w8_nopp", "backend.cuda_w8_mmasync");
     for (size_t t = 0; t < 4; t++) {
         matmul_ab_tol(&p, w8t[t], 2048, 272, 515, 0.0);
         matmul_ab_tol(&p, w8t[t], 4096, 130, 1, 0.0);
@@ -2049,14 +2050,14 @@ int main(void)
              "gemv = v1\nroute_fused = false\n"
              "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_w8_pp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
-             as_cpu ? "" : "w8_wg_pingpong = true\n");
+             as_cpu ? "" : "w8_wg_pingpong = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
