@@ -80,6 +80,9 @@ for m in 9b 35b; do
     # the i8 GEMM on mma.sync (cuda_w8.cu) against the default wgmma one
     step "pp_${m}_wg_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_wgmma=false
+    # the chunked GDN's f32 kernel against the default tf32 tensor cores (gdn_tc)
+    step "pp_${m}_tc_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.gdn_tc=false
     # the wgmma kernel's warpgroups multiplying together (the default takes turns)
     step "pp_${m}_pp_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_wg_pingpong=false
@@ -117,6 +120,10 @@ step ncu_gemv 120 'Duration|Throughput|Stall|Issue|Occupancy|Registers|Eligible|
 NCU_P=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
 step ncu_pre_9b 240 '.' sh -c "ncu --clock-control none --csv --page raw --metrics $NCU_P --log-file $L/ncu_pre_9b.csv \
     $SI bench -m /tmp/9b.gguf --no-tg --pp 2048 --reps 1 --warmup 0 $G0 && python3 scripts/ncu-kernels.py $L/ncu_pre_9b.csv 30"
+# 3d. the GDN prefill's kernels of one layer (2048 tokens of the 9b) under ncu
+step ncu_gdn_9b 120 'chunk|conv|norm|delta|Duration|duration' ncu --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum -k regex:'chunk|conv_tok|conv_state|qk_norm|gnorm|delta_kernel' -c 7 \
+    "$SI" bench -m /tmp/9b.gguf --no-tg --pp 2048 --reps 1 --warmup 0 $G0
 # 4. where the time goes (profile = true runs without the graph)
 for m in 9b 35b; do
     step "prof_dec_$m" 25 'profile:' "$SI" bench -m /tmp/$m.gguf -v --no-pp --ctx 512 --bs 1 --tg 16 --reps 2 $P

@@ -62,6 +62,7 @@ struct si_backend {
     bool           attn_mma;        /* knob attn_mma (cuda_attn_mma.cu)      */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
+    bool           gdn_tc;          /* knob gdn_tc (cuda_gdn_tc.cu)          */
     int            n_sm;            /* multiprocessors of the device         */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;

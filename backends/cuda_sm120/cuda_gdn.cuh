@@ -10,6 +10,17 @@
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
 
+// The chunked prefill (cuda_gdn_chunk.cu, cuda_gdn_tc.cu): chunks of
+// GDN_CH tokens; chunk_pre_kernel leaves one record of GDN_TP_REC floats
+// per (chunk, v-head) in cu_gdn.tp: T' and P (both [s][t], GDN_CH^2
+// each), then exp(G_t) (GDN_CH), the state weights exp(G_last - G_s)
+// (0 past the chunk's end; GDN_CH) and exp(G_last) (padded to GDN_CH).
+#define GDN_CH     64
+#define GDN_TP_EG  (2 * GDN_CH * GDN_CH)
+#define GDN_TP_W   (GDN_TP_EG + GDN_CH)
+#define GDN_TP_EL  (GDN_TP_W + GDN_CH)
+#define GDN_TP_REC (GDN_TP_EL + GDN_CH)
+
 // dst[0..n) = x * (1 / max(||x||, eps)) * extra, for the block (dst may
 // be x: each thread rewrites only what it read, after the reduction).
 static __device__ __forceinline__ void cu_l2norm(const float *x, float *dst, int n, float eps, float extra,

@@ -19,7 +19,8 @@
 //                                                 the identity, a column
 //                                                 per 4 lanes)
 //                       P  = lower(Q Kᵀ ⊙ exp(G_t - G_s)),
-//                     both stored transposed into the workspace g.tp.
+//                     both stored transposed into the workspace g.tp,
+//                     with the chunk's decay factors (GDN_TP_REC).
 //   chunk_kernel      the state-dependent rest, chunk after chunk:
 //                       D  = T' (V - diag(exp G) K S0)
 //                       O  = diag(exp G) Q S0 + P D
@@ -40,6 +41,9 @@
 //                     head's 4 slice blocks) and the substitution a chain
 //                     of 64 dependent steps per chunk; both now run with
 //                     every chunk of the op in parallel.
+//                     Knob gdn_tc (default) replaces this kernel with
+//                     cuda_gdn_tc.cu's, the same products on the tf32
+//                     tensor cores.
 //   gnorm_kernel      the gated RMSNorm of the chunked tokens, in place on
 //                     the raw outputs chunk_kernel wrote into dst.
 #include <cuda_runtime.h>
@@ -47,7 +51,7 @@
 
 #include "cuda_gdn.cuh"
 
-#define CH      64            // chunk length (tokens)
+#define CH      GDN_CH        // chunk length (tokens)
 #define DVS     32            // value columns per block
 #define LDC     (CH + 4)      // row stride of KT/QT/BT: float4-aligned, fewer bank conflicts
 #define LDD     (DVS + 4)     // row stride of D: conflict-free forward substitution
@@ -284,11 +288,18 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_pre_kernel(cu_gdn g)
         for (int b = 0; b < 4; b++)
             A[(t0 + a) * (CH + 1) + s0 + b] = e[a][b] * qk[a][b];
     __syncthreads();
-    float *Tp = g.tp + ((size_t)c * g.n_v_head + j) * (2 * CH * CH), *Pp = Tp + CH * CH;
+    float *Tp = g.tp + ((size_t)c * g.n_v_head + j) * GDN_TP_REC, *Pp = Tp + CH * CH;
     for (int idx = tid; idx < CH * CH; idx += CTHREADS) {
         const int s = idx / CH, t = idx - s * CH;
         Tp[idx] = T[t * (CH + 1) + s] * Bt[s];
         Pp[idx] = A[t * (CH + 1) + s];
+    }
+    // the decay factors chunk_kernel computes from G itself (the same
+    // expressions), for cuda_gdn_tc.cu
+    if (tid < CH) {
+        Tp[GDN_TP_EG + tid] = expf(Gm[tid]);
+        Tp[GDN_TP_W + tid] = tid < L ? expf(Gm[L - 1] - Gm[tid]) : 0.0f;
+        Tp[GDN_TP_EL + tid] = expf(Gm[L - 1]);
     }
 }
 
@@ -345,7 +356,7 @@ __global__ void __launch_bounds__(CTHREADS, 2) chunk_kernel(cu_gdn g)
         // ---- 1. T' and P of the chunk (chunk_pre_kernel) into registers,
         // into shared memory once QT is dead (the round trip overlaps the
         // pass below); K, Q transposed, the cumulative log decay.
-        const float4 *tp4 = (const float4 *)(g.tp + ((size_t)ci * g.n_v_head + j) * (2 * CH * CH));
+        const float4 *tp4 = (const float4 *)(g.tp + ((size_t)ci * g.n_v_head + j) * GDN_TP_REC);
         float4 tpr[2 * CH * CH / 4 / CTHREADS];
 #pragma unroll
         for (int k = 0; k < 2 * CH * CH / 4 / CTHREADS; k++)
@@ -482,7 +493,7 @@ extern "C" int64_t si_cu_gdn_plan_chunks(cu_gdn_run *runs, int64_t n_runs, int c
 
 extern "C" size_t si_cu_gdn_tp_bytes(int64_t n_chunks, int n_v_head)
 {
-    return (size_t)n_chunks * (size_t)n_v_head * 2 * CH * CH * sizeof(float);
+    return (size_t)n_chunks * (size_t)n_v_head * GDN_TP_REC * sizeof(float);
 }
 
 // ---- launchers -------------------------------------------------------------
@@ -518,14 +529,21 @@ extern "C" int si_cu_gdn_chunk(const cu_gdn *g, void *stream)
     if (g->n > 0x7fffffff || 2 * (int64_t)g->n_k_head > 65535 || g->n_v_head > 65535 || slices > 65535 ||
         g->tp == NULL || g->n_chunks <= 0 || g->n_chunks > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    cudaError_t e = cudaFuncSetAttribute(chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(chunk_pre_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pre);
+    const bool tc = g->tc && si_cu_gdn_tc_ok(g);
+    cudaError_t e = cudaFuncSetAttribute(chunk_pre_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pre);
+    if (e == cudaSuccess && !tc)
+        e = cudaFuncSetAttribute(chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return (int)e;
     qk_norm_kernel<<<dim3((unsigned)g->n, 2u * (unsigned)g->n_k_head), 128, 0, s>>>(*g);
     chunk_pre_kernel<<<dim3((unsigned)g->n_chunks, (unsigned)g->n_v_head), CTHREADS, pre, s>>>(*g);
-    chunk_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs, slices), CTHREADS, smem, s>>>(*g);
+    if (tc) {
+        const int rc = si_cu_gdn_chunk_tc(g, stream);
+        if (rc != 0)
+            return rc;
+    } else {
+        chunk_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs, slices), CTHREADS, smem, s>>>(*g);
+    }
     gnorm_kernel<<<dim3((unsigned)g->n, (unsigned)g->n_v_head), 128, 0, s>>>(*g);
     return (int)cudaGetLastError();
 }

@@ -384,10 +384,12 @@ typedef struct cu_gdn {
     int          chunk_min;
     int64_t      max_len;        /* longest run                            */
     /* The chunked runs' per-chunk matrices (cuda_gdn_chunk.cu
-     * chunk_pre_kernel): device [n_chunks][n_v_head][2][64 * 64] floats
-     * (si_cu_gdn_tp_bytes), NULL when no run is chunked. */
+     * chunk_pre_kernel): device [n_chunks][n_v_head][GDN_TP_REC] floats
+     * (cuda_gdn.cuh; si_cu_gdn_tp_bytes), NULL when no run is chunked. */
     float       *tp;
     int64_t      n_chunks;
+    bool         tc;             /* knob gdn_tc: cuda_gdn_tc.cu's kernel for
+                                  * the chunks where si_cu_gdn_tc_ok      */
     /* The int8 copy of dst for the product after the op (knob fuse_norm):
      * values q [n][n_v_head * dv], per-32 scales qd and sums qs, as
      * si_cu_quantize_x would make them; written by norm_kernel, so only
@@ -419,6 +421,11 @@ int64_t si_cu_gdn_plan_chunks(cu_gdn_run *runs, int64_t n_runs, int chunk_min);
 size_t  si_cu_gdn_tp_bytes(int64_t n_chunks, int n_v_head);
 bool si_cu_gdn_chunk_fits(int dk);
 int  si_cu_gdn_chunk(const cu_gdn *g, void *stream);
+/* cuda_gdn_tc.cu: the chunks' state-dependent products on the tf32 tensor
+ * cores (called by si_cu_gdn_chunk when g->tc and _ok: dk a multiple of
+ * 32 up to 128, dv a multiple of 4, the shared memory on this device). */
+bool si_cu_gdn_tc_ok(const cu_gdn *g);
+int  si_cu_gdn_chunk_tc(const cu_gdn *g, void *stream);
 
 /* ---- MOE pieces ---------------------------------------------------------- */
 /* Per token: softmax of logits[t][0..E), top-K (ties: lower index),

@@ -868,7 +868,8 @@ static int gdn_run(si_backend *b, const si_op *op, bool quant, si_err *err)
     const int chunk_min = b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0;
     size_t tp_bytes = 0;
     if (rc == SI_OK) {
-        /* (the chunked runs' per-chunk matrices: 32 KB a chunk and v-head) */
+        /* (the chunked runs' per-chunk matrices and decay factors: 33 KB a
+         * chunk and v-head) */
         n_chunks = si_cu_gdn_plan_chunks(runs, n_runs, chunk_min);
         tp_bytes = si_cu_gdn_tp_bytes(n_chunks, (int)p->n_v_head);
         ws = cu_ws_reserve(b, rnd((size_t)n_runs * sizeof *runs) + rnd((size_t)n * (size_t)conv_dim * sizeof(float)) +
@@ -900,7 +901,7 @@ static int gdn_run(si_backend *b, const si_op *op, bool quant, si_err *err)
         .state = (uint8_t *)p->state->dev, .runs = d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
-        .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks,
+        .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks, .tc = b->gdn_tc,
     };
     const int64_t W = op->dst.ne[0];
     const bool q = quant && W == (int64_t)g.n_v_head * g.dv && si_cu_gdn_takes_q(&g);

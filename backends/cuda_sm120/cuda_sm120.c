@@ -239,6 +239,13 @@
  *                         every token in order (cuda_gdn.cu), as decode and
  *                         shorter runs always do.  Same math, rounding
  *                         differs (~1e-6 relative).
+ *   gdn_tc  = true | false  (with gdn_prefill = chunked) the chunks'
+ *                         state-dependent products on the tf32 tensor cores
+ *                         with the next chunk's inputs copied meanwhile
+ *                         (cuda_gdn_tc.cu; operands rounded to 10 mantissa
+ *                         bits, f32 sums and state; dk a multiple of 32 up
+ *                         to 128, 200 KB of shared memory: sm_90, not
+ *                         sm_120); false: the f32 kernel (A/B).
  *   graph   = true | false  true (default): an exec whose op list (kinds,
  *                         tensors, parameters, batch shape) was seen before
  *                         runs as one CUDA graph launch, captured the
@@ -366,7 +373,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
-         gdn_chunked = true, gdn_rows = true, profile = false;
+         gdn_chunked = true, gdn_rows = true, gdn_tc = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
@@ -405,6 +412,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "attn_mma", "true", "false", &attn_mma },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
+        { "gdn_tc", "true", "false", &gdn_tc },
         { "profile", "true", "false", &profile },
         { "graph", "true", "false", &graph },
     };
@@ -481,6 +489,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->attn_mma = attn_mma;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
+    b->gdn_tc = gdn_tc;
     b->n_sm = p.multiProcessorCount;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {

@@ -4,10 +4,14 @@
 // delta_kernel for the short runs + qk_norm + chunk_pre_kernel +
 // chunk_kernel + gnorm), same
 // random inputs, from a random state; outputs and state within 1e-4 of
-// max |seq|.  pipeline() mirrors si_cu_gdn's dispatch (keep in step).
+// max |seq|; and with knob gdn_tc (chunk_tc_kernel for chunk_kernel, the
+// tf32 tensor cores) within TC_TOL where its shapes allow (dk % 32 == 0,
+// dk <= 128, dv % 4 == 0).  pipeline() mirrors si_cu_gdn's dispatch (keep
+// in step).
 // Usage: gdn_emu HK HV DK DV LEN...   (one run per LEN, in order)
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
+#include "ptx_emu.h"   // (its cp.async bounds: smem_bytes)
 __global__ void conv_kernel(cu_gdn g);
 __global__ void delta_kernel(cu_gdn g);
 __global__ void conv_tok_kernel(cu_gdn g);
@@ -15,16 +19,20 @@ __global__ void conv_state_kernel(cu_gdn g);
 __global__ void qk_norm_kernel(cu_gdn g);
 __global__ void chunk_pre_kernel(cu_gdn g);
 __global__ void chunk_kernel(cu_gdn g);
+__global__ void chunk_tc_kernel(cu_gdn g);
 __global__ void gnorm_kernel(cu_gdn g);
 __global__ void rows_kernel(cu_gdn g);
 __global__ void norm_kernel(cu_gdn g);
 size_t emu_chunk_smem(int dk);
 size_t emu_chunk_pre_smem(int dk);
+size_t emu_tc_smem(int dk);
+// tf32 operands (2^-11 relative each) against the f32 kernel's 1e-4
+#define TC_TOL 2e-3
 static uint32_t rs = 99;
 static float fr() { rs = rs * 1664525u + 1013904223u; return (float)((rs >> 8) & 0xffffff) / 8388608.0f - 1.0f; }
 static std::vector<float> rnd(size_t n, float s) { std::vector<float> v(n); for (auto &x : v) x = s * fr(); return v; }
 #define L(k, gr, bl, sm) emu_launch(gr, bl, sm, [&] { k(g); })
-static void pipeline(cu_gdn g, bool chunked)
+static void pipeline(cu_gdn g, bool chunked, bool tc = false)
 {
     unsigned cb = (unsigned)((g.conv_dim + 127) / 128);
     g.chunk_min = chunked ? 32 : 0;
@@ -34,7 +42,11 @@ static void pipeline(cu_gdn g, bool chunked)
     if (chunked && g.max_len >= 32) {
         L(qk_norm_kernel, dim3((unsigned)g.n, 2 * g.n_k_head), dim3(128), 0);
         L(chunk_pre_kernel, dim3((unsigned)g.n_chunks, g.n_v_head), dim3(256), emu_chunk_pre_smem(g.dk));
-        L(chunk_kernel, dim3(g.n_v_head, (unsigned)g.n_runs, (g.dv + 31) / 32), dim3(256), emu_chunk_smem(g.dk));
+        emu_ptx::smem_bytes = emu_tc_smem(g.dk);
+        if (tc)
+            L(chunk_tc_kernel, dim3(g.n_v_head, (unsigned)g.n_runs, (g.dv + 31) / 32), dim3(256), emu_tc_smem(g.dk));
+        else
+            L(chunk_kernel, dim3(g.n_v_head, (unsigned)g.n_runs, (g.dv + 31) / 32), dim3(256), emu_chunk_smem(g.dk));
         L(gnorm_kernel, dim3((unsigned)g.n, g.n_v_head), dim3(128), 0);
     }
 }
@@ -74,13 +86,16 @@ int main(int argc, char **argv)
     for (auto &x : nw) x = 1 + 0.2f * fr();
     std::vector<float> st0 = rnd((64 + nr * (slot * 4 + 16)) / 4 + 1, 0.5f);
     const bool rows_ok = dk % 32 == 0 && dk / 32 <= 8 && dv % 16 == 0;
-    std::vector<float> st[3], dst[3], y(n * cd), tp;
+    const bool tc_ok = dk % 32 == 0 && dk <= 128 && dv % 4 == 0;
+    std::vector<float> st[4], dst[4], y(n * cd), tp;
     // the rows path's int8 copy of its output (cu_gdn.q, dv % 32 == 0):
     // poisoned, then checked against the quantiser's operations on dst
     const bool qk = rows_ok && dv % 32 == 0;
     std::vector<int8_t> q8((size_t)(n * hv * dv), 0x55);
     std::vector<float> qd((size_t)(n * hv * dv / 32), NAN), qs = qd;
-    for (int c = 0; c < (rows_ok ? 3 : 2); c++) {
+    for (int c = 0; c < 4; c++) {
+        if ((c == 2 && !rows_ok) || (c == 3 && !tc_ok))
+            continue;
         st[c] = st0; dst[c].assign(n * hv * dv, NAN);
         cu_gdn g = {};
         g.u = u.data(); g.z = z.data(); g.b = b.data(); g.a = a.data();
@@ -91,19 +106,24 @@ int main(int argc, char **argv)
         g.y = y.data(); g.max_len = maxl;
         // (as gdn_exec: the chunks numbered, their matrices' workspace
         // poisoned, so a chunk the pre kernel skips shows)
-        g.n_chunks = si_cu_gdn_plan_chunks(runs.data(), nr, c == 1 ? 32 : 0);
+        g.n_chunks = si_cu_gdn_plan_chunks(runs.data(), nr, c == 1 || c == 3 ? 32 : 0);
         tp.assign(si_cu_gdn_tp_bytes(g.n_chunks, hv) / 4 + 1, NAN);
         g.tp = tp.data();
         if (c == 2 && qk) { g.q = q8.data(); g.qd = qd.data(); g.qs = qs.data(); }
         if (c == 2)
             pipeline_rows(g);
         else
-            pipeline(g, c == 1);
+            pipeline(g, c == 1 || c == 3, c == 3);
     }
     printf("hk %d hv %d dk %d dv %d runs", hk, hv, dk, dv); for (int l : lens) printf(" %d", l); printf("\n");
     printf("  chunked:\n");
     double e1 = cmp(dst[1], dst[0], "output"), e2 = cmp(st[1], st[0], "state");
     bool ok = e1 <= 1e-4 && e2 <= 1e-4;
+    if (tc_ok) {
+        printf("  chunked, tf32 tensor cores (gdn_tc):\n");
+        double e5 = cmp(dst[3], dst[0], "output"), e6 = cmp(st[3], st[0], "state");
+        ok = ok && e5 <= TC_TOL && e6 <= TC_TOL;
+    }
     if (rows_ok) {
         printf("  rows:\n");
         double e3 = cmp(dst[2], dst[0], "output"), e4 = cmp(st[2], st[0], "state");

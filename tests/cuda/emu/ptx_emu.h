@@ -137,6 +137,66 @@ inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     for (int i = 0; i < 4; i++) c[i] = d[i];
 }
 
+// cvt.rna.tf32.f32: to 10 mantissa bits, nearest, ties away from zero (the
+// magnitude's bits rounded at bit 13; NaN and infinity kept).
+inline uint32_t cvt_tf32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u += 0x1000u;
+    return u & 0xffffe000u;
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, C = D = c: A four
+// registers, B two.  Element i of A (0..3): row gid (+8 for i = 1, 3), col
+// tig (+4 for i >= 2); of B (0..1): row tig (+4 for i = 1), col gid; C/D
+// as m16n8k16.  The hardware reads 19 bits of each operand (the low 13
+// are dropped); products are exact in double here and the sum rounded
+// once.
+struct warp_mat8 { float A[16][8], B[8][8]; unsigned char na[16][8], nb[8][8]; };
+inline warp_mat8 wt[32];
+inline float tf32_val(uint32_t r) { r &= 0xffffe000u; float f; memcpy(&f, &r, 4); return f; }
+inline void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int gid = lane >> 2, tig = lane % 4;
+    warp_mat8 &M = wt[w];
+    for (int i = 0; i < 4; i++) {
+        const int row = gid + ((i & 1) ? 8 : 0), col = tig + (i >= 2 ? 4 : 0);
+        M.A[row][col] = tf32_val(a[i]);
+        M.na[row][col]++;
+    }
+    for (int i = 0; i < 2; i++) {
+        M.B[tig + 4 * i][gid] = tf32_val(i ? b1 : b0);
+        M.nb[tig + 4 * i][gid]++;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        for (int r = 0; r < 16; r++)
+            for (int k = 0; k < 8; k++)
+                if (M.na[r][k] != 1) { fprintf(stderr, "emu: mma.m16n8k8.tf32: warp %d: A[%d][%d] given %d times\n", w, r, k, M.na[r][k]); abort(); }
+        for (int k = 0; k < 8; k++)
+            for (int n = 0; n < 8; n++)
+                if (M.nb[k][n] != 1) { fprintf(stderr, "emu: mma.m16n8k8.tf32: warp %d: B[%d][%d] given %d times\n", w, k, n, M.nb[k][n]); abort(); }
+    }
+    float d[4];
+    for (int i = 0; i < 4; i++) {
+        const int row = gid + (i >= 2 ? 8 : 0), col = tig * 2 + (i & 1);
+        double acc = c[i];
+        for (int k = 0; k < 8; k++)
+            acc += (double)M.A[row][k] * (double)M.B[k][col];
+        d[i] = (float)acc;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        memset(M.na, 0, sizeof M.na);
+        memset(M.nb, 0, sizeof M.nb);
+    }
+    __syncwarp();
+    for (int i = 0; i < 4; i++) c[i] = d[i];
+}
+
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8i..8i+7 give the
 // 16-byte row addresses of matrix i (row j from lane 8i+j); register i of a
 // lane gets matrix i's row lane/4, elements 2*(lane%4) and +1 (the first in
@@ -245,6 +305,9 @@ static inline void cp_async_commit() { emu_ptx::commit(); }
 static inline void cp_async_wait_all() { emu_ptx::wait_all(); }
 // cuda_attn_fa.cu's wrappers
 static inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { emu_ptx::mma_f16(c, a, b0, b1); }
+// cuda_gdn_tc.cu's
+static inline void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) { emu_ptx::mma_tf32(c, a, b0, b1); }
+static inline uint32_t cvt_tf32(float x) { return emu_ptx::cvt_tf32(x); }
 static inline uint32_t smem_u32(const void *p) { return (uint32_t)((const char *)p - (const char *)emu::dyn_smem()); }
 static inline void ldsm_x4(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, false); }
 static inline void ldsm_x4_t(uint32_t r[4], uint32_t s) { emu_ptx::ldsm(r, s, true); }
