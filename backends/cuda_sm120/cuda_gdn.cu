@@ -149,7 +149,7 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     if (g->q != NULL && !si_cu_gdn_takes_q(g))
         return (int)cudaErrorInvalidValue;   // (only norm_kernel writes the int8 copy)
     int e;
-    if (g->chunk_min > 0 && g->max_len > 1) {
+    if (g->chunk_min > 0 && si_cu_gdn_conv_tok_ok(g)) {
         if ((e = si_cu_gdn_conv_tok(&gg, stream)) != 0)
             return e;
     } else {

@@ -2,13 +2,14 @@
 // gdn_prefill = chunked): the same math as cuda_gdn.cu, parallel over
 // tokens where the token loop was serial.
 //
-//   conv_tok_kernel   one thread per (channel, token): the causal conv
-//                     reads the slot's OLD conv state for the first
+//   conv_tok_kernel   a thread per channel walking 32 tokens: the causal
+//                     conv reads the slot's OLD conv state for the first
 //                     conv_k-1 tokens of a run; conv_state_kernel then
 //                     (stream order: after every token read it) keeps the
-//                     run's last conv_k-1 raw inputs.
-//   qk_norm_kernel    L2-normalises q (times 1/sqrt(dk)) and k of every
-//                     token of a chunked run in place in the workspace y.
+//                     run's last conv_k-1 raw inputs.  At dk = 128 it also
+//                     L2-normalises q and k of chunked runs' tokens.
+//   qk_norm_kernel    (dk != 128) L2-normalises q (times 1/sqrt(dk)) and k
+//                     of every token of a chunked run in place in y.
 //   chunk_pre_kernel  what of a chunk does not depend on the state, for
 //                     every (chunk, v-head) at once: with G_t the
 //                     cumulative log decay inside the chunk (derivation in
@@ -44,8 +45,9 @@
 //                     Knob gdn_tc (default) replaces this kernel with
 //                     cuda_gdn_tc.cu's, the same products on the tf32
 //                     tensor cores.
-//   gnorm_kernel      the gated RMSNorm of the chunked tokens, in place on
-//                     the raw outputs chunk_kernel wrote into dst.
+//   gnorm_warp_kernel the gated RMSNorm of the chunked tokens, in place on
+//                     the raw outputs chunk_kernel wrote into dst (a warp
+//                     per token and head; gnorm_kernel past dv 256).
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -56,30 +58,74 @@
 #define LDC     (CH + 4)      // row stride of KT/QT/BT: float4-aligned, fewer bank conflicts
 #define LDD     (DVS + 4)     // row stride of D: conflict-free forward substitution
 #define CTHREADS 256
+#define CONV_TT  32           // tokens a conv_tok_kernel block walks
+#define CONV_KMAX 8           // conv_k it takes (registers; else conv_kernel)
+#define GNORM_WARP_DV 256     // dv gnorm_warp_kernel takes (8 values a lane)
 
 static_assert(CH == 64 && DVS == 32 && CTHREADS == 256, "the tile mappings below assume these");
 
 // ---- conv ---------------------------------------------------------------
 
-// grid (n tokens, channel blocks of 128)
-__global__ void conv_tok_kernel(cu_gdn g)
+// grid (ceil(n / CONV_TT), channel blocks of 128), 128 threads: channel c
+// walks CONV_TT consecutive tokens of the batch, the last conv_k - 1 raw
+// inputs of its run carried in registers (a run's first tokens take them
+// from the slot's OLD state), so each input is read once (one thread per
+// (channel, token) re-read conv_k of them and ran 131 k blocks per 2048
+// tokens of the 9b: 122 us under ncu).  NORM (si_cu_gdn_conv_norms: dk ==
+// 128, one q or k head per channel block): the tokens of chunked runs
+// leave already L2-normalised (qk_norm_kernel's cu_l2norm, the same
+// reduction and rounding), which saves qk_norm_kernel's pass.
+template <bool NORM> __global__ void __launch_bounds__(128) conv_tok_kernel(cu_gdn g)
 {
+    __shared__ double red[33];
     const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= g.conv_dim)
-        return;
-    const int64_t t = blockIdx.x;
-    const cu_gdn_run run = g.runs[cu_gdn_run_of(g.runs, (int)g.n_runs, t)];
+    const bool live = c < g.conv_dim;
     const int H = g.conv_k - 1;
-    const float *st = (const float *)(g.state + run.state_off) + c * H;
-    const float *w = g.conv_w + c * g.conv_w_stride;
-    const int64_t i = t - run.t0;
-    float acc = w[H] * g.u[t * g.u_stride + c];   // tap K-1 multiplies the current token
-    for (int j = 0; j < H; j++) {
-        const int64_t p = i - H + j;
-        const float hv = p < 0 ? st[p + H] : g.u[(run.t0 + p) * g.u_stride + c];
-        acc += w[j] * hv;
+    const int64_t tb = (int64_t)blockIdx.x * CONV_TT, te = min(g.n, tb + CONV_TT);
+    // (NORM: q heads first, then k heads; other channel blocks are v)
+    const bool norm = NORM && blockIdx.y < 2u * (unsigned)g.n_k_head;
+    const float extra = blockIdx.y < (unsigned)g.n_k_head ? 1.0f / sqrtf((float)g.dk) : 1.0f;
+    const float *w = g.conv_w + (live ? c : 0) * g.conv_w_stride;
+    int r = cu_gdn_run_of(g.runs, (int)g.n_runs, tb);
+    cu_gdn_run run = g.runs[r];
+    float win[CONV_KMAX - 1];   // win[j]: the input j - H positions before the token
+    bool fresh = true;
+    for (int64_t t = tb; t < te; t++) {
+        while (t >= run.t0 + run.len)   // (block-uniform)
+            run = g.runs[++r], fresh = true;
+        const int64_t i = t - run.t0;
+        if (fresh && live) {
+            const float *st = (const float *)(g.state + run.state_off) + c * H;
+#pragma unroll
+            for (int j = 0; j < CONV_KMAX - 1; j++)
+                if (j < H) {
+                    const int64_t p = i - H + j;
+                    win[j] = p < 0 ? st[p + H] : g.u[(run.t0 + p) * g.u_stride + c];
+                }
+        }
+        fresh = false;
+        float v = 0.0f;
+        if (live) {
+            const float x = g.u[t * g.u_stride + c];
+            float acc = w[H] * x;   // tap K-1 multiplies the current token
+#pragma unroll
+            for (int j = 0; j < CONV_KMAX - 1; j++)
+                if (j < H)
+                    acc += w[j] * win[j];
+#pragma unroll
+            for (int j = 0; j < CONV_KMAX - 1; j++)   // (constant indices: registers)
+                if (j < H)
+                    win[j] = j + 1 < H ? win[j + 1] : x;
+            v = cu_silu(acc);
+        }
+        if (norm && cu_gdn_is_chunked(g, run.len)) {   // (block-uniform)
+            const double ss = cu_block_sumd((double)v * (double)v, red);
+            const double nrm = sqrt(ss);
+            v = __fmul_rn(v, __fmul_rn((float)(1.0 / (nrm > g.eps ? nrm : (double)g.eps)), extra));
+        }
+        if (live)
+            g.y[t * g.conv_dim + c] = v;
     }
-    g.y[t * g.conv_dim + c] = cu_silu(acc);
 }
 
 // grid (channel blocks of 128, runs): the state keeps the last H raw
@@ -115,7 +161,42 @@ __global__ void __launch_bounds__(128) qk_norm_kernel(cu_gdn g)
     cu_l2norm(x, x, g.dk, g.eps, extra, red);
 }
 
-// grid (n tokens, n_v_head), 128 threads.
+// grid (ceil(n * n_v_head / 8)), 256 threads: a warp per (token, v-head),
+// dv <= 256 (GNORM_WARP_DV): gnorm_kernel's math with the sum of squares
+// over the warp (a block of 128 per pair, three barriers each, took 66 us
+// per 2048 tokens of the 9b under ncu).
+__global__ void __launch_bounds__(256) gnorm_warp_kernel(cu_gdn g)
+{
+    const int64_t pair = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (pair >= g.n * g.n_v_head)
+        return;
+    const int lane = threadIdx.x & 31;
+    const int64_t t = pair / g.n_v_head;
+    const int j = (int)(pair - t * g.n_v_head), dv = g.dv;
+    const cu_gdn_run run = g.runs[cu_gdn_run_of(g.runs, (int)g.n_runs, t)];
+    if (!cu_gdn_is_chunked(g, run.len))
+        return;
+    float *o = g.dst + t * g.dst_stride + (int64_t)j * dv;
+    const float *z = g.z + t * g.z_stride + (int64_t)j * dv;
+    float ov[GNORM_WARP_DV / 32];
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < GNORM_WARP_DV / 32; k++) {
+        const int m = lane + 32 * k;
+        ov[k] = m < dv ? o[m] : 0.0f;
+        ss += (double)ov[k] * (double)ov[k];
+    }
+    ss = cu_warp_sumd(ss);
+    const float sc = (float)(1.0 / sqrt(ss / dv + (double)g.eps));
+#pragma unroll
+    for (int k = 0; k < GNORM_WARP_DV / 32; k++) {
+        const int m = lane + 32 * k;
+        if (m < dv)
+            o[m] = __fmul_rn(__fmul_rn(__fmul_rn(ov[k], sc), g.norm_w[m]), cu_silu(z[m]));
+    }
+}
+
+// grid (n tokens, n_v_head), 128 threads (dv > GNORM_WARP_DV).
 __global__ void __launch_bounds__(128) gnorm_kernel(cu_gdn g)
 {
     __shared__ double red[33];
@@ -498,13 +579,27 @@ extern "C" size_t si_cu_gdn_tp_bytes(int64_t n_chunks, int n_v_head)
 
 // ---- launchers -------------------------------------------------------------
 
+extern "C" bool si_cu_gdn_conv_tok_ok(const cu_gdn *g)
+{
+    return g->max_len > 1 && g->conv_k >= 2 && g->conv_k <= CONV_KMAX;
+}
+
+extern "C" bool si_cu_gdn_conv_norms(const cu_gdn *g)
+{
+    return g->chunk_min > 0 && g->dk == 128 && si_cu_gdn_conv_tok_ok(g);
+}
+
 extern "C" int si_cu_gdn_conv_tok(const cu_gdn *g, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned cb = (unsigned)((g->conv_dim + 127) / 128);
-    if (g->n > 0x7fffffff || cb > 65535)
+    if (g->n > 0x7fffffff || cb > 65535 || !si_cu_gdn_conv_tok_ok(g))
         return (int)cudaErrorInvalidValue;
-    conv_tok_kernel<<<dim3((unsigned)g->n, cb), 128, 0, s>>>(*g);
+    const dim3 grid((unsigned)((g->n + CONV_TT - 1) / CONV_TT), cb);
+    if (si_cu_gdn_conv_norms(g))
+        conv_tok_kernel<true><<<grid, 128, 0, s>>>(*g);
+    else
+        conv_tok_kernel<false><<<grid, 128, 0, s>>>(*g);
     conv_state_kernel<<<dim3(cb, (unsigned)g->n_runs), 128, 0, s>>>(*g);
     return (int)cudaGetLastError();
 }
@@ -535,7 +630,8 @@ extern "C" int si_cu_gdn_chunk(const cu_gdn *g, void *stream)
         e = cudaFuncSetAttribute(chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return (int)e;
-    qk_norm_kernel<<<dim3((unsigned)g->n, 2u * (unsigned)g->n_k_head), 128, 0, s>>>(*g);
+    if (!si_cu_gdn_conv_norms(g))   // (else conv_tok_kernel normalised them)
+        qk_norm_kernel<<<dim3((unsigned)g->n, 2u * (unsigned)g->n_k_head), 128, 0, s>>>(*g);
     chunk_pre_kernel<<<dim3((unsigned)g->n_chunks, (unsigned)g->n_v_head), CTHREADS, pre, s>>>(*g);
     if (tc) {
         const int rc = si_cu_gdn_chunk_tc(g, stream);
@@ -544,6 +640,9 @@ extern "C" int si_cu_gdn_chunk(const cu_gdn *g, void *stream)
     } else {
         chunk_kernel<<<dim3((unsigned)g->n_v_head, (unsigned)g->n_runs, slices), CTHREADS, smem, s>>>(*g);
     }
-    gnorm_kernel<<<dim3((unsigned)g->n, (unsigned)g->n_v_head), 128, 0, s>>>(*g);
+    if (g->dv <= GNORM_WARP_DV)
+        gnorm_warp_kernel<<<(unsigned)((g->n * g->n_v_head + 7) / 8), 256, 0, s>>>(*g);
+    else
+        gnorm_kernel<<<dim3((unsigned)g->n, (unsigned)g->n_v_head), 128, 0, s>>>(*g);
     return (int)cudaGetLastError();
 }

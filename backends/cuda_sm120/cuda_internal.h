@@ -414,6 +414,12 @@ int  si_cu_gdn_rows(const cu_gdn *g, void *stream);
  * shared memory fits this device for dk (else everything goes token by
  * token). */
 int  si_cu_gdn_conv_tok(const cu_gdn *g, void *stream);
+/* Whether si_cu_gdn_conv_tok takes g (runs of > 1 token, conv_k 2..8;
+ * else conv_kernel), and whether it then also L2-normalises q and k of the
+ * chunked runs (dk = 128: a head a block), so si_cu_gdn_chunk skips its
+ * norm pass. */
+bool si_cu_gdn_conv_tok_ok(const cu_gdn *g);
+bool si_cu_gdn_conv_norms(const cu_gdn *g);
 /* Host: numbers the 64-token chunks of the runs of >= chunk_min tokens
  * (runs[r].chunk0; chunk_min 0: none) and returns how many there are;
  * si_cu_gdn_tp_bytes: the bytes of cu_gdn.tp for that many. */

@@ -14,13 +14,14 @@
 #include "ptx_emu.h"   // (its cp.async bounds: smem_bytes)
 __global__ void conv_kernel(cu_gdn g);
 __global__ void delta_kernel(cu_gdn g);
-__global__ void conv_tok_kernel(cu_gdn g);
+template <bool NORM> __global__ void conv_tok_kernel(cu_gdn g);
 __global__ void conv_state_kernel(cu_gdn g);
 __global__ void qk_norm_kernel(cu_gdn g);
 __global__ void chunk_pre_kernel(cu_gdn g);
 __global__ void chunk_kernel(cu_gdn g);
 __global__ void chunk_tc_kernel(cu_gdn g);
 __global__ void gnorm_kernel(cu_gdn g);
+__global__ void gnorm_warp_kernel(cu_gdn g);
 __global__ void rows_kernel(cu_gdn g);
 __global__ void norm_kernel(cu_gdn g);
 size_t emu_chunk_smem(int dk);
@@ -36,18 +37,30 @@ static void pipeline(cu_gdn g, bool chunked, bool tc = false)
 {
     unsigned cb = (unsigned)((g.conv_dim + 127) / 128);
     g.chunk_min = chunked ? 32 : 0;
-    if (chunked && g.max_len > 1) { L(conv_tok_kernel, dim3((unsigned)g.n, cb), dim3(128), 0); L(conv_state_kernel, dim3(cb, (unsigned)g.n_runs), dim3(128), 0); }
+    // (si_cu_gdn_conv_norms: conv_tok_kernel also normalises q and k at dk 128)
+    const bool norms = chunked && g.max_len > 1 && g.max_len >= 32 && g.dk == 128;
+    if (chunked && g.max_len > 1) {
+        if (norms)
+            L(conv_tok_kernel<true>, dim3((unsigned)(g.n + 31) / 32, cb), dim3(128), 0);
+        else
+            L(conv_tok_kernel<false>, dim3((unsigned)(g.n + 31) / 32, cb), dim3(128), 0);
+        L(conv_state_kernel, dim3(cb, (unsigned)g.n_runs), dim3(128), 0);
+    }
     else L(conv_kernel, dim3(cb, (unsigned)g.n_runs), dim3(128), 0);
     L(delta_kernel, dim3(g.n_v_head, (unsigned)g.n_runs), dim3(128), (2 * g.dk + g.dv) * 4);
     if (chunked && g.max_len >= 32) {
-        L(qk_norm_kernel, dim3((unsigned)g.n, 2 * g.n_k_head), dim3(128), 0);
+        if (!norms)
+            L(qk_norm_kernel, dim3((unsigned)g.n, 2 * g.n_k_head), dim3(128), 0);
         L(chunk_pre_kernel, dim3((unsigned)g.n_chunks, g.n_v_head), dim3(256), emu_chunk_pre_smem(g.dk));
         emu_ptx::smem_bytes = emu_tc_smem(g.dk);
         if (tc)
             L(chunk_tc_kernel, dim3(g.n_v_head, (unsigned)g.n_runs, (g.dv + 31) / 32), dim3(256), emu_tc_smem(g.dk));
         else
             L(chunk_kernel, dim3(g.n_v_head, (unsigned)g.n_runs, (g.dv + 31) / 32), dim3(256), emu_chunk_smem(g.dk));
-        L(gnorm_kernel, dim3((unsigned)g.n, g.n_v_head), dim3(128), 0);
+        if (g.dv <= 256)   // (si_cu_gdn_chunk's choice)
+            L(gnorm_warp_kernel, dim3((unsigned)((g.n * g.n_v_head + 7) / 8)), dim3(256), 0);
+        else
+            L(gnorm_kernel, dim3((unsigned)g.n, g.n_v_head), dim3(128), 0);
     }
 }
 // gdn_rows = true (cuda_gdn_rows.cu): conv, then the state-rows kernel and
