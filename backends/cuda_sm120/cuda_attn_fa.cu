@@ -3,10 +3,12 @@
 // attention on the f16 tensor cores (mma.sync m16n8k16, f32 accumulate).
 // si_cu_attn (cuda_attn.cu) has run rope_kernel and append_kernel before,
 // so every position 0..pos of each token's sequence is in the cache.
+// Two tilings of the same per-row arithmetic (knob attn_fa_tile: v2, the
+// default, and v1, kept for A/B); both are built from the pieces below.
 //
-// Block = (tile of FA_BM = 64 consecutive tokens, query head, split of the
-// context), 4 warps of 16 tokens each (the tile is walked last tile first:
-// the longest contexts start first).  The block
+// v1 (fa_kernel): block = (tile of FA_BM = 64 consecutive tokens, query
+// head, split of the context), 4 warps of 16 tokens each (the tile is
+// walked last tile first: the longest contexts start first).  The block
 //   1. normalises and ropes its 64 q rows in f32 exactly as norm_rope does
 //      (one warp per row, through a scratch in the still unused V buffer)
 //      and stores them as f16 in shared memory;
@@ -20,19 +22,72 @@
 //      registers (16 x hd per warp);
 //   4. out = O / l * sigmoid(gate), or (split) O, m, l as partials in the
 //      layout combine_kernel (cuda_attn.cu) merges.
-// Tokens of several sequences in one tile: the tile is processed once per
-// distinct sequence among its rows ("segment"), each row's softmax state
-// changing only in its own segment's pass (other rows see only masked
-// scores).  Key tiles past the segment's last position are never loaded;
+// Shared memory: Q, K, V tiles of 64 x hd f16 (96 KiB at hd 256: two
+// blocks per SM on sm_90, one on sm_120).
+//
+// v2 (fa2_kernel): block = (query head, tile of FA2_BM = 128 tokens,
+// split), 8 warps of 16 tokens, one block per SM; steps 1, 3 and 4 as v1
+// (each warp's rows, fragments and arithmetic are v1's); step 2 keeps two
+// stages of (K, V) in shared memory: the next tile's K and V load while
+// the whole of this tile's S, softmax and P V run, one block barrier a
+// tile (v1: two), and the first tile loads while the q rows are made.
+// Q 64 KiB + 2 x 64 KiB at hd 256 = 192 KiB: sm_90's 227 KiB hold it,
+// sm_120's 99 KiB do not (hd 256 runs v1 there; hd <= 128 fits).  Why it
+// is faster on the H200 (v1 measured: 9b's 8 layers at a 32k prompt in
+// ubatches of 2048, 371 ms, ~190 TFLOPS against ~660 for mma.sync):
+//   - L2 -> SM bytes.  A K/V tile (64 positions, 64 KiB at hd 256) feeds
+//     the rows of one block: 64 in v1, 128 here, so every K/V byte is
+//     read half as often.  Per layer at 32k (sum over 64-token tiles of
+//     their context, ~8.4 M tile-positions, x 16 heads x 1 KiB) v1 moves
+//     ~137 GB through the L2, ~3 TB/s at 46 ms a layer (the K/V of a
+//     layer, 128 MiB at 32k for 9b, is more than the 50 MB L2: misses go
+//     to HBM too); v2 moves ~69 GB.  (Serving the 4 or 8 query heads of
+//     a kv head in one block instead saves exactly as much per row: what
+//     counts is rows per resident K/V tile, and the registers cap those
+//     at 8 warps x 16 rows a SM with O (16 x 256 f32 = 128 registers a
+//     thread) in registers.  128 tokens of one head keep any group size
+//     and the GQA heads' blocks adjacent in the grid, so the L2 still
+//     serves a kv head's tiles to its query heads.)
+//   - Latency.  v1's loads hide behind half a tile's math (S or P V) and
+//     each barrier stalls a block's 4 warps at the slowest; with two
+//     blocks a SM that was 8 warps behind 4 barriers a tile.  v2: 8 warps
+//     behind one barrier a tile, the loads (64 KiB a tile: 8 + 8 cp.async
+//     of 16 bytes a thread) behind a whole tile's math, ~2048 mma.sync
+//     (~3300 cycles at the practical peak: 21 bytes a cycle a SM).
+//   - No splits at ubatch size.  v1 (two blocks a SM) cut 2048 tokens x
+//     16 heads = 512 blocks into 3 splits (partials: 2048 x 16 x 3 x
+//     1 KiB = 100 MB written and read back by combine_kernel a layer);
+//     v2's 256 blocks fill 132 SMs in 2 waves (97%) unsplit (fa_splits2).
+//   - Launch order: the head is the fastest grid index, then the tile,
+//     longest first, so every head's longest tiles start first (longest
+//     processing time first across the whole grid; v1 walks one head's
+//     tiles at a time) and the query heads of one kv head run together.
+//   - O's rescale (128 multiplies a thread a tile) is skipped where no
+//     row maximum of the lane moved (exact: the factor is 1); at long
+//     contexts the maxima rarely move.
+//   Unchanged: the shared-memory reads per mma (a warp's 16 rows: 144
+//   ldmatrix.x4 for 256 mma.sync a tile), ~4600 cycles of the 128 B a
+//   cycle a SM per tile, which is the next bound (~65% of the mma.sync
+//   peak; warps of 32 rows would halve it but need O's columns split
+//   over two warps at hd 256).  Estimate: 1.3-1.6x on the long-prompt
+//   ATTN pre (the L2 bytes halved, the split traffic gone), not measured.
+// Ops of at most FA_BM tokens run v1 (a v2 block would hold a SM with
+// half its warps idle).
+//
+// Both: tokens of several sequences in one tile: the tile is processed
+// once per distinct sequence among its rows ("pass"), each row's softmax
+// state changing only in its own pass (other rows see only masked
+// scores).  Key tiles past the pass's last position are never loaded;
 // rows past it inside a tile read zeros (the cache there is not written:
 // 0 * NaN would poison O).  A warp whose rows all end before a key tile
 // skips the tile's math.
 // Exact attention (no window, no approximation of the softmax); vs the
 // split kernel it rounds q and P to f16 (K/V are f16 in the cache) and
 // sums in another order: ~1e-4 relative (tests/cuda/emu/run-fa-emu.sh).
-// Shared memory: Q, K, V tiles of 64 x hd f16 (96 KiB at hd 256: two
-// blocks per SM on sm_90, one on sm_120), rows swizzled in 16-byte chunks
-// (chunk c of row r at c ^ (r & 7)) so ldmatrix reads 8 rows conflict-free.
+// v1 and v2 give the same bits where their split counts agree (the same
+// tiles, fragments and order per row); otherwise combine's f32 order.
+// Rows are swizzled in 16-byte chunks (chunk c of row r at c ^ (r & 7))
+// so ldmatrix reads 8 rows conflict-free.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -40,12 +95,17 @@
 #include "cuda_attn.cuh"
 #include "cuda_ptx.cuh"
 
-#define FA_BM        64    /* query rows (tokens) per block: 16 per warp  */
-#define FA_BN        64    /* key positions per tile                      */
+#define FA_BM        64    /* v1: query rows (tokens) per block: 16 per warp */
+#define FA_BN        64    /* key positions per tile                         */
 #define FA_THREADS   128
-#define FA_MIN_CHUNK 256   /* split: positions per split at least         */
+#define FA_MIN_CHUNK 256   /* split: positions per split at least            */
+#define FA2_BM       128   /* v2: query rows per block: 16 per warp          */
+#define FA2_THREADS  256
+#define FA2_SM120_SMEM (99 * 1024)   /* sm_120's opt-in shared memory a block */
 
-static constexpr size_t fa_smem_bytes(int D) { return (size_t)(FA_BM + 2 * FA_BN) * D * 2; }
+// v1: Q, K, V tiles; v2: Q, then two stages of (K, V)
+__host__ __device__ static constexpr size_t fa_smem_bytes(int D) { return (size_t)(FA_BM + 2 * FA_BN) * D * 2; }
+__host__ __device__ static constexpr size_t fa2_smem_bytes(int D) { return (size_t)(FA2_BM + 4 * FA_BN) * D * 2; }
 
 // Two f32 as f16x2 (lo in the low half: the first element of a fragment pair).
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
@@ -57,12 +117,13 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
 template <int D> __device__ __forceinline__ int fa_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
 
 // Rows j0..j0+FA_BN of the cache rows at base (step halves apart) into the
-// tile; rows at or past k_hi are zeros (not read: unwritten or past n_ctx).
-template <int D>
+// tile by the block's NT threads; rows at or past k_hi are zeros (not
+// read: unwritten or past n_ctx).
+template <int D, int NT>
 __device__ __forceinline__ void fa_load_tile(__half *tile, const __half *base, uint64_t step, int j0, int k_hi)
 {
     const int cpr = D / 8;
-    for (int i = threadIdx.x; i < FA_BN * cpr; i += FA_THREADS) {
+    for (int i = threadIdx.x; i < FA_BN * cpr; i += NT) {
         const int r = i / cpr, c = i % cpr;
         __half *d = tile + fa_sw<D>(r, c);
         if (j0 + r < k_hi)
@@ -78,38 +139,57 @@ __device__ __forceinline__ float quad_max(float v)
     return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-template <int D>
-__global__ void __launch_bounds__(FA_THREADS, 2) fa_kernel(cu_attn a, int32_t chunk, int n_split)
-{
-    extern __shared__ float sm[];
-    __shared__ int32_t seq_s[FA_BM], pos_s[FA_BM];
-    __half *qs = (__half *)sm, *ks = qs + FA_BM * D, *vs = ks + FA_BN * D;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-    const int64_t t0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FA_BM;
-    const int h = blockIdx.y, g = h / (a.n_head / a.n_head_kv), sp = blockIdx.z;
-    const int c0 = sp * chunk, c1 = c0 + chunk;   // this split's positions [c0, c1)
+// A set of a tile's rows (up to 128): row r is bit r of lo, or bit r - 64
+// of hi.  Two words, not an array: a dynamically indexed array would live
+// in local memory.
+struct fa_rows {
+    uint64_t lo, hi;
+    __device__ __forceinline__ bool has(int r) const { return ((r < 64 ? lo >> r : hi >> (r - 64)) & 1) != 0; }
+    __device__ __forceinline__ void add(int r)
+    {
+        if (r < 64)
+            lo |= 1ull << r;
+        else
+            hi |= 1ull << (r - 64);
+    }
+    __device__ __forceinline__ bool all() const { return (lo & hi) == ~0ull; }
+};
 
-    for (int r = threadIdx.x; r < FA_BM; r += FA_THREADS) {
+// The sequence and position of the tile's tokens t0 + r (-1 past n), by
+// the block's NT threads.  Contains __syncthreads().
+template <int BM, int NT>
+__device__ __forceinline__ void fa_tile_rows(const cu_attn &a, int64_t t0, int32_t *seq_s, int32_t *pos_s)
+{
+    for (int r = threadIdx.x; r < BM; r += NT) {
         const bool in = t0 + r < a.n;
         seq_s[r] = in ? a.seq[t0 + r] : -1;
         pos_s[r] = in ? a.pos[t0 + r] : -1;
     }
     __syncthreads();
-    // rows with no position in this split are done from the start (tokens
-    // past n have pos -1); a block with none left leaves (uniformly)
-    uint64_t done = 0;
-    for (int r = 0; r < FA_BM; r++)
-        if (pos_s[r] < c0)
-            done |= 1ull << r;
-    if (done == ~0ull)
-        return;
+}
 
-    // 1. q rows, normed and roped in f32 (norm_rope's arithmetic), to f16
-    float *xs = (float *)vs + warp * D;   // scratch: V is first loaded after the loop's first barrier
+// The rows with no position in this split (pos < c0; tokens past n have
+// pos -1): done from the start.  Rows BM.. do not exist (done).
+template <int BM> __device__ __forceinline__ fa_rows fa_rows_before(const int32_t *pos_s, int c0)
+{
+    fa_rows d = { 0ull, BM > 64 ? 0ull : ~0ull };
+    for (int r = 0; r < BM; r++)
+        if (pos_s[r] < c0)
+            d.add(r);
+    return d;
+}
+
+// 1. The warp's 16 q rows (warp * 16 + i, token t0 + row), normed and
+// roped in f32 (norm_rope's arithmetic) through the warp's D floats of
+// scratch xs, to f16 in the swizzled Q tile; rows in skip are zeros.
+template <int D>
+__device__ __forceinline__ void fa_q_rows(const cu_attn &a, __half *qs, float *xs, int64_t t0, int h, const fa_rows &skip)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int i = 0; i < 16; i++) {
         const int r = warp * 16 + i;
         __half *qrow = qs + r * D;
-        if (done >> r & 1) {
+        if (skip.has(r)) {
             for (int c = lane; c < D / 8; c += 32)
                 *(uint4 *)(qrow + ((c ^ (r & 7)) << 3)) = make_uint4(0u, 0u, 0u, 0u);
             continue;
@@ -146,151 +226,175 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_kernel(cu_attn a, int32_t ch
         }
         __syncwarp();   // xs is the next row's
     }
+}
 
-    float o[D / 8][4];
+// ldmatrix row addresses of this lane (bytes) into the Q tile and the K, V
+// tiles at ks, vs (v2: stage 0's): every fragment row r has r & 7 == lane
+// & 7, so chunk 2k + b sits at 8 * (k & ~3) + sw[k & 3] chunks: Q rows
+// warp*16 + lane%16, chunk + lane/16; K rows + 8*(lane/16) + lane%8, chunk
+// + (lane/8)%2; V rows + 8*((lane/8)%2) + lane%8, chunk + lane/16 (the x4
+// matrices in the order of the mma operands).
+struct fa_lane {
+    uint32_t qa0, ka0, va0;
+    uint32_t qsw[4], ksw[4];   // V's chunk offsets are Q's
+};
+template <int D> __device__ __forceinline__ fa_lane fa_lane_at(const __half *qs, const __half *ks, const __half *vs)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, x7 = lane & 7;
+    fa_lane L;
+    L.qa0 = smem_u32(qs) + (uint32_t)(warp * 16 + (lane & 15)) * D * 2;
+    L.ka0 = smem_u32(ks) + (uint32_t)(((lane >> 4) << 3) + x7) * D * 2;
+    L.va0 = smem_u32(vs) + (uint32_t)((((lane >> 3) & 1) << 3) + x7) * D * 2;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        L.qsw[u] = (uint32_t)(((2 * u + (lane >> 4)) ^ x7) << 4);
+        L.ksw[u] = (uint32_t)(((2 * u + ((lane >> 3) & 1)) ^ x7) << 4);
+    }
+    return L;
+}
+
+// One pass over the split's keys: the rows of one sequence among the
+// tile's.  lim: the last key of this lane's two rows (-1: not in the
+// pass); wmax, wmin over the warp's rows.
+struct fa_pass {
+    const __half *kg, *vg;   // the sequence's K, V rows of the kv head
+    int k_hi;                // its positions [c0, k_hi)
+    int lim[2], wmax, wmin;
+};
+
+// The next pass: the sequence of the first row not done, and every row
+// not done of that sequence (done from now on).  The same in every thread.
+template <int BM, int D>
+__device__ __forceinline__ void fa_next_pass(const cu_attn &a, fa_rows &done, const int32_t *seq_s, const int32_t *pos_s,
+                                             int c1, int g, const int (&rl)[2], fa_pass &ps)
+{
+    int r0 = 0;
+    while (done.has(r0))
+        r0++;
+    const int32_t S = seq_s[r0];
+    int kmax = -1;
+    fa_rows mine = { 0ull, 0ull };
+    for (int r = r0; r < BM; r++)
+        if (!done.has(r) && seq_s[r] == S) {
+            mine.add(r);
+            kmax = pos_s[r] > kmax ? pos_s[r] : kmax;
+        }
+    done.lo |= mine.lo;
+    done.hi |= mine.hi;
+    ps.k_hi = kmax + 1 < c1 ? kmax + 1 : c1;   // positions [c0, k_hi) of sequence S
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        ps.lim[j] = mine.has(rl[j]) ? (pos_s[rl[j]] < ps.k_hi - 1 ? pos_s[rl[j]] : ps.k_hi - 1) : -1;
+    int wmax = ps.lim[0] > ps.lim[1] ? ps.lim[0] : ps.lim[1], wmin = ps.lim[0] < ps.lim[1] ? ps.lim[0] : ps.lim[1];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const int x = __shfl_xor_sync(0xffffffffu, wmax, off), y = __shfl_xor_sync(0xffffffffu, wmin, off);
+        wmax = x > wmax ? x : wmax;
+        wmin = y < wmin ? y : wmin;
+    }
+    ps.wmax = wmax;
+    ps.wmin = wmin;
+    const uint64_t at = (((uint64_t)S * a.n_ctx) * a.n_head_kv + (uint64_t)g) * D;
+    ps.kg = (const __half *)a.kc + at;
+    ps.vg = (const __half *)a.vc + at;
+}
+
+// S = Q K^T of the warp's 16 rows and the tile's FA_BN keys (K at ka0).
+template <int D>
+__device__ __forceinline__ void fa_scores(float (&s)[FA_BN / 8][4], const fa_lane &L, uint32_t ka0)
+{
+#pragma unroll
+    for (int nt = 0; nt < FA_BN / 8; nt++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s[nt][j] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t qa[4];
+        ldsm_x4(qa, L.qa0 + (kk >> 2) * 128 + L.qsw[kk & 3]);
+#pragma unroll
+        for (int np = 0; np < FA_BN / 16; np++) {
+            uint32_t kb[4];
+            ldsm_x4(kb, ka0 + np * 16 * D * 2 + (kk >> 2) * 128 + L.ksw[kk & 3]);
+            mma_f16(s[2 * np], qa, kb[0], kb[1]);
+            mma_f16(s[2 * np + 1], qa, kb[2], kb[3]);
+        }
+    }
+}
+
+// The online-softmax step of the tile at j0: scores in log2 units, keys
+// past a row's last masked to -inf, the row maxima m and sums l updated;
+// s becomes p = 2^(score - m) and f the factor O is to be scaled by.
+__device__ __forceinline__ void fa_softmax(float (&s)[FA_BN / 8][4], float (&m)[2], float (&l)[2], float (&f)[2], int j0,
+                                           const fa_pass &ps, int tig, float sl2)
+{
+    const bool full = j0 + FA_BN - 1 <= ps.wmin;
+    float mx[2] = { -INFINITY, -INFINITY };
+#pragma unroll
+    for (int nt = 0; nt < FA_BN / 8; nt++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float v = s[nt][j] * sl2;
+            if (!full && j0 + nt * 8 + 2 * tig + (j & 1) > ps.lim[j >> 1])
+                v = -INFINITY;
+            s[nt][j] = v;
+            mx[j >> 1] = fmaxf(mx[j >> 1], v);
+        }
+    float base[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const float mn = fmaxf(m[j], quad_max(mx[j]));
+        base[j] = mn == -INFINITY ? 0.0f : mn;   // no key yet: keep everything 0
+        f[j] = exp2f(m[j] - base[j]);
+        m[j] = mn;
+        l[j] *= f[j];
+    }
+#pragma unroll
+    for (int nt = 0; nt < FA_BN / 8; nt++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float p = exp2f(s[nt][j] - base[j >> 1]);
+            s[nt][j] = p;
+            l[j >> 1] += p;
+        }
+}
+
+template <int D> __device__ __forceinline__ void fa_rescale(float (&o)[D / 8][4], const float (&f)[2])
+{
 #pragma unroll
     for (int d = 0; d < D / 8; d++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            o[d][j] = 0.0f;
-    float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
-    const int rl[2] = { warp * 16 + gid, warp * 16 + gid + 8 };   // this lane's two rows
-    const float sl2 = 1.4426950408889634f / sqrtf((float)D);     // log2(e) / sqrt(hd)
-    const uint64_t step = (uint64_t)a.n_head_kv * D;
-    // ldmatrix row addresses of this lane (bytes): every fragment row r has
-    // r & 7 == lane & 7, so chunk 2k + b sits at 8 * (k & ~3) + sw[k & 3]
-    // chunks: Q rows warp*16 + lane%16, chunk + lane/16; K rows + 8*(lane/16)
-    // + lane%8, chunk + (lane/8)%2; V rows + 8*((lane/8)%2) + lane%8, chunk
-    // + lane/16 (the x4 matrices in the order of the mma operands)
-    const int x7 = lane & 7;
-    const uint32_t qa0 = smem_u32(qs) + (uint32_t)(warp * 16 + (lane & 15)) * D * 2;
-    const uint32_t ka0 = smem_u32(ks) + (uint32_t)(((lane >> 4) << 3) + x7) * D * 2;
-    const uint32_t va0 = smem_u32(vs) + (uint32_t)((((lane >> 3) & 1) << 3) + x7) * D * 2;
-    uint32_t qsw[4], ksw[4];   // V's chunk offsets are Q's
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        qsw[u] = (uint32_t)(((2 * u + (lane >> 4)) ^ x7) << 4);
-        ksw[u] = (uint32_t)(((2 * u + ((lane >> 3) & 1)) ^ x7) << 4);
-    }
+            o[d][j] *= f[j >> 1];
+}
 
-    // 2./3. once per sequence among the rows (one pass for a plain prefill)
-    while (done != ~0ull) {
-        int r0 = 0;
-        while (done >> r0 & 1)
-            r0++;
-        const int32_t S = seq_s[r0];
-        int kmax = -1;
-        uint64_t mine = 0;
-        for (int r = r0; r < FA_BM; r++)
-            if (!(done >> r & 1) && seq_s[r] == S) {
-                mine |= 1ull << r;
-                kmax = pos_s[r] > kmax ? pos_s[r] : kmax;
-            }
-        done |= mine;
-        const int k_hi = kmax + 1 < c1 ? kmax + 1 : c1;   // positions [c0, k_hi) of sequence S
-        // last key of each of this lane's rows (-1: not in this pass)
-        int lim[2];
+// O += P V over the tile's keys (V at va0; P from s, rounded to f16).
+template <int D>
+__device__ __forceinline__ void fa_pv(float (&o)[D / 8][4], const float (&s)[FA_BN / 8][4], const fa_lane &L, uint32_t va0)
+{
 #pragma unroll
-        for (int j = 0; j < 2; j++)
-            lim[j] = (mine >> rl[j] & 1) ? (pos_s[rl[j]] < k_hi - 1 ? pos_s[rl[j]] : k_hi - 1) : -1;
-        int wmax = lim[0] > lim[1] ? lim[0] : lim[1], wmin = lim[0] < lim[1] ? lim[0] : lim[1];
+    for (int kv = 0; kv < FA_BN / 16; kv++) {
+        const uint32_t pa[4] = { pack_h2(s[2 * kv][0], s[2 * kv][1]), pack_h2(s[2 * kv][2], s[2 * kv][3]),
+                                 pack_h2(s[2 * kv + 1][0], s[2 * kv + 1][1]),
+                                 pack_h2(s[2 * kv + 1][2], s[2 * kv + 1][3]) };
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            const int x = __shfl_xor_sync(0xffffffffu, wmax, off), y = __shfl_xor_sync(0xffffffffu, wmin, off);
-            wmax = x > wmax ? x : wmax;
-            wmin = y < wmin ? y : wmin;
-        }
-        const __half *kg = (const __half *)a.kc + (((uint64_t)S * a.n_ctx) * a.n_head_kv + (uint64_t)g) * D;
-        const __half *vg = (const __half *)a.vc + (((uint64_t)S * a.n_ctx) * a.n_head_kv + (uint64_t)g) * D;
-
-        fa_load_tile<D>(ks, kg, step, c0, k_hi);
-        cp_async_commit();
-        for (int j0 = c0; j0 < k_hi; j0 += FA_BN) {
-            cp_async_wait_all();
-            __syncthreads();   // K landed; every warp is done with V (and the q scratch)
-            fa_load_tile<D>(vs, vg, step, j0, k_hi);
-            cp_async_commit();
-            const bool active = j0 <= wmax;   // else every row of the warp ends before the tile
-            float s[FA_BN / 8][4];
-            if (active) {
-#pragma unroll
-                for (int nt = 0; nt < FA_BN / 8; nt++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        s[nt][j] = 0.0f;
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++) {
-                    uint32_t qa[4];
-                    ldsm_x4(qa, qa0 + (kk >> 2) * 128 + qsw[kk & 3]);
-#pragma unroll
-                    for (int np = 0; np < FA_BN / 16; np++) {
-                        uint32_t kb[4];
-                        ldsm_x4(kb, ka0 + np * 16 * D * 2 + (kk >> 2) * 128 + ksw[kk & 3]);
-                        mma_f16(s[2 * np], qa, kb[0], kb[1]);
-                        mma_f16(s[2 * np + 1], qa, kb[2], kb[3]);
-                    }
-                }
-                // scores in log2 units; masked -> -inf
-                const bool full = j0 + FA_BN - 1 <= wmin;
-                float mx[2] = { -INFINITY, -INFINITY };
-#pragma unroll
-                for (int nt = 0; nt < FA_BN / 8; nt++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        float v = s[nt][j] * sl2;
-                        if (!full && j0 + nt * 8 + 2 * tig + (j & 1) > lim[j >> 1])
-                            v = -INFINITY;
-                        s[nt][j] = v;
-                        mx[j >> 1] = fmaxf(mx[j >> 1], v);
-                    }
-                float base[2], f[2];
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    const float mn = fmaxf(m[j], quad_max(mx[j]));
-                    base[j] = mn == -INFINITY ? 0.0f : mn;   // no key yet: keep everything 0
-                    f[j] = exp2f(m[j] - base[j]);
-                    m[j] = mn;
-                    l[j] *= f[j];
-                }
-#pragma unroll
-                for (int nt = 0; nt < FA_BN / 8; nt++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const float p = exp2f(s[nt][j] - base[j >> 1]);
-                        s[nt][j] = p;
-                        l[j >> 1] += p;
-                    }
-#pragma unroll
-                for (int d = 0; d < D / 8; d++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        o[d][j] *= f[j >> 1];
-            }
-            cp_async_wait_all();
-            __syncthreads();   // V landed; every warp is done with K
-            if (j0 + FA_BN < k_hi) {
-                fa_load_tile<D>(ks, kg, step, j0 + FA_BN, k_hi);
-                cp_async_commit();
-            }
-            if (active) {
-#pragma unroll
-                for (int kv = 0; kv < FA_BN / 16; kv++) {
-                    const uint32_t pa[4] = { pack_h2(s[2 * kv][0], s[2 * kv][1]), pack_h2(s[2 * kv][2], s[2 * kv][3]),
-                                             pack_h2(s[2 * kv + 1][0], s[2 * kv + 1][1]),
-                                             pack_h2(s[2 * kv + 1][2], s[2 * kv + 1][3]) };
-#pragma unroll
-                    for (int dp = 0; dp < D / 16; dp++) {
-                        uint32_t vb[4];
-                        ldsm_x4_t(vb, va0 + kv * 16 * D * 2 + (dp >> 2) * 128 + qsw[dp & 3]);
-                        mma_f16(o[2 * dp], pa, vb[0], vb[1]);
-                        mma_f16(o[2 * dp + 1], pa, vb[2], vb[3]);
-                    }
-                }
-            }
+        for (int dp = 0; dp < D / 16; dp++) {
+            uint32_t vb[4];
+            ldsm_x4_t(vb, va0 + kv * 16 * D * 2 + (dp >> 2) * 128 + L.qsw[dp & 3]);
+            mma_f16(o[2 * dp], pa, vb[0], vb[1]);
+            mma_f16(o[2 * dp + 1], pa, vb[2], vb[3]);
         }
     }
+}
 
-    // 4. the row sums over the quad, then the output or the partials
+// 4. The row sums over the quad, then this lane's two rows (rl) of the
+// output or of the partials.
+template <int D>
+__device__ __forceinline__ void fa_store(const cu_attn &a, const float (&o)[D / 8][4], const float (&m)[2], float (&l)[2],
+                                         const int32_t *pos_s, const int (&rl)[2], int64_t t0, int h, int c0, int sp,
+                                         int n_split)
+{
+    const int tig = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < 2; j++) {
         l[j] += __shfl_xor_sync(0xffffffffu, l[j], 1);
@@ -332,8 +436,156 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_kernel(cu_attn a, int32_t ch
     }
 }
 
-// Whether the device lets a block have the kernel's shared memory.
-static bool fa_fits(int D)
+template <int D>
+__global__ void __launch_bounds__(FA_THREADS, 2) fa_kernel(cu_attn a, int32_t chunk, int n_split)
+{
+    extern __shared__ float sm[];
+    __shared__ int32_t seq_s[FA_BM], pos_s[FA_BM];
+    __half *qs = (__half *)sm, *ks = qs + FA_BM * D, *vs = ks + FA_BN * D;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int64_t t0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FA_BM;
+    const int h = blockIdx.y, g = h / (a.n_head / a.n_head_kv), sp = blockIdx.z;
+    const int c0 = sp * chunk, c1 = c0 + chunk;   // this split's positions [c0, c1)
+
+    fa_tile_rows<FA_BM, FA_THREADS>(a, t0, seq_s, pos_s);
+    // a block with no row left leaves (uniformly)
+    fa_rows done = fa_rows_before<FA_BM>(pos_s, c0);
+    if (done.all())
+        return;
+    // 1. scratch: V is first loaded after the loop's first barrier
+    fa_q_rows<D>(a, qs, (float *)vs + warp * D, t0, h, done);
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int d = 0; d < D / 8; d++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[d][j] = 0.0f;
+    float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+    const int rl[2] = { warp * 16 + gid, warp * 16 + gid + 8 };   // this lane's two rows
+    const float sl2 = 1.4426950408889634f / sqrtf((float)D);     // log2(e) / sqrt(hd)
+    const uint64_t step = (uint64_t)a.n_head_kv * D;
+    const fa_lane L = fa_lane_at<D>(qs, ks, vs);
+
+    // 2./3. once per sequence among the rows (one pass for a plain prefill)
+    while (!done.all()) {
+        fa_pass ps;
+        fa_next_pass<FA_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
+        fa_load_tile<D, FA_THREADS>(ks, ps.kg, step, c0, ps.k_hi);
+        cp_async_commit();
+        for (int j0 = c0; j0 < ps.k_hi; j0 += FA_BN) {
+            cp_async_wait_all();
+            __syncthreads();   // K landed; every warp is done with V (and the q scratch)
+            fa_load_tile<D, FA_THREADS>(vs, ps.vg, step, j0, ps.k_hi);
+            cp_async_commit();
+            const bool active = j0 <= ps.wmax;   // else every row of the warp ends before the tile
+            float s[FA_BN / 8][4];
+            if (active) {
+                float f[2];
+                fa_scores<D>(s, L, L.ka0);
+                fa_softmax(s, m, l, f, j0, ps, tig, sl2);
+                fa_rescale<D>(o, f);
+            }
+            cp_async_wait_all();
+            __syncthreads();   // V landed; every warp is done with K
+            if (j0 + FA_BN < ps.k_hi) {
+                fa_load_tile<D, FA_THREADS>(ks, ps.kg, step, j0 + FA_BN, ps.k_hi);
+                cp_async_commit();
+            }
+            if (active)
+                fa_pv<D>(o, s, L, L.va0);
+        }
+    }
+
+    fa_store<D>(a, o, m, l, pos_s, rl, t0, h, c0, sp, n_split);
+}
+
+// v2's stage st (0 or 1) of (K, V) at kv: the tile of the pass at j0,
+// one commit group.
+template <int D>
+__device__ __forceinline__ void fa2_load_stage(__half *kv, int st, const fa_pass &ps, uint64_t step, int j0)
+{
+    __half *k = kv + st * 2 * FA_BN * D;
+    fa_load_tile<D, FA2_THREADS>(k, ps.kg, step, j0, ps.k_hi);
+    fa_load_tile<D, FA2_THREADS>(k + FA_BN * D, ps.vg, step, j0, ps.k_hi);
+    cp_async_commit();
+}
+
+template <int D>
+__global__ void __launch_bounds__(FA2_THREADS, 1) fa2_kernel(cu_attn a, int32_t chunk, int n_split)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+    // sm_120's 99 KiB of shared memory a block never hold v2 at hd 256
+    // (si_cu_fa_plan runs v1 there): no code for it in that pass, whose
+    // register allocation at the 255 limit would spill
+    if (fa2_smem_bytes(D) > FA2_SM120_SMEM)
+        return;
+#endif
+    extern __shared__ float sm[];
+    __shared__ int32_t seq_s[FA2_BM], pos_s[FA2_BM];
+    __half *qs = (__half *)sm, *kv = qs + FA2_BM * D;   // stage st: K at kv + 2 st FA_BN D, V after it
+    const uint32_t stage_bytes = 2 * FA_BN * D * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int64_t t0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * FA2_BM;
+    const int h = blockIdx.x, g = h / (a.n_head / a.n_head_kv), sp = blockIdx.z;
+    const int c0 = sp * chunk, c1 = c0 + chunk;   // this split's positions [c0, c1)
+
+    fa_tile_rows<FA2_BM, FA2_THREADS>(a, t0, seq_s, pos_s);
+    const fa_rows skip = fa_rows_before<FA2_BM>(pos_s, c0);
+    if (skip.all())
+        return;
+    fa_rows done = skip;
+    const int rl[2] = { warp * 16 + gid, warp * 16 + gid + 8 };   // this lane's two rows
+    const uint64_t step = (uint64_t)a.n_head_kv * D;
+    // The first pass's first tile loads while the q rows are made.  The
+    // stage the next tile goes to alternates across passes too, so a
+    // pass's first tile never lands where warps may still read the last
+    // tile of the pass before.
+    fa_pass ps;
+    fa_next_pass<FA2_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
+    int st = 0;
+    fa2_load_stage<D>(kv, st, ps, step, c0);
+    // 1. scratch: stage 1's V, first loaded after the loop's first barrier
+    fa_q_rows<D>(a, qs, (float *)(kv + 3 * FA_BN * D) + warp * D, t0, h, skip);
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int d = 0; d < D / 8; d++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            o[d][j] = 0.0f;
+    float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+    const float sl2 = 1.4426950408889634f / sqrtf((float)D);   // log2(e) / sqrt(hd)
+    const fa_lane L = fa_lane_at<D>(qs, kv, kv + FA_BN * D);
+
+    // 2./3. once per sequence among the rows (one pass for a plain prefill)
+    for (;;) {
+        for (int j0 = c0; j0 < ps.k_hi; j0 += FA_BN, st ^= 1) {
+            cp_async_wait_all();
+            __syncthreads();   // the tile landed in stage st; every warp is done with stage st ^ 1 (and the q scratch)
+            if (j0 + FA_BN < ps.k_hi)
+                fa2_load_stage<D>(kv, st ^ 1, ps, step, j0 + FA_BN);
+            if (j0 <= ps.wmax) {   // else every row of the warp ends before the tile
+                const uint32_t so = st * stage_bytes;
+                float s[FA_BN / 8][4], f[2];
+                fa_scores<D>(s, L, L.ka0 + so);
+                fa_softmax(s, m, l, f, j0, ps, tig, sl2);
+                if (f[0] != 1.0f || f[1] != 1.0f)   // a row maximum moved (O * 1 is O)
+                    fa_rescale<D>(o, f);
+                fa_pv<D>(o, s, L, L.va0 + so);
+            }
+        }
+        if (done.all())
+            break;
+        fa_next_pass<FA2_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
+        fa2_load_stage<D>(kv, st, ps, step, c0);
+    }
+
+    fa_store<D>(a, o, m, l, pos_s, rl, t0, h, c0, sp, n_split);
+}
+
+// Whether the device lets a block have `bytes` of shared memory.
+static bool fa_fits(size_t bytes)
 {
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -341,7 +593,33 @@ static bool fa_fits(int D)
         cudaGetLastError();
         return false;
     }
-    return fa_smem_bytes(D) + 2 * FA_BM * sizeof(int32_t) <= (size_t)optin;
+    return bytes <= (size_t)optin;
+}
+
+// v1: fewer blocks than two waves of resident blocks (two per SM): cut the
+// context into splits (merged by combine_kernel) for about four waves.  A
+// 512-token chunk of a long prompt is 8 tiles x 16 heads = 128 blocks:
+// without splits half the SMs' slots would idle through its whole (long)
+// context.
+static int64_t fa_splits1(int64_t blocks, int64_t n_sm)
+{
+    const int64_t slots = 2 * n_sm;
+    return blocks >= 2 * slots ? 1 : (4 * slots + blocks - 1) / blocks;
+}
+
+// v2 (one block per SM): a block's time is mostly its keys, so a split
+// only adds partials, their combine and another q prologue; the fewest
+// splits (up to `most`) that make at least one full wave whose last wave
+// is at least 7/8 full.  A 2048-token ubatch x 16 heads = 256 blocks on
+// 132 SMs: 2 waves, 97%, unsplit; 140 blocks: 5 splits (88%).
+static int64_t fa_splits2(int64_t blocks, int64_t n_sm, int64_t most)
+{
+    for (int64_t ns = 1; ns < most; ns++) {
+        const int64_t b = blocks * ns, waves = (b + n_sm - 1) / n_sm;
+        if (b >= n_sm && 8 * b >= 7 * waves * n_sm)
+            return ns;
+    }
+    return most;
 }
 
 extern "C" bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p)
@@ -351,17 +629,21 @@ extern "C" bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p)
         return false;
     if ((D != 64 && D != 128 && D != 256) || a->n_head_kv <= 0 || a->n_head % a->n_head_kv != 0)
         return false;
-    if ((((uintptr_t)a->kc) | ((uintptr_t)a->vc)) % 16 != 0 || !fa_fits(D))
+    if ((((uintptr_t)a->kc) | ((uintptr_t)a->vc)) % 16 != 0 ||
+        !fa_fits(fa_smem_bytes(D) + 2 * FA_BM * sizeof(int32_t)))
         return false;
-    // Fewer blocks than two waves of resident blocks (two per SM): cut the
-    // context into splits (merged by combine_kernel) for about four waves,
-    // no split shorter than FA_MIN_CHUNK positions.  A 512-token chunk of
-    // a long prompt is 8 tiles x 16 heads = 128 blocks: without splits
-    // half the SMs' slots would idle through its whole (long) context.
-    const int64_t blocks = (a->n + FA_BM - 1) / FA_BM * a->n_head;
-    const int64_t slots = 2 * (int64_t)(a->n_sm > 0 ? a->n_sm : 128);
-    int64_t ns = blocks >= 2 * slots ? 1 : (4 * slots + blocks - 1) / blocks;
-    const int64_t most = ((int64_t)a->max_len + FA_MIN_CHUNK - 1) / FA_MIN_CHUNK;
+    // v2 where it fits; an op of at most FA_BM tokens keeps v1 (a v2 block
+    // would hold a SM with at most half its warps busy); the grid's y
+    // (tiles of v2) is at most 65535.
+    const int64_t tiles2 = (a->n + FA2_BM - 1) / FA2_BM;
+    p->tile = a->fa_v2 && a->n > FA_BM && tiles2 <= 65535 &&
+                      fa_fits(fa2_smem_bytes(D) + 2 * FA2_BM * sizeof(int32_t))
+                  ? 2
+                  : 1;
+    const int64_t n_sm = a->n_sm > 0 ? a->n_sm : 128;
+    const int64_t most = ((int64_t)a->max_len + FA_MIN_CHUNK - 1) / FA_MIN_CHUNK;   // no split shorter than FA_MIN_CHUNK
+    int64_t ns = p->tile == 2 ? fa_splits2(tiles2 * a->n_head, n_sm, most < SPLIT_MAX ? most : SPLIT_MAX)
+                              : fa_splits1((a->n + FA_BM - 1) / FA_BM * a->n_head, n_sm);
     ns = ns < most ? ns : most;
     ns = ns < SPLIT_MAX ? ns : SPLIT_MAX;
     int64_t ch = ((int64_t)a->max_len + ns - 1) / ns;
@@ -383,15 +665,28 @@ template <int D> static int fa_launch(const cu_attn *a, const cu_fa_plan *p, cud
     return (int)cudaGetLastError();
 }
 
+// v2's grid: the head fastest, then the tile (the last first), the split.
+template <int D> static int fa2_launch(const cu_attn *a, const cu_fa_plan *p, cudaStream_t s)
+{
+    const size_t smem = fa2_smem_bytes(D);
+    cudaError_t e = cudaFuncSetAttribute(fa2_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    const dim3 grid((unsigned)a->n_head, (unsigned)((a->n + FA2_BM - 1) / FA2_BM), (unsigned)p->n_split);
+    fa2_kernel<D><<<grid, FA2_THREADS, smem, s>>>(*a, p->chunk, p->n_split);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int si_cu_fa(const cu_attn *a, const cu_fa_plan *p, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (p->n_split > 1 && a->part == NULL)
         return (int)cudaErrorInvalidValue;
+    const bool v2 = p->tile == 2;
     switch (a->head_dim) {
-    case 64: return fa_launch<64>(a, p, s);
-    case 128: return fa_launch<128>(a, p, s);
-    case 256: return fa_launch<256>(a, p, s);
+    case 64: return v2 ? fa2_launch<64>(a, p, s) : fa_launch<64>(a, p, s);
+    case 128: return v2 ? fa2_launch<128>(a, p, s) : fa_launch<128>(a, p, s);
+    case 256: return v2 ? fa2_launch<256>(a, p, s) : fa_launch<256>(a, p, s);
     default: return (int)cudaErrorInvalidValue;
     }
 }

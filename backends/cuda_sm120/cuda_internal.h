@@ -310,6 +310,8 @@ typedef struct cu_attn {
      * tokens on average (cu_attn_prepare): the f16 dense cache's core is
      * then cuda_attn_fa.cu's flash attention. */
     bool         fa;
+    bool         fa_v2;          /* knob attn_fa_tile = v2: its 128-token
+                                  * tiles where they fit (si_cu_fa_plan) */
 } cu_attn;
 
 /* The max_len the attention core is planned for: the true one rounded up
@@ -338,6 +340,7 @@ static inline int32_t si_cu_attn_bucket(int32_t len)
 typedef struct cu_fa_plan {
     int     n_split;
     int32_t chunk;               /* positions per split, a multiple of 64  */
+    int     tile;                /* 2: fa2_kernel (v2), 1: fa_kernel (v1)  */
 } cu_fa_plan;
 bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p);
 /* cuda_attn_mma.cu: the opt-in shared memory of its kernels (above 48 KB),

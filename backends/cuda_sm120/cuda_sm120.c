@@ -230,6 +230,22 @@
  *                         cuda_attn_fa.cu); split keeps the `attn` core
  *                         above for them.  Decode, f32 and i8 caches always
  *                         take `attn`.  Exact attention either way.
+ *   attn_fa_tile = v1 | v2  (with attn_prefill = fa) v2: blocks of
+ *                         128 tokens x 1 head, 8 warps, one block per SM,
+ *                         the next K/V tile loading into a second stage
+ *                         while the whole tile is computed (192 KB of
+ *                         shared memory at head_dim 256: sm_90; sm_120
+ *                         runs v1 at 256), and fewer context splits: each
+ *                         K/V byte crosses the L2 half as often as in v1;
+ *                         ops of <= 64 tokens keep v1.  v1 (default): 64
+ *                         tokens x 1 head, 4 warps, two blocks per SM.
+ *                         The same bits where both cut the context into
+ *                         the same splits, else within P's f16 rounding
+ *                         (~2e-4 of max |out|, as either to the cpu; the
+ *                         host emulation).  H200: 9b ATTN pre at a 32k
+ *                         prompt 370 -> 297 ms, prefill +2.2% at 4096;
+ *                         off until check_cuda_ops' v1-vs-v2 test has
+ *                         run on a GPU.
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -378,6 +394,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     bool route_fused = true;
+    bool attn_fa_v2 = false;
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -408,6 +425,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "f32_gemm", "tiled", "gemv", &f32_tiled },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
+        { "attn_fa_tile", "v2", "v1", &attn_fa_v2 },
         { "attn_gqa", "shared", "per_head", &attn_gqa },
         { "attn_mma", "true", "false", &attn_mma },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
@@ -485,6 +503,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->pdl = pdl;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
+    b->attn_fa_v2 = attn_fa_v2;
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
     b->gdn_rows = gdn_rows;
@@ -683,6 +702,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->gqa_shared = b->attn_gqa;
     a->dec_mma = b->attn_mma;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
+    a->fa_v2 = b->attn_fa_v2;
     a->n_sm = b->n_sm;
     a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;

@@ -440,11 +440,11 @@ typedef struct attn_env {
     bool   i8;      /* cuda side has the int8 cache: I8_TOL/I8_RMS, errors printed */
 } attn_env;
 
-static void attn_open_seqs(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
-                           uint32_t nkv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq)
+/* The rest of an attn_env once its pair is open: the shape, both caches,
+ * the q/k norm weights. */
+static void attn_init(attn_env *a, float yarn, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq)
 {
     si_err err = { { 0 } };
-    pair_open(&a->p, cpu_sec, cu_sec);
     a->nh = nh;
     a->nkv = nkv;
     a->hd = hd;
@@ -457,6 +457,13 @@ static void attn_open_seqs(attn_env *a, const char *cpu_sec, const char *cu_sec,
     ck_assert_msg(a->p.go->kv_create(a->p.gb, &d, &a->gkv, &err) == SI_OK, "%s", err.msg);
     dt_rand(&a->p, &a->qn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
     dt_rand(&a->p, &a->kn, SI_TYPE_F32, a->hd, 1, 1, 1.0f);
+}
+
+static void attn_open_seqs(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
+                           uint32_t nkv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq)
+{
+    pair_open(&a->p, cpu_sec, cu_sec);
+    attn_init(a, yarn, nh, nkv, hd, n_ctx, n_seq);
 }
 
 static void attn_open_shape(attn_env *a, const char *cpu_sec, const char *cu_sec, float yarn, uint32_t nh,
@@ -677,41 +684,46 @@ END_TEST
  * shorter than the other (its later splits are empty), then decoding
  * seq 0 alone through 1576..1601 (the last chunk partial, full, and of one
  * position: 1600 = 25 * 64). */
-static void attn_long_kv(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd, double tol,
-                         bool i8)
+static void attn_long_steps(attn_env *a, double tol)
 {
-    attn_env a;
     int32_t pos[512], seq[512];
-    /* own random stream: the later tests see the inputs they saw before */
-    const uint32_t rng_saved = rng_state;
-    rng_state = 777u;
-    attn_open_shape(&a, cpu_sec, cu_sec, 0.0f, nh, nkv, hd, 2048);
-    a.i8 = i8;
     for (int b = 0; b < 3; b++) {
         for (int i = 0; i < 512; i++) {
             seq[i] = 0;
             pos[i] = b * 512 + i;
         }
-        attn_step(&a, 512, pos, seq, tol, SI_OK);
+        attn_step(a, 512, pos, seq, tol, SI_OK);
     }
     for (int i = 0; i < 300; i++) {
         seq[i] = 1;
         pos[i] = i;
     }
-    attn_step(&a, 300, pos, seq, tol, SI_OK);
+    attn_step(a, 300, pos, seq, tol, SI_OK);
     for (int i = 0; i < 40; i++) {
         seq[i] = 0;
         pos[i] = 1536 + i;
     }
-    attn_step(&a, 40, pos, seq, tol, SI_OK);
+    attn_step(a, 40, pos, seq, tol, SI_OK);
     pos[0] = 300; seq[0] = 1;
     pos[1] = 1576; seq[1] = 0;
-    attn_step(&a, 2, pos, seq, tol, SI_OK);
+    attn_step(a, 2, pos, seq, tol, SI_OK);
     for (int32_t p = 1577; p <= 1601; p++) {
         pos[0] = p;
         seq[0] = 0;
-        attn_step(&a, 1, pos, seq, tol, SI_OK);
+        attn_step(a, 1, pos, seq, tol, SI_OK);
     }
+}
+
+static void attn_long_kv(const char *cpu_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd, double tol,
+                         bool i8)
+{
+    attn_env a;
+    /* own random stream: the later tests see the inputs they saw before */
+    const uint32_t rng_saved = rng_state;
+    rng_state = 777u;
+    attn_open_shape(&a, cpu_sec, cu_sec, 0.0f, nh, nkv, hd, 2048);
+    a.i8 = i8;
+    attn_long_steps(&a, tol);
     attn_close(&a);
     rng_state = rng_saved;
 }
@@ -743,6 +755,40 @@ END_TEST
 START_TEST(test_attn_long_fa_9b)
 {
     attn_long("backend.cpu16", "backend.cuda16", 16, 4, 256, 1e-3);
+}
+END_TEST
+
+/* attn_fa_tile = v1 (the default) against v2 (cuda16_fa2), both on the
+ * GPU: the long-context steps 9B-like (16 query heads on 4) and 35B-like
+ * (16 on 2), then a 200-token batch of two sequences in turns of 20 tokens
+ * (every 128-token tile of v2 holds both: two passes).  Per row the two
+ * take the same key tiles, fragments and order, so the same bits where
+ * their plans cut the context alike; else combine's order and P's f16
+ * rounding against other split maxima (the emulator sees ~2e-4 of max
+ * |out|): 1e-3, what either keeps to the cpu. */
+static void attn_fa_tiles(uint32_t nh, uint32_t nkv)
+{
+    attn_env a;
+    int32_t pos[200], seq[200];
+    const uint32_t rng_saved = rng_state;
+    rng_state = 778u;
+    pair_open_cu2(&a.p, "backend.cuda16", "backend.cuda16_fa2");
+    attn_init(&a, 0.0f, nh, nkv, 256, 2048, 2);
+    attn_long_steps(&a, 1e-3);
+    /* seq 0 goes on at 1602, seq 1 at 301 */
+    for (int i = 0; i < 200; i++) {
+        seq[i] = (i / 20) % 2;
+        pos[i] = (seq[i] ? 301 : 1602) + (i / 40) * 20 + i % 20;
+    }
+    attn_step(&a, 200, pos, seq, 1e-3, SI_OK);
+    attn_close(&a);
+    rng_state = rng_saved;
+}
+
+START_TEST(test_attn_fa_tiles)
+{
+    attn_fa_tiles(16, 4);
+    attn_fa_tiles(16, 2);
 }
 END_TEST
 
@@ -2025,6 +2071,8 @@ int main(void)
     const char *seq_extra = as_cpu ? "" : "gdn_prefill = seq\n";
     /* (as_cpu: nor an attn_prefill knob) */
     const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
+    /* (nor attn_fa_tile) */
+    const char *fa2 = as_cpu ? "" : "attn_fa_tile = v2\n";
     /* (nor attn_gqa) */
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
@@ -2041,6 +2089,7 @@ int main(void)
              "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 0\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
+             "[backend.cuda16_fa2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
              "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -2072,7 +2121,8 @@ int main(void)
              "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
-             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, nofa,
+             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa2,
+             cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
@@ -2139,6 +2189,7 @@ int main(void)
     tcase_add_test(ta, test_attn_long_split);
     tcase_add_test(ta, test_attn_long_split_nofa);
     tcase_add_test(ta, test_attn_long_fa_9b);
+    tcase_add_test(ta, test_attn_fa_tiles);
     tcase_add_test(ta, test_attn_long_simple);
     tcase_add_test(ta, test_attn_long_f32);
     tcase_add_test(ta, test_attn_gqa_shared);

@@ -17,6 +17,10 @@
 //   NSM multiprocessors (sizes the split: small = many splits), ORDER 0 =
 //   each sequence's tokens together, k > 0 = round robin over the
 //   sequences k tokens at a time (tiles holding several sequences).
+//   EMU_FA_TILE=v1|v2 (default v2): the knob attn_fa_tile; the plan may
+//   still take v1 (an op of <= 64 tokens, or EMU_SMEM_OPTIN too small for
+//   v2); the kernel that ran is printed, and EMU_FA_EXPECT=v1|v2 makes
+//   any other one a failure.
 #include "cuda_runtime.h"
 #include "cuda_fp16.h"
 #include "cuda_internal.h"
@@ -41,6 +45,31 @@ static void ref_norm_rope(float *x, const float *w, int pos)
         float a = x0 * c, b = x1 * s; x[i] = a - b;
         float d = x1 * c, e = x0 * s; x[i + half] = d + e;
     }
+}
+
+// One si_cu_attn of the op (rope, append, the fa core, combine) with the
+// knob attn_fa_tile = v2 or v1, into out (NaN-poisoned first, as are the
+// partials); the plan in fp.  0, or 1 after saying why.
+static int run_op(cu_attn a, bool v2, std::vector<float> &out, cu_fa_plan &fp, const char *expect)
+{
+    std::fill(out.begin(), out.end(), NAN);
+    a.dst = out.data();
+    a.fa_v2 = v2;
+    if (!si_cu_fa_plan(&a, &fp)) { printf("  si_cu_fa_plan refused the op: FAIL\n"); return 1; }
+    if (expect != nullptr && strcmp(expect, fp.tile == 2 ? "v2" : "v1") != 0) {
+        printf("  the plan took fa v%d, not %s: FAIL\n", fp.tile, expect);
+        return 1;
+    }
+    const size_t pb = si_cu_attn_part_bytes(&a);
+    std::vector<float> part(pb / 4 + 1, NAN);
+    a.part = pb ? part.data() : nullptr;
+    // the kernel's dynamic shared memory: v1 Q, K, V tiles of 64 rows; v2
+    // Q of 128 rows and two stages of K, V
+    emu_ptx::smem_bytes = (size_t)(fp.tile == 2 ? 128 + 4 * 64 : 3 * 64) * hd * 2;
+    const int rc = si_cu_attn(&a, nullptr);
+    emu_ptx::check_drained();
+    if (rc != 0) { printf("  si_cu_attn returned %d: FAIL\n", rc); return 1; }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -103,17 +132,11 @@ int main(int argc, char **argv)
     a.n = n; a.pos = pos.data(); a.seq = seq.data(); a.rope = rope.data();
     a.n_ctx = (uint32_t)n_ctx; a.f16 = true; a.kc = kh.data(); a.vc = vh.data();
     a.split = true; a.fa = true; a.n_sm = nsm; a.max_len = ml;
+    const char *tile = getenv("EMU_FA_TILE");
+    const bool v2 = tile == nullptr || strcmp(tile, "v1") != 0;
     cu_fa_plan fp;
-    if (!si_cu_fa_plan(&a, &fp)) { printf("  si_cu_fa_plan refused the op: FAIL\n"); return 1; }
-    const size_t pb = si_cu_attn_part_bytes(&a);
-    std::vector<float> part(pb / 4 + 1, NAN);
-    a.part = pb ? part.data() : nullptr;
-    emu_ptx::smem_bytes = (size_t)3 * 64 * hd * 2;   // Q, K, V tiles of the kernel
     emu::granges = { { kh.data(), kh.data() + rows, "k cache" }, { vh.data(), vh.data() + rows, "v cache" } };
-    const int rc = si_cu_attn(&a, nullptr);
-    emu::granges.clear();
-    emu_ptx::check_drained();
-    if (rc != 0) { printf("  si_cu_attn returned %d: FAIL\n", rc); return 1; }
+    if (run_op(a, v2, dst, fp, getenv("EMU_FA_EXPECT")) != 0) return 1;
 
     double md = 0, mx = 0, mdq = 0;
     int nan = 0, at_t = -1, at_h = -1;
@@ -151,8 +174,30 @@ int main(int argc, char **argv)
                 }
             }
         }
-    const bool ok = nan == 0 && md <= 1e-3 * mx;
-    printf("  %d tokens, %d splits of %d: max |out - ref| %.3g = %.2e of max %.3g (token %d head %d); vs f32 q %.2e; %d non-finite: %s\n",
-           n, fp.n_split, fp.chunk, md, md / mx, mx, at_t, at_h, mdq / mx, nan, ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
+    bool ok = nan == 0 && md <= 1e-3 * mx;
+    printf("  fa v%d, %d tokens, %d splits of %d: max |out - ref| %.3g = %.2e of max %.3g (token %d head %d); vs f32 q %.2e; %d non-finite: %s\n",
+           fp.tile, n, fp.n_split, fp.chunk, md, md / mx, mx, at_t, at_h, mdq / mx, nan, ok ? "ok" : "FAIL");
+    if (fp.tile != 2)
+        return ok ? 0 : 1;
+    // v2 against v1 on the same op (the cache rows it appends are the
+    // same): per row the same key tiles, fragments and order, so the same
+    // bits where both cut the context alike; else combine's f32 order and
+    // the f16 P of other split maxima, within the 5e-4 of max |out| that
+    // both keep to the reference by
+    std::vector<float> dst1(dst.size());
+    cu_fa_plan fp1;
+    if (run_op(a, false, dst1, fp1, "v1") != 0) return 1;
+    double d1 = 0;
+    size_t differ = 0;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < nh * hd; i++) {
+            const float x = dst[t * ds + i], y = dst1[t * ds + i];
+            differ += memcmp(&x, &y, sizeof x) != 0;
+            d1 = std::max(d1, (double)std::fabs(x - y));
+        }
+    const bool same = fp1.n_split == fp.n_split && fp1.chunk == fp.chunk;
+    const bool ok1 = same ? differ == 0 : d1 <= 5e-4 * mx;
+    printf("  vs fa v1 (%d splits of %d): %zu values differ, max %.2e of max |out|: %s\n", fp1.n_split, fp1.chunk, differ,
+           d1 / mx, ok1 ? "ok" : same ? "FAIL (same splits: bits must agree)" : "FAIL");
+    return ok && ok1 ? 0 : 1;
 }
