@@ -130,7 +130,8 @@ __device__ __forceinline__ void mma_k32acc(int d[4], const uint32_t a[4], uint32
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// ---- Hopper's warpgroup MMA (cuda_w8wg.cu), sm_90a code only ---------------
+// ---- Hopper's warpgroup MMA (cuda_w8wg.cu; moe_grouped_i8's moe_i8_wg.cu),
+// sm_90a code only -------------------------------------------------------------
 // nvcc defines __CUDA_ARCH_FEAT_SM90_ALL when it compiles for sm_90a, the
 // only target that has wgmma; every other pass (sm_90, sm_120, the host)
 // sees no wrappers and the kernel compiles to nothing there.
@@ -195,6 +196,17 @@ __device__ __forceinline__ void wg_regs_inc()
 {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 " WG_STR(WG_REGS_CONSUMER) ";");
 }
+// The same to N registers, for a kernel whose block's pool is another
+// (moe_i8_wg.cu: two blocks an SM, 384 x 80); the caller checks its N
+// against its own pool, as the static_assert above does.
+template <int N> __device__ __forceinline__ void wg_regs_dec_to()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void wg_regs_inc_to()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
 
 // Named barriers (not 0, __syncthreads'): bar.sync waits until n threads
 // (a multiple of 32) have arrived on barrier id, counting itself;
@@ -224,6 +236,23 @@ __device__ __forceinline__ void wg_mma_s8_n128(int (&d)[64], uint64_t da, uint64
                    "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]),
                    "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]),
                    "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+                 : "l"(da), "l"(db));
+}
+
+// D[64 x 64] += A[64 x 32] B[64 x 32]^T (the moe_grouped_i8 plugin's
+// 64-token tiles, moe_i8_wg.cu): n128's fragment cut to its first 64
+// columns, element 4j + e (j < 8) at row 16 (warp % 4) + lane / 4 + 8 (e /
+// 2), column 8 j + 2 (lane % 4) + e % 2.
+__device__ __forceinline__ void wg_mma_s8_n64(int (&d)[32], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 1;"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
+                   "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]),
+                   "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]),
+                   "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
                  : "l"(da), "l"(db));
 }
 #endif

@@ -41,6 +41,7 @@
 #include "cuda_quant.cuh"
 #include "cuda_ptx.cuh"
 #include "cuda_w8.cuh"
+#include "cuda_wg.cuh"   // wg_desc, wg_fold
 
 #define WG_BN      128
 #define WG_THREADS 384   // two consumer warpgroups, then the producer warpgroup
@@ -56,20 +57,6 @@
 // dynamic shared memory is aligned up to 1024 in the kernel
 #define WG_BARS    (WG_STAGES * WG_STAGE)
 #define WG_SMEM    (WG_BARS + 16 * WG_STAGES + 1024)
-
-// The shared-memory matrix descriptor (PTX ISA, wgmma's "matrix
-// descriptor") of a K-major operand whose rows are 128 bytes of k, 8 rows a
-// 1024-byte swizzle atom (128-byte swizzle: the 16-byte chunk c of row r
-// sits at chunk c ^ (r % 8)): start address >> 4 in bits 0-13, the leading
-// byte offset (unused by this layout: 1) in 16-29, the stride between
-// 8-row groups (1024 >> 4) in 32-45, swizzle mode 1 (128 B) in 62-63.  A
-// k32 step further along the rows is + 2 (32 bytes >> 4).  (Plain
-// arithmetic, not PTX: the emulator decodes what this encodes.)
-__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
-{
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
-}
 
 // What the producer warpgroup copies: its thread t (0..127) takes 16-byte
 // chunk t % 8 of the rows (columns) t / 8 + 16 i, i < 8, of each tile, and
@@ -103,28 +90,6 @@ __device__ __forceinline__ void wg_produce(uint8_t *st, const wg_src &p, int64_t
     cp_async4(st + WG_SC + 4 * t, p.ws + r * p.nkt + kt);
     cp_async4(st + WG_SC + 4 * (W8_BM + t), p.xd + c * p.nkt + kt);
 }
-
-#if defined(SI_HAVE_WGMMA)
-// The block sums of one k-tile into acc: w8_epilogue's two fmaf per element
-// (its ci = d here), scales sc (rows at sc[0..127], columns at
-// sc[128..255]); element 4j + e of d at row row0 + 8 (e / 2), column 8 j +
-// col0 + e % 2.
-__device__ __forceinline__ void wg_fold(float (&acc)[64], const int (&d)[64], const float *sc, int row0, int col0)
-{
-    const float w0 = sc[row0], w1 = sc[row0 + 8];
-    const float n0 = -W8_MAGICF * w0, n1 = -W8_MAGICF * w1;
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const float2 dx = *(const float2 *)(sc + W8_BM + 8 * j + col0);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const float t = fmaf(__int_as_float(d[4 * j + e]), e < 2 ? w0 : w1, e < 2 ? n0 : n1);
-            acc[4 * j + e] = fmaf(t, (e & 1) ? dx.y : dx.x, acc[4 * j + e]);
-        }
-    }
-}
-
-#endif
 
 // Grid: x = column tiles (fastest: the blocks sharing a weight tile run
 // together), y = row tiles.  in % 256 == 0, x_div 1 (si_cu_w8wg_ok).

@@ -36,9 +36,15 @@
  * weights = i8 | gguf (default i8); ktile = 128 | 64 (default 128): the
  * i8 GEMMs' k bytes a cp.async stage (64 has twice the block barriers;
  * same bits; 128 falls back to 64 where a block's shared memory does not
- * hold it, e.g. sm_120).
+ * hold it, e.g. sm_120); wgmma = true | false (default true): the i8
+ * GEMMs on Hopper's warpgroup MMA (moe_i8_wg.cu, a producer warpgroup and
+ * two consumer warpgroups, 128-byte k-tiles whatever ktile says) where
+ * they run: an sm_90 device and sm_90a code in the fatbin (mi8_wg_init
+ * asks once, at init; elsewhere the mma.sync kernels run, silently).  The
+ * same bits as the mma.sync kernels (moe_i8_w8.cu), which false runs.
  * Includes public headers (plugin.h, cuda_sm120's cuda_ext.h) and, in
- * moe_i8_w8.cu only, cuda_sm120's device headers of the w8 scheme. */
+ * moe_i8_w8.cu and moe_i8_wg.cu only, cuda_sm120's device headers of the
+ * w8 scheme. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +66,7 @@
 enum { MI8_WEIGHTS_I8, MI8_WEIGHTS_GGUF };
 static const char *const mi8_weights_names[] = { "i8", "gguf" };
 static const char *const mi8_ktile_names[] = { "128", "64" };
+static const char *const mi8_bool_names[] = { "true", "false" };
 
 /* An expert tensor requantised to int8 per (row, 128) (weights = i8): q
  * [n_exp * rows][in], then s [n_exp * rows][in / 128], then 3 words of
@@ -80,6 +87,8 @@ typedef struct mi8_state {
     int                weights;     /* MI8_WEIGHTS_*                       */
     int                kt;          /* knob ktile: the w8 GEMMs' k bytes a
                                      * stage, 128 or 64                    */
+    bool               wg;          /* knob wgmma, and the device runs it:
+                                     * the w8 GEMMs of moe_i8_wg.cu        */
     void              *ws;          /* device workspace, grown on demand   */
     size_t             ws_bytes;
     si_buf            *ws_buf;      /* ws wrapped for exec_builtin's ops   */
@@ -110,6 +119,10 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     rc = si_kernel_choice(h, MI8_NAME, section, "ktile", mi8_ktile_names, 2, 0, &ktile, err);
     if (rc != SI_OK)
         return rc;
+    int wgmma;
+    rc = si_kernel_choice(h, MI8_NAME, section, "wgmma", mi8_bool_names, 2, 0, &wgmma, err);
+    if (rc != SI_OK)
+        return rc;
     if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, buf_unwrap))
         return si_err_set(err, SI_EABI, MI8_NAME ": the backend's cuda_ext table is missing or of major %u (want %d)",
                           x ? x->major : 0u, SI_CUDA_EXT_MAJOR);
@@ -130,10 +143,23 @@ static int mi8_init(const si_host *h, const char *section, const void *backend_a
     st->min_tokens = min_tokens;
     st->weights = weights;
     st->kt = ktile == 0 ? 128 : 64;
+    int wg_avail = 0;
+    if (weights == MI8_WEIGHTS_I8 && wgmma == 0 &&
+        (e = (cudaError_t)mi8_wg_init(x->cc_major, x->stream(x->b), &wg_avail)) != cudaSuccess) {
+        cudaGetLastError();   /* (not the next op's error) */
+        if (h->log != NULL)
+            h->log(h, SI_LOG_WARN, MI8_NAME, "wgmma: %s; using the mma.sync GEMMs", cudaGetErrorString(e));
+    }
+    st->wg = wg_avail != 0;
     *state = st;
+    const char *wg_is = st->wg                      ? "true"
+                        : wgmma != 0                ? "false"
+                        : weights != MI8_WEIGHTS_I8 ? "true (unused: weights = gguf)"
+                                                    : "true (not run here: no sm_90 device or no sm_90a code)";
     if (h->log != NULL)
-        h->log(h, SI_LOG_INFO, MI8_NAME, "grouped int8 MOE for batches of >= %lld tokens, weights %s, ktile %s",
-               (long long)min_tokens, mi8_weights_names[weights], mi8_ktile_names[ktile]);
+        h->log(h, SI_LOG_INFO, MI8_NAME,
+               "grouped int8 MOE for batches of >= %lld tokens, weights %s, ktile %s, wgmma %s", (long long)min_tokens,
+               mi8_weights_names[weights], mi8_ktile_names[ktile], wg_is);
     return SI_OK;
 }
 
@@ -459,6 +485,25 @@ static mi8_q8a a8_at(const mi8_state *st, a8_off a)
     return r;
 }
 
+/* The i8 path's two GEMMs: on wgmma (moe_i8_wg.cu) where init found it
+ * runs and knob wgmma wants it, else mma.sync (moe_i8_w8.cu, knob ktile);
+ * the same bits either way. */
+static int gemm_gate_up(const mi8_state *st, mi8_q8w gate, mi8_q8w up, mi8_q8a x, int64_t H, int64_t F, mi8_sched s,
+                        float *act, void *stream)
+{
+    if (st->wg)
+        return mi8_wg_gate_up(gate, up, x, H, F, s, act, st->x->n_sm, stream);
+    return mi8_w8_gate_up(gate, up, x, H, F, s, act, st->kt, stream);
+}
+
+static int gemm_down(const mi8_state *st, mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y,
+                     void *stream)
+{
+    if (st->wg)
+        return mi8_wg_down(down, act, F, H, s, y, st->x->n_sm, stream);
+    return mi8_w8_down(down, act, F, H, s, y, st->kt, stream);
+}
+
 /* ---- exec ------------------------------------------------------------------- */
 
 /* Where the GEMM path keeps its activations in the workspace. */
@@ -540,9 +585,9 @@ static int mi8_exec(void *state, const si_op *op, si_err *err)
     if ((rc = ws_reserve(st, cv.used, err)) != SI_OK)
         return rc;
     if (st->h->log != NULL)
-        st->h->log(st->h, SI_LOG_DEBUG, MI8_NAME, "grouped int8 MOE: n %lld E %lld K %lld H %lld F %lld%s%s [%s]",
+        st->h->log(st->h, SI_LOG_DEBUG, MI8_NAME, "grouped int8 MOE: n %lld E %lld K %lld H %lld F %lld%s%s [%s]%s",
                    (long long)n, (long long)E, (long long)K, (long long)H, (long long)F, d.fused ? " fused" : "",
-                   d.shared ? " shared" : "", i8 ? "i8" : "gguf");
+                   d.shared ? " shared" : "", i8 ? "i8" : "gguf", i8 && st->wg ? " on wgmma" : "");
     uint8_t *ws = st->ws;
     const float *h = x->dev_ptr(x->b, W[0]);
     const int64_t hs = n > 1 ? (int64_t)(W[0]->nb[1] / 4) : H;
@@ -594,22 +639,21 @@ static int mi8_exec(void *state, const si_op *op, si_err *err)
             return rc;
         /* 4. routed experts: gate/up (+ SwiGLU), its rows to int8, down */
         const wq_ref *gw = &wr[0], *uw = d.fused ? &wr[0] : &wr[1], *dw = &wr[d.fused ? 1 : 2];
-        const int kt = st->kt;
-        if ((rc = launched(mi8_w8_gate_up(q8w_of(gw, 0), q8w_of(uw, d.fused ? F : 0), hq, H, F, sch, act, kt, s),
+        if ((rc = launched(gemm_gate_up(st, q8w_of(gw, 0), q8w_of(uw, d.fused ? F : 0), hq, H, F, sch, act, s),
                            "gate_up", err)) != SI_OK ||
             (rc = launched(mi8_w8_quantize(act, F, max_rows, F, sch.n_tiles, act8, s), "quantize act", err)) != SI_OK ||
-            (rc = launched(mi8_w8_down(q8w_of(dw, 0), act8, F, H, sch, y, kt, s), "down", err)) != SI_OK)
+            (rc = launched(gemm_down(st, q8w_of(dw, 0), act8, F, H, sch, y, s), "down", err)) != SI_OK)
             return rc;
         /* 6. shared expert on the same kernels, dense schedule */
         if (d.shared) {
             const wq_ref *sw = &wr[nw - 3];
             const mi8_q8a sh8 = a8_at(st, po.sh8);
             float *sact = (float *)(ws + po.sh_f);
-            if ((rc = launched(mi8_w8_gate_up(q8w_of(&sw[0], 0), q8w_of(&sw[1], 0), hq, H, Fs, dense, sact, kt, s),
+            if ((rc = launched(gemm_gate_up(st, q8w_of(&sw[0], 0), q8w_of(&sw[1], 0), hq, H, Fs, dense, sact, s),
                                "shared gate_up", err)) != SI_OK ||
                 (rc = launched(mi8_w8_quantize(sact, Fs, dense_rows, Fs, NULL, sh8, s), "shared quantize act", err)) !=
                     SI_OK ||
-                (rc = launched(mi8_w8_down(q8w_of(&sw[2], 0), sh8, Fs, H, dense, ys, kt, s), "shared down", err)) !=
+                (rc = launched(gemm_down(st, q8w_of(&sw[2], 0), sh8, Fs, H, dense, ys, s), "shared down", err)) !=
                     SI_OK)
                 return rc;
         }

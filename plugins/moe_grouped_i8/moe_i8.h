@@ -1,7 +1,7 @@
 /* plugins/moe_grouped_i8/moe_i8.h — the launches of the moe_grouped_i8
  * kernels (C interface; the kernels are in moe_i8_route.cu and
- * moe_i8_gemm.cu).  Every function enqueues on `stream` and returns 0 or a
- * cudaError_t value.
+ * moe_i8_gemm.cu, the i8 GEMMs in moe_i8_w8.cu and moe_i8_wg.cu).  Every
+ * function enqueues on `stream` and returns 0 or a cudaError_t value.
  *
  * Shapes: n tokens, E experts, K used per token, H hidden, F expert width.
  * An "assignment" a = t*K + k is token t's k-th chosen expert.  The grouped
@@ -116,6 +116,21 @@ int mi8_w8_gate_up(mi8_q8w gate, mi8_q8w up, mi8_q8a x, int64_t H, int64_t F, mi
  * k bytes a pipeline stage, 128 or 64 (knob ktile; 128 falls back to 64
  * where a block's shared memory does not hold it). */
 int mi8_w8_down(mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y, int kt, void *stream);
+
+/* ---- the same two GEMMs on Hopper's wgmma (moe_i8_wg.cu, knob wgmma):
+ * bit for bit mi8_w8_gate_up's and mi8_w8_down's results (no kt: their
+ * k-tiles are always 128 bytes). */
+
+/* *avail = 1 where this process's device runs them: compute capability
+ * cc_major 9 and sm_90a code in the fatbin (a probe kernel on `stream`,
+ * waited for: call at init, not during a capture); also sets their shared
+ * memory attribute, which they need. */
+int mi8_wg_init(int cc_major, void *stream, int *avail);
+/* n_sm: the device's multiprocessors (si_cuda_ext's n_sm), for the grid's
+ * shape (0: any). */
+int mi8_wg_gate_up(mi8_q8w gate, mi8_q8w up, mi8_q8a x, int64_t H, int64_t F, mi8_sched s, float *act, int n_sm,
+                   void *stream);
+int mi8_wg_down(mi8_q8w down, mi8_q8a act, int64_t F, int64_t H, mi8_sched s, float *y, int n_sm, void *stream);
 
 #ifdef __cplusplus
 }

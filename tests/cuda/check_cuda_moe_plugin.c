@@ -14,7 +14,10 @@
  * own: gguf (section [kernel.moe_grouped_i8]: the cpu's rounding, max
  * |cuda - cpu| <= 5e-3 max |cpu|) and i8 (the default, section
  * [kernel.moe_w8]: weights and activations requantised per 128, <= 5e-2);
- * every case prints its max error.
+ * every case prints its max error.  Knob wgmma: the i8 GEMMs on wgmma
+ * (moe_i8_wg.cu, the default where the device runs it) against the
+ * mma.sync ones (wgmma = false), two cuda backends on the same inputs,
+ * bit for bit (tolerance 0).
  *
  * Exit 77 (SKIP) when the cuda_sm120 probe refuses.  Exit 1 with a clear
  * message when cuda_sm120 has no attach_kernel (mechanism not merged).
@@ -49,6 +52,8 @@ static bool as_cpu;
 static void (*log_orig)(const si_host *h, int level, const char *who, const char *fmt, ...);
 static int n_plugin_execs;   /* DEBUG lines "grouped int8 MOE: ..." from the plugin */
 static int n_i8_execs;       /* ... of them on the w8 path ("[i8]") */
+static int n_wg_execs;       /* ... of them with the w8 GEMMs on wgmma ("[i8] on wgmma") */
+static int last_wg_co, last_wg_go;   /* moe_run: the two sides' execs on wgmma */
 
 static void count_log(const si_host *h, int level, const char *who, const char *fmt, ...)
 {
@@ -60,6 +65,7 @@ static void count_log(const si_host *h, int level, const char *who, const char *
     if (who != NULL && strcmp(who, "moe_grouped_i8") == 0 && strncmp(msg, "grouped int8 MOE:", 17) == 0) {
         n_plugin_execs++;
         n_i8_execs += strstr(msg, "[i8]") != NULL;
+        n_wg_execs += strstr(msg, "[i8] on wgmma") != NULL;
     }
     if (level <= SI_LOG_INFO)
         log_orig(h, level, who, "%s", msg);
@@ -192,14 +198,19 @@ static double moe_run(pair *p, const moe_case *mc, bool fused, bool shared, int6
     si_err ec = { { 0 } }, eg = { { 0 } };
     ck_assert_msg(p->co->supports(p->cb, &c), "cpu refuses the MOE");
     ck_assert_msg(p->go->supports(p->gb, &g), "cuda refuses the MOE");
+    const int wg0 = n_wg_execs;
     ck_assert_msg(p->co->exec(p->cb, &c, 1, &ec) == SI_OK, "cpu: %s", ec.msg);
-    const int before = n_plugin_execs, before_i8 = n_i8_execs;
+    if (p->co->sync != NULL)   /* (another cuda backend in the wgmma A/B) */
+        ck_assert_msg(p->co->sync(p->cb, &ec) == SI_OK, "cpu: %s", ec.msg);
+    const int before = n_plugin_execs, before_i8 = n_i8_execs, before_wg = n_wg_execs;
     int rg = p->go->exec(p->gb, &g, 1, &eg);
     if (rg == SI_OK && p->go->sync != NULL)
         rg = p->go->sync(p->gb, &eg);
     ck_assert_msg(rg == SI_OK, "cuda: %s", eg.msg);
     *plugin_ran = n_plugin_execs > before;
     *ran_i8 = n_i8_execs > before_i8;
+    last_wg_co = before_wg - wg0;
+    last_wg_go = n_wg_execs - before_wg;
     char what[128];
     snprintf(what, sizeof what, "MOE %s/%s F %lld%s%s n %lld [%s]", host.type_name(mc->gate_type),
              host.type_name(mc->down_type), (long long)F, fused ? " fused" : "", shared ? " shared" : "", (long long)n,
@@ -227,6 +238,16 @@ static void pair_open(pair *p)
     p->co = p_cpu->ops;
     p->go = p_cu->ops;
     ck_assert_msg(p->co->open(&host, "backend.cpu", &p->cb, &err) == SI_OK, "cpu open: %s", err.msg);
+    ck_assert_msg(p->go->open(&host, "backend.cuda_sm120", &p->gb, &err) == SI_OK, "cuda open: %s", err.msg);
+}
+
+/* Two cuda_sm120 backends (the wgmma A/B; cpu ones in as_cpu mode). */
+static void pair_open_cu2(pair *p)
+{
+    si_err err = { { 0 } };
+    p->co = p_cu->ops;
+    p->go = p_cu->ops;
+    ck_assert_msg(p->co->open(&host, "backend.cuda_sm120", &p->cb, &err) == SI_OK, "cuda open: %s", err.msg);
     ck_assert_msg(p->go->open(&host, "backend.cuda_sm120", &p->gb, &err) == SI_OK, "cuda open: %s", err.msg);
 }
 
@@ -267,6 +288,9 @@ START_TEST(test_plugin_host_side)
     ck_assert_ptr_null(st);
     ck_assert_int_eq(ko->init(&host, "kernel.moe_badw", NULL, &st, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "weights") && strstr(err.msg, "int4"), "message: %s", err.msg);
+    ck_assert_ptr_null(st);
+    ck_assert_int_eq(ko->init(&host, "kernel.moe_badwg", NULL, &st, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "wgmma") && strstr(err.msg, "yes"), "message: %s", err.msg);
     ck_assert_ptr_null(st);
     ck_assert_int_eq(ko->init(&host, "kernel.moe_grouped_i8", NULL, &st, &err), SI_EABI);
     ck_assert_ptr_null(st);
@@ -329,6 +353,54 @@ START_TEST(test_moe_plugin_i8)
 }
 END_TEST
 
+/* Knob wgmma: the i8 GEMMs on wgmma (moe_i8_wg.cu; [kernel.moe_w8], the
+ * default, where the device and the fatbin run it) against the mma.sync
+ * ones ([kernel.moe_w8mma], wgmma = false) on the same inputs: the same
+ * int32 sums per 128 block folded in the same order, the same SwiGLU and
+ * scatter, so the same bits (tolerance 0), every case and size of
+ * moe_section (groups of 1 to ~300 rows, the shared expert's dense
+ * schedule, fused and separate gate/up, every weight type). */
+START_TEST(test_moe_plugin_wgmma)
+{
+    pair p;
+    pair_open_cu2(&p);
+    si_err err = { { 0 } };
+    if (!as_cpu) {
+        ck_assert_msg(SI_HAS_MEMBER(p.co, struct si_backend_ops, attach_kernel) && p.co->attach_kernel != NULL,
+                      "cuda_sm120 has no attach_kernel");
+        ck_assert_msg(p.co->attach_kernel(p.cb, p_moe, "kernel.moe_w8mma", &err) == SI_OK, "attach: %s", err.msg);
+        ck_assert_msg(p.go->attach_kernel(p.gb, p_moe, "kernel.moe_w8", &err) == SI_OK, "attach: %s", err.msg);
+    }
+    static const int64_t ns[] = { 40, 300, 1000 };
+    int fails = 0, n_wg = 0, n_cases = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int k = 0; k < 3; k++)
+            for (int v = 0; v < 4; v++) {
+                bool ran, ran_i8;
+                const double rel = moe_run(&p, &cases[ci], v & 1, v & 2, ns[k], &ran, &ran_i8);
+                n_cases++;
+                n_wg += last_wg_go;
+                if (rel != 0.0) {
+                    printf("  ^ FAILS: wgmma vs mma.sync differ (%.2e; tolerance 0)\n", rel);
+                    fails++;
+                }
+                if (!as_cpu && (!ran || !ran_i8 || last_wg_co != 0)) {
+                    printf("  ^ FAILS: %s\n", !ran ? "the plugin did not run" : !ran_i8 ? "the plugin ran its gguf path"
+                                                                                  : "wgmma = false ran on wgmma");
+                    fails++;
+                }
+            }
+    printf("[wgmma A/B]: %d of %d cases on wgmma (the rest: mma.sync on both sides)\n", n_wg, n_cases);
+    if (!as_cpu && n_wg == 0)
+        printf("NOTE: wgmma never ran (no sm_90 device, or no sm_90a code in the build): this A/B compared the "
+               "mma.sync GEMMs with themselves\n");
+    ck_assert_msg(n_wg == 0 || n_wg == n_cases, "wgmma ran in %d of %d cases: all or none", n_wg, n_cases);
+    p.co->close(p.cb);
+    p.go->close(p.gb);
+    ck_assert_msg(fails == 0, "%d wgmma A/B case(s) failed (see the lines above)", fails);
+}
+END_TEST
+
 int main(void)
 {
     as_cpu = si_ct_as_cpu();
@@ -337,6 +409,8 @@ int main(void)
                        "[backend.cuda_sm120]\npath = cuda_sm120.so\n"
                        "[kernel.moe_grouped_i8]\npath = moe_grouped_i8.so\nmin_tokens = 32\nweights = gguf\n"
                        "[kernel.moe_w8]\npath = moe_grouped_i8.so\nmin_tokens = 32\n"
+                       "[kernel.moe_w8mma]\npath = moe_grouped_i8.so\nmin_tokens = 32\nwgmma = false\n"
+                       "[kernel.moe_badwg]\npath = moe_grouped_i8.so\nwgmma = yes\n"
                        "[kernel.moe_bad]\npath = moe_grouped_i8.so\nmin_tokens = lots\n"
                        "[kernel.moe_badw]\npath = moe_grouped_i8.so\nweights = int4\n";
     si_ct_kenv ke;
@@ -352,6 +426,7 @@ int main(void)
     tcase_add_test(tc, test_plugin_host_side);
     tcase_add_test(tc, test_moe_plugin_gguf);
     tcase_add_test(tc, test_moe_plugin_i8);
+    tcase_add_test(tc, test_moe_plugin_wgmma);
     suite_add_tcase(s, tc);
     return si_ct_kenv_run(&ke, s);
 }

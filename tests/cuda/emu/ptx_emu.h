@@ -317,19 +317,23 @@ static inline void ldsm_x4(uint32_t r[4], const void *smem) { emu_ptx::ldsm_x4(r
 // ---- wgmma (PTX ISA 9.7.15: "Asynchronous Warpgroup Level Matrix
 // Multiply-Accumulate"; 9.7.15.5.1 the shared-memory matrix descriptor;
 // 9.7.15.5 the register fragment of D for .m64nNk32 with .s32) -----------
-// wgmma.mma_async.m64n128k32.s32.s8.s8 with both operands in shared memory,
+// wgmma.mma_async.m64n128k32.s32.s8.s8 (and m64n64k32: the first 64 columns
+// of the same fragment) with both operands in shared memory,
 // K-major, 128-byte swizzle: element (row, k) of an operand lies at byte
 // a = start + (row / 8) * SBO + (row % 8) * 128 + k with the bits 4-6 of a
 // XORed by its bits 7-9 (the 128-byte swizzle pattern, on the shared
 // address itself).  The product is asynchronous: here a thread's issue is
 // queued with its commit group and computed when wgmma.wait_group lets
 // the group complete (the latest the ISA allows), so shared memory
-// rewritten before the wait, or accumulators read before it, show.  D
+// rewritten before the wait, or accumulators read before it, show; and a
+// wait that has a group to complete first lets the block's other threads
+// run (as a spinning mbarrier wait does), so what they do meanwhile (a
+// producer refilling a stage released before every lane's reads) shows.  D
 // element 4j + e of lane l in warp w % 4 of the warpgroup: row 16 (w % 4)
 // + l / 4 + 8 (e / 2), column 8 j + 2 (l % 4) + e % 2; int32 wrapping.
 #define SI_HAVE_WGMMA 1
 namespace emu_ptx {
-struct wg_pend { int *d; uint64_t da, db; unsigned group; };
+struct wg_pend { int *d; uint64_t da, db; unsigned group; int n; };
 inline std::vector<wg_pend> wgq[1024];
 inline unsigned wg_committed[1024];
 inline int8_t wg_elem(uint64_t desc, int row, int k, const char *what)
@@ -344,21 +348,30 @@ inline int8_t wg_elem(uint64_t desc, int row, int k, const char *what)
     if (a >= smem_bytes) { fprintf(stderr, "emu: wgmma: %s element (%d, %d) at %u outside the %zu B of shared memory\n", what, row, k, a, smem_bytes); abort(); }
     return ((const int8_t *)emu::dyn_smem())[a];
 }
+// (m64nNk32, N = p.n: the lane's two rows of A and N / 4 columns of B read
+// once, at the wait, then the N / 2 sums)
 inline void wg_apply(const wg_pend &p)
 {
     const int lane = (int)(threadIdx.x & 31), wq = (int)((threadIdx.x >> 5) & 3);
-    for (int j = 0; j < 16; j++)
+    int8_t a[2][32], b[16][2][32];   // (N <= 128)
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 32; k++) a[h][k] = wg_elem(p.da, 16 * wq + lane / 4 + 8 * h, k, "A");
+    for (int j = 0; j < p.n / 8; j++)
+        for (int c = 0; c < 2; c++)
+            for (int k = 0; k < 32; k++) b[j][c][k] = wg_elem(p.db, 8 * j + 2 * (lane % 4) + c, k, "B");
+    for (int j = 0; j < p.n / 8; j++)
         for (int e = 0; e < 4; e++) {
-            const int row = 16 * wq + lane / 4 + 8 * (e / 2), col = 8 * j + 2 * (lane % 4) + e % 2;
             int64_t s = 0;
-            for (int k = 0; k < 32; k++) s += (int64_t)wg_elem(p.da, row, k, "A") * wg_elem(p.db, col, k, "B");
+            for (int k = 0; k < 32; k++) s += (int64_t)a[e / 2][k] * b[j][e % 2][k];
             p.d[4 * j + e] = (int)((uint32_t)p.d[4 * j + e] + (uint32_t)s);
         }
 }
-inline void wg_mma(int *d, uint64_t da, uint64_t db) { wgq[threadIdx.x].push_back({ d, da, db, wg_committed[threadIdx.x] }); }
+inline void wg_mma(int *d, uint64_t da, uint64_t db, int n) { wgq[threadIdx.x].push_back({ d, da, db, wg_committed[threadIdx.x], n }); }
 inline void wg_commit() { wg_committed[threadIdx.x]++; }
 inline void wg_wait(unsigned n)
 {
+    if (!wgq[threadIdx.x].empty())
+        emu::spin();
     auto &v = wgq[threadIdx.x];
     std::vector<wg_pend> keep;
     for (auto &p : v) {
@@ -431,8 +444,11 @@ static inline void named_sync(int id, int n)
 }
 static inline void wg_regs_dec() {}
 static inline void wg_regs_inc() {}
+template <int N> static inline void wg_regs_dec_to() {}
+template <int N> static inline void wg_regs_inc_to() {}
 static inline void wg_fence() {}
 static inline void fence_proxy_async() {}
 static inline void wg_commit() { emu_ptx::wg_commit(); }
 template <int N> static inline void wg_wait() { emu_ptx::wg_wait((unsigned)N); }
-static inline void wg_mma_s8_n128(int (&d)[64], uint64_t da, uint64_t db) { emu_ptx::wg_mma(d, da, db); }
+static inline void wg_mma_s8_n128(int (&d)[64], uint64_t da, uint64_t db) { emu_ptx::wg_mma(d, da, db, 128); }
+static inline void wg_mma_s8_n64(int (&d)[32], uint64_t da, uint64_t db) { emu_ptx::wg_mma(d, da, db, 64); }

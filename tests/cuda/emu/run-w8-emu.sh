@@ -46,8 +46,10 @@ EOT
         -e '/^\/\/ ---- launchers/,$d' \
         -e "/^#include \"cuda_w8.cuh\"/{r $src/cuda_w8.cuh" -e 'd;}' \
         "$src/cuda_w8.cu"
-    # (cuda_w8wg.cu's kernel: its headers are in already)
-    sed -e '/^#include/d' \
+    # (cuda_w8wg.cu's kernel: its headers are in already, but for
+    # cuda_wg.cuh, pasted in as cuda_w8.cuh is, so the plants reach it)
+    sed -e "/^#include \"cuda_wg.cuh\"/{r $src/cuda_wg.cuh" -e 'd;}' \
+        -e '/^#include/d' \
         -e 's/extern __shared__ __align__(16) uint8_t wg_sm_raw\[\];/uint8_t *wg_sm_raw = (uint8_t *)emu::dyn_smem();/' \
         -e '/^\/\/ ---- launchers/,$d' \
         "$src/cuda_w8wg.cu"

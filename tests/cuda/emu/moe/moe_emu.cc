@@ -10,7 +10,11 @@
 // Knob weights from EMU_WEIGHTS (unset: the default, i8): the w8 path is
 // checked within 3e-2 of the largest |ref| where it runs (H, F and the
 // shared F multiples of 128; else the gguf path runs, within 2e-3); a value
-// other than i8/gguf must make init fail naming the knob.  EMU_MEM_FREE:
+// other than i8/gguf must make init fail naming the knob.  EMU_WGMMA: knob
+// wgmma (unset: true): the fake device is an sm_90, so the i8 GEMMs must
+// run on wgmma (moe_i8_wg.cu; the plugin's DEBUG line says so) in every
+// exec, or with false in none; a value other than true/false refused, as
+// EMU_KTILE's other than 128/64.  EMU_MEM_FREE:
 // the device's free bytes (default 100 GB; 1 GiB: no int8 copy may be
 // kept, each call requantises into its workspace, and the plugin must say
 // so in its log); EMU_FS_ADD: the shared FFN is F + this wide.
@@ -18,6 +22,7 @@
 #include "moe_emu_ext.h"
 #include "ptx_emu.h"
 
+#include <cstdarg>
 #include <map>
 #include <set>
 #include <string>
@@ -98,6 +103,13 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
     g_pending = true;
     return cudaSuccess;
 }
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind, cudaStream_t s)
+{
+    if (s != STREAM) { fprintf(stderr, "emu: cudaMemcpyAsync on a stream that is not the backend's\n"); abort(); }
+    memcpy(dst, src, n);
+    g_pending = true;
+    return cudaSuccess;
+}
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
     const char *f = getenv("EMU_MEM_FREE");
@@ -126,6 +138,7 @@ void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t st, const s
     emu_ptx::smem_bytes = smem;
     emu_launch(grid, block, smem, body);
     emu_ptx::check_drained();
+    emu_ptx::wg_check_drained();
 }
 
 // ---- mma.sync m16n8k32 s8 (see moe_emu_ext.h for the table) -------------------
@@ -234,13 +247,21 @@ static void x_buf_unwrap(si_backend *, si_buf *bf)
 }
 
 static bool g_said_per_call;   // the plugin logged that copies do not fit
+static int g_wg_execs;         // execs whose i8 GEMMs ran on wgmma (its DEBUG line says so)
 static void h_log(const si_host *, int, const char *, const char *fmt, ...)
 {
     if (strstr(fmt, "requantised per call") != NULL) g_said_per_call = true;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    g_wg_execs += strncmp(msg, "grouped int8 MOE:", 17) == 0 && strstr(msg, "[i8] on wgmma") != NULL;
 }
 static const char *h_cfg(const si_host *, const char *, const char *key)
 {
-    return strcmp(key, "weights") == 0 ? getenv("EMU_WEIGHTS") : strcmp(key, "ktile") == 0 ? getenv("EMU_KTILE") : NULL;
+    return strcmp(key, "weights") == 0 ? getenv("EMU_WEIGHTS") : strcmp(key, "ktile") == 0 ? getenv("EMU_KTILE")
+           : strcmp(key, "wgmma") == 0 ? getenv("EMU_WGMMA") : NULL;
 }
 
 // ---- inputs --------------------------------------------------------------------------
@@ -402,8 +423,10 @@ int main(int argc, char **argv)
     const int64_t Fs = F + (shared ? fs_add : 0);   // a different width for the shared FFN
     const char *wk = getenv("EMU_WEIGHTS");
     const char *kk = getenv("EMU_KTILE");   // knob ktile (unset: 128)
+    const char *wgk = getenv("EMU_WGMMA");  // knob wgmma (unset: true)
     const bool bad_kt = kk != NULL && strcmp(kk, "128") != 0 && strcmp(kk, "64") != 0;
-    const bool bad_knob = bad_kt || (wk != NULL && strcmp(wk, "i8") != 0 && strcmp(wk, "gguf") != 0);
+    const bool bad_wg = wgk != NULL && strcmp(wgk, "true") != 0 && strcmp(wgk, "false") != 0;
+    const bool bad_knob = bad_kt || bad_wg || (wk != NULL && strcmp(wk, "i8") != 0 && strcmp(wk, "gguf") != 0);
     const bool w8 = !bad_knob && (wk == NULL || strcmp(wk, "i8") == 0) && H % 128 == 0 && F % 128 == 0 && (!shared || Fs % 128 == 0);
     const bool mem_tight = getenv("EMU_MEM_FREE") != NULL && strtoull(getenv("EMU_MEM_FREE"), NULL, 10) <= (1ull << 30);
     rs = (uint32_t)(E * 7919 + K * 104729 + H * 13 + F * 17 + n * 31 + fused * 3 + shared * 5) | 1u;
@@ -447,7 +470,7 @@ int main(int argc, char **argv)
     si_err err = {};
     if (bad_knob) {
         const bool refused = ko->init(&host, "kernel.moe_grouped_i8", &ext, &state, &err) != SI_OK;
-        const char *key = bad_kt ? "ktile" : "weights", *val = bad_kt ? kk : wk;
+        const char *key = bad_kt ? "ktile" : bad_wg ? "wgmma" : "weights", *val = bad_kt ? kk : bad_wg ? wgk : wk;
         const bool named = refused && strstr(err.msg, key) && strstr(err.msg, val);
         printf("%s %s = '%s': init %s (%s)\n", named ? "ok  " : "FAIL", key, val, refused ? "refused" : "accepted it", refused ? err.msg : "");
         return named ? 0 : 1;
@@ -550,9 +573,13 @@ int main(int argc, char **argv)
     const double tol = w8 ? 3e-2 : 2e-3;
     // the i8 copies: kept (nothing said) or, without room, per call (said)
     const bool policy_ok = !w8 || g_said_per_call == mem_tight;
-    const bool ok = nan == 0 && bad_gap == 0 && rel < tol && g_frees_unsynced == 0 && g_builtin_calls == reps * (shared ? 2 : 1) && policy_ok;
-    printf("%s [%s%s%s] %s%s E %lld K %lld H %lld F %lld (Fs %lld) n %lld %s%s: experts used %lld, max|ref| %.4g, max err %.3g (rel %.3g at t %lld o %lld), NaN %lld, gap writes %lld, builtin calls %d\n",
-           ok ? "ok  " : "FAIL", w8 ? "i8" : "gguf", w8 && mem_tight ? ", per call" : "", policy_ok ? "" : ", COPY POLICY WRONG", argv[1], argc > 9 ? (std::string("/") + argv[9]).c_str() : "", (long long)E, (long long)K,
+    // the i8 GEMMs on wgmma in every exec (the fake device is an sm_90 and
+    // the emulator has wgmma) unless knob wgmma = false, then in none
+    const bool want_wg = w8 && (wgk == NULL || strcmp(wgk, "true") == 0), path_ok = g_wg_execs == (want_wg ? reps : 0);
+    const bool ok = nan == 0 && bad_gap == 0 && rel < tol && g_frees_unsynced == 0 && g_builtin_calls == reps * (shared ? 2 : 1) && policy_ok && path_ok;
+    printf("%s [%s%s%s%s] %s%s E %lld K %lld H %lld F %lld (Fs %lld) n %lld %s%s: experts used %lld, max|ref| %.4g, max err %.3g (rel %.3g at t %lld o %lld), NaN %lld, gap writes %lld, builtin calls %d\n",
+           ok ? "ok  " : "FAIL", w8 ? "i8" : "gguf", w8 ? (g_wg_execs ? " wgmma" : " mma.sync") : "", w8 && mem_tight ? ", per call" : "",
+           policy_ok ? path_ok ? "" : ", GEMM PATH WRONG" : ", COPY POLICY WRONG", argv[1], argc > 9 ? (std::string("/") + argv[9]).c_str() : "", (long long)E, (long long)K,
            (long long)H, (long long)F, (long long)Fs, (long long)n, fused ? "fused" : "separate", shared ? " +shared" : "",
            (long long)used, maxref, maxerr, rel, (long long)(worst / H), (long long)(worst % H), (long long)nan,
            (long long)bad_gap, g_builtin_calls);

@@ -28,6 +28,13 @@
 // Groups (grouped mode): E = 8 experts of 1, 64 (one tile exactly), 65
 // (tile + 1), 0, 130 (a padded last tile), 3, 47 and 10 rows.  Dense mode
 // (the shared expert): 130 tokens, tile_exp NULL.
+// EMU_WG=1: also the wgmma GEMMs (moe_i8_wg.cu, knob wgmma; PTX from
+// ../ptx_emu.h: wgmma from the ISA's descriptor and fragment definitions,
+// mbarriers, cp.async.mbarrier.arrive): mi8_wg_init must find them
+// (sm_90, the emulator's wgmma), then gate/up and down each on the same
+// inputs as the mma.sync kernels must write exactly those kernels' output
+// buffers (checked bit for bit against the exact products above), bit for
+// bit, poison and guard rows included.
 // Usage: mw_emu TYPE H F FUSED [dense]    (TYPE q4_k q5_k q6_k q8_0; down
 //   is of the same type; H a multiple of 256, F of 128 (K-quants: 256))
 #include "moe_emu_ext.h"
@@ -44,11 +51,19 @@ uint16_t si_f32_to_fp16(float f);
 // ---- the runtime the kernels' launchers call -----------------------------------
 // knob ktile: EMU_KT (default 128)
 static int emu_kt() { return getenv("EMU_KT") ? atoi(getenv("EMU_KT")) : 128; }
+// the wgmma GEMMs' n_sm: EMU_NSM (default 0: a block takes as many feature
+// blocks as its k-tiles allow, however small the grid)
+static int emu_nsm() { return getenv("EMU_NSM") ? atoi(getenv("EMU_NSM")) : 0; }
 static int g_optin;
 void emu_smem_optin(int bytes) { g_optin = std::max(g_optin, bytes); }
 extern "C" {
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == 0 ? "no error" : "emulated error"; }
+// (mi8_wg_init's probe: host memory, a stream that is always idle)
+cudaError_t cudaMalloc(void **p, size_t n) { *p = calloc(1, n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind, cudaStream_t) { memcpy(dst, src, n); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 }
 void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::function<void()> &body)
 {
@@ -57,6 +72,7 @@ void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std:
     emu_ptx::smem_bytes = smem;
     emu_launch(grid, block, smem, body);
     emu_ptx::check_drained();
+    emu_ptx::wg_check_drained();
 }
 
 // ---- inputs ------------------------------------------------------------------------
@@ -145,6 +161,17 @@ static float exact_dot(const int8_t *wq, const float *ws, const int8_t *xq, cons
     return acc;
 }
 static float swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
+
+// n floats of a kernel (v) against another's (ref), every bit (a NaN's
+// payload too); the first differences printed as [row][col] of `cols`
+static int64_t same_bits(const char *what, const float *v, const float *ref, int64_t n, int64_t cols)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (bits(v[i]) != bits(ref[i]) && bad++ < 3)
+            printf("  %s[%ld][%ld] = %.9g (%08x), mma.sync %.9g (%08x)\n", what, (long)(i / cols), (long)(i % cols), v[i], bits(v[i]), ref[i], bits(ref[i]));
+    return bad;
+}
 
 static int64_t cmp_q(const char *what, const int8_t *q, const float *s, const int8_t *rq, const float *rsc, int64_t rows, int64_t in)
 {
@@ -297,6 +324,15 @@ int main(int argc, char **argv)
         }
     }
     if (bad) { printf("  FAIL (gate/up: %ld mismatches)\n", (long)bad); return 1; }
+    const bool wg = getenv("EMU_WG") != NULL;
+    if (wg) {
+        int avail = 0;
+        if (mi8_wg_init(9, NULL, &avail) != 0 || !avail) { printf("  FAIL: mi8_wg_init: wgmma not found on the emulated sm_90\n"); return 1; }
+        std::vector<float> act2(act.size(), from_bits(POISON));
+        if (mi8_wg_gate_up(gate, up, mi8_q8a{ hq.data(), hsc.data() }, H, F, sch, act2.data(), emu_nsm(), NULL) != 0) { printf("  FAIL: wgmma gate_up refused\n"); return 1; }
+        bad += same_bits("wgmma gate/up: act", act2.data(), act.data(), max_rows * F, F);
+        if (bad) { printf("  FAIL (wgmma gate/up: %ld mismatches)\n", (long)bad); return 1; }
+    }
 
     // ---- its rows to int8 (rows past n_tiles * BT untouched)
     std::vector<int8_t> aq((size_t)(max_rows * F), 0x55), raq((size_t)(real_rows * F));
@@ -330,6 +366,12 @@ int main(int argc, char **argv)
         }
     }
     if (bad) { printf("  FAIL (down: %ld mismatches)\n", (long)bad); return 1; }
+    if (wg) {
+        std::vector<float> ybuf2(ybuf.size(), from_bits(POISON));
+        if (mi8_wg_down(down, mi8_q8a{ aq.data(), as.data() }, F, H, sch, ybuf2.data() + H, emu_nsm(), NULL) != 0) { printf("  FAIL: wgmma down refused\n"); return 1; }
+        bad += same_bits("wgmma down: y (from its guard row)", ybuf2.data(), ybuf.data(), (NK + 2) * H, H);
+        if (bad) { printf("  FAIL (wgmma down: %ld mismatches)\n", (long)bad); return 1; }
+    }
 
     // ---- against the f64 product on the GGUF weights and the raw h
     double worst = 0.0, gerr = 0.0, gmax = 1e-30;
@@ -361,7 +403,7 @@ int main(int argc, char **argv)
     // (a row's max is the max of its own H outputs: the worst of NK rows
     // lands at ~2x the typical)
     const bool ok = gerr <= 3e-2 * gmax && worst <= 1e-1;
-    printf("  bit-exact: weights, h, schedule, gate/up, act, down; |y - f64 dequant ref| <= %.3g of the largest |ref|, "
-           "<= %.3g of the row's (slot %ld)\n  %s\n", gerr / gmax, worst, (long)wa, ok ? "OK" : "FAIL");
+    printf("  bit-exact: weights, h, schedule, gate/up, act, down%s; |y - f64 dequant ref| <= %.3g of the largest |ref|, "
+           "<= %.3g of the row's (slot %ld)\n  %s\n", wg ? " (mma.sync and wgmma)" : "", gerr / gmax, worst, (long)wa, ok ? "OK" : "FAIL");
     return ok ? 0 : 1;
 }
