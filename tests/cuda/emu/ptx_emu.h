@@ -83,6 +83,40 @@ inline void mma_s8(int K, int d[4], const uint32_t *a, const uint32_t *b, int c0
     __syncwarp();
 }
 
+// What the float mma emulations end with, once the warp's lanes have put
+// their A (16 x K) and B (K x 8) elements into M: each element given
+// exactly once, then D = C + A B (products exact in double, the sum
+// rounded once), the counts cleared for the next call.
+template <int K, class Mat> inline void mma_float_tail(Mat &M, float c[4], const char *name)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int gid = lane >> 2, tig = lane % 4;
+    __syncwarp();
+    if (lane == 0) {
+        for (int r = 0; r < 16; r++)
+            for (int k = 0; k < K; k++)
+                if (M.na[r][k] != 1) { fprintf(stderr, "emu: %s: warp %d: A[%d][%d] given %d times\n", name, w, r, k, M.na[r][k]); abort(); }
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < 8; n++)
+                if (M.nb[k][n] != 1) { fprintf(stderr, "emu: %s: warp %d: B[%d][%d] given %d times\n", name, w, k, n, M.nb[k][n]); abort(); }
+    }
+    float d[4];
+    for (int i = 0; i < 4; i++) {
+        const int row = gid + (i >= 2 ? 8 : 0), col = tig * 2 + (i & 1);
+        double s = c[i];
+        for (int k = 0; k < K; k++)
+            s += (double)M.A[row][k] * (double)M.B[k][col];
+        d[i] = (float)s;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        memset(M.na, 0, sizeof M.na);
+        memset(M.nb, 0, sizeof M.nb);
+    }
+    __syncwarp();
+    for (int i = 0; i < 4; i++) c[i] = d[i];
+}
+
 // mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, C = D = c: A four
 // f16x2 registers, B two (the lower-indexed element in the low half).
 // Element i of A (0..7): row gid (+8 for i = 2,3,6,7), col 2*tig + (i & 1)
@@ -111,30 +145,7 @@ inline void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
         M.B[row][gid] = half_of(i < 2 ? b0 : b1, i & 1);
         M.nb[row][gid]++;
     }
-    __syncwarp();
-    if (lane == 0) {
-        for (int r = 0; r < 16; r++)
-            for (int k = 0; k < 16; k++)
-                if (M.na[r][k] != 1) { fprintf(stderr, "emu: mma.m16n8k16.f16: warp %d: A[%d][%d] given %d times\n", w, r, k, M.na[r][k]); abort(); }
-        for (int k = 0; k < 16; k++)
-            for (int n = 0; n < 8; n++)
-                if (M.nb[k][n] != 1) { fprintf(stderr, "emu: mma.m16n8k16.f16: warp %d: B[%d][%d] given %d times\n", w, k, n, M.nb[k][n]); abort(); }
-    }
-    float d[4];
-    for (int i = 0; i < 4; i++) {
-        const int row = gid + (i >= 2 ? 8 : 0), col = tig * 2 + (i & 1);
-        double s = c[i];
-        for (int k = 0; k < 16; k++)
-            s += (double)M.A[row][k] * (double)M.B[k][col];
-        d[i] = (float)s;
-    }
-    __syncwarp();
-    if (lane == 0) {
-        memset(M.na, 0, sizeof M.na);
-        memset(M.nb, 0, sizeof M.nb);
-    }
-    __syncwarp();
-    for (int i = 0; i < 4; i++) c[i] = d[i];
+    mma_float_tail<16>(M, c, "mma.m16n8k16.f16");
 }
 
 // cvt.rna.tf32.f32: to 10 mantissa bits, nearest, ties away from zero (the
@@ -171,30 +182,7 @@ inline void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
         M.B[tig + 4 * i][gid] = tf32_val(i ? b1 : b0);
         M.nb[tig + 4 * i][gid]++;
     }
-    __syncwarp();
-    if (lane == 0) {
-        for (int r = 0; r < 16; r++)
-            for (int k = 0; k < 8; k++)
-                if (M.na[r][k] != 1) { fprintf(stderr, "emu: mma.m16n8k8.tf32: warp %d: A[%d][%d] given %d times\n", w, r, k, M.na[r][k]); abort(); }
-        for (int k = 0; k < 8; k++)
-            for (int n = 0; n < 8; n++)
-                if (M.nb[k][n] != 1) { fprintf(stderr, "emu: mma.m16n8k8.tf32: warp %d: B[%d][%d] given %d times\n", w, k, n, M.nb[k][n]); abort(); }
-    }
-    float d[4];
-    for (int i = 0; i < 4; i++) {
-        const int row = gid + (i >= 2 ? 8 : 0), col = tig * 2 + (i & 1);
-        double acc = c[i];
-        for (int k = 0; k < 8; k++)
-            acc += (double)M.A[row][k] * (double)M.B[k][col];
-        d[i] = (float)acc;
-    }
-    __syncwarp();
-    if (lane == 0) {
-        memset(M.na, 0, sizeof M.na);
-        memset(M.nb, 0, sizeof M.nb);
-    }
-    __syncwarp();
-    for (int i = 0; i < 4; i++) c[i] = d[i];
+    mma_float_tail<8>(M, c, "mma.m16n8k8.tf32");
 }
 
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8i..8i+7 give the
