@@ -112,17 +112,7 @@ wg_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
     // full[s]: the producer's 128 threads' copies of the stage landed;
     // empty[s]: the 8 consumer warps are done with it
     const uint32_t full = smem_u32(sm + WG_BARS), empty = full + 8 * WG_STAGES;
-    if (tid == 0) {
-        for (int s = 0; s < WG_STAGES; s++) {
-            mbar_init(full + 8 * s, 128);
-            mbar_init(empty + 8 * s, 8);
-        }
-        fence_mbar_init();
-    }
-    __syncthreads();
-    // (the role as a warp-uniform value the compiler can see: a role
-    // branch it cannot prove uniform serialises the wgmma, ptxas C7520)
-    const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);
+    const int role = wg_ring_start(full, empty, WG_STAGES);
 
     if (role == 2) {
         // the producer: k-tile kt into stage kt % WG_STAGES once the

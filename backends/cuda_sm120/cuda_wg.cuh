@@ -4,8 +4,10 @@
 // int32 sums into f32.  Shared by the backend's dense GEMM (cuda_w8wg.cu)
 // and the moe_grouped_i8 plugin's grouped ones (moe_i8_wg.cu), so both
 // read their tiles and round their sums the one way cuda_w8.cuh's
-// w8_epilogue does.  No PTX here (the wgmma wrappers are cuda_ptx.cuh's):
-// the emulator harnesses build it as host C++.
+// w8_epilogue does; and the start both warp-specialised kernels share
+// (their stage ring's mbarriers and the thread's role).  No PTX here (the
+// wrappers are cuda_ptx.cuh's, or ptx_emu.h's in the emulator harnesses,
+// included first).
 #ifndef SI_CUDA_WG_CUH
 #define SI_CUDA_WG_CUH
 
@@ -46,5 +48,27 @@ __device__ __forceinline__ void wg_fold(float (&acc)[N], const int (&d)[N], cons
         }
     }
 }
+
+#if defined(SI_HAVE_WGMMA)
+// The block's start on a ring of `stages` stages that the producer
+// warpgroup (threads 256..383) fills and the 8 consumer warps release:
+// full[s] (at full + 8 s) completes on the producer's 128 copies, empty[s]
+// (at empty + 8 s) on the 8 consumer warps' releases.  Returns the
+// thread's role (0, 1: consumer warpgroups; 2: the producer) as a value
+// the compiler sees is warp-uniform: a role branch it cannot prove uniform
+// serialises the wgmma (ptxas C7520).
+__device__ __forceinline__ int wg_ring_start(uint32_t full, uint32_t empty, int stages)
+{
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mbar_init(full + 8 * s, 128);
+            mbar_init(empty + 8 * s, 8);
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();
+    return __shfl_sync(0xffffffffu, (int)threadIdx.x >> 7, 0);
+}
+#endif
 
 #endif

@@ -295,17 +295,7 @@ mwg_kernel(mi8_q8w wa, mi8_q8w wb, const int8_t *xq, const float *xs, int64_t in
     // full[s]: the producer's 128 threads' copies of the stage landed;
     // empty[s]: the 8 consumer warps are done with it
     const uint32_t full = smem_u32(sm + MWG_BARS), empty = full + 8 * MWG_STAGES;
-    if (tid == 0) {
-        for (int s = 0; s < MWG_STAGES; s++) {
-            mbar_init(full + 8 * s, 128);
-            mbar_init(empty + 8 * s, 8);
-        }
-        fence_mbar_init();
-    }
-    __syncthreads();
-    // (the role as a warp-uniform value the compiler can see: a role
-    // branch it cannot prove uniform serialises the wgmma, ptxas C7520)
-    const int role = __shfl_sync(0xffffffffu, tid >> 7, 0);
+    const int role = wg_ring_start(full, empty, MWG_STAGES);
 
     if (role == 2) {
         // the producer: step q (k-tile kt of a feature block) into stage q
