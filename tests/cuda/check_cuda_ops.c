@@ -758,7 +758,7 @@ START_TEST(test_attn_long_fa_9b)
 }
 END_TEST
 
-/* attn_fa_tile = v1 (the default) against v2 (cuda16_fa2), both on the
+/* attn_fa_tile = v2 (the default) against v1 (cuda16_fa1), both on the
  * GPU: the long-context steps 9B-like (16 query heads on 4) and 35B-like
  * (16 on 2), then a 200-token batch of two sequences in turns of 20 tokens
  * (every 128-token tile of v2 holds both: two passes).  Per row the two
@@ -772,7 +772,7 @@ static void attn_fa_tiles(uint32_t nh, uint32_t nkv)
     int32_t pos[200], seq[200];
     const uint32_t rng_saved = rng_state;
     rng_state = 778u;
-    pair_open_cu2(&a.p, "backend.cuda16", "backend.cuda16_fa2");
+    pair_open_cu2(&a.p, "backend.cuda16", "backend.cuda16_fa1");
     attn_init(&a, 0.0f, nh, nkv, 256, 2048, 2);
     attn_long_steps(&a, 1e-3);
     /* seq 0 goes on at 1602, seq 1 at 301 */
@@ -2072,7 +2072,7 @@ int main(void)
     /* (as_cpu: nor an attn_prefill knob) */
     const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
     /* (nor attn_fa_tile) */
-    const char *fa2 = as_cpu ? "" : "attn_fa_tile = v2\n";
+    const char *fa1 = as_cpu ? "" : "attn_fa_tile = v1\n";
     /* (nor attn_gqa) */
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
@@ -2089,7 +2089,7 @@ int main(void)
              "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 0\n"
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
-             "[backend.cuda16_fa2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             "[backend.cuda16_fa1]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
              "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -2121,7 +2121,7 @@ int main(void)
              "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
-             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa2,
+             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
