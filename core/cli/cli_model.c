@@ -170,7 +170,7 @@ uint32_t si_cli_n_batch(const si_cli_model_opts *o, const si_config *cfg)
 {
     if (o->n_batch > 0)
         return (uint32_t)o->n_batch;
-    return (uint32_t)si_config_get_long(cfg, "runtime", "n_batch", 2048);
+    return (uint32_t)si_config_get_long(cfg, "runtime", "n_batch", 8192);
 }
 
 char *si_cli_read_file(const char *cmd, const char *path, size_t *len)
