@@ -58,7 +58,7 @@ struct si_backend {
     int            w8_block;        /* knob w8_block: 128 or 32              */
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
-    bool           attn_fa_v2;      /* knob attn_fa_tile = v2 (else v1)      */
+    int            attn_fa_tile;    /* knob attn_fa_tile: 1, 2, 3 (v1..v3)   */
     bool           attn_gqa;        /* knob attn_gqa = shared (else per_head) */
     bool           attn_mma;        /* knob attn_mma (cuda_attn_mma.cu)      */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */

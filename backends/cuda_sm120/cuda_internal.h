@@ -310,8 +310,9 @@ typedef struct cu_attn {
      * tokens on average (cu_attn_prepare): the f16 dense cache's core is
      * then cuda_attn_fa.cu's flash attention. */
     bool         fa;
-    bool         fa_v2;          /* knob attn_fa_tile = v2: its 128-token
-                                  * tiles where they fit (si_cu_fa_plan) */
+    int          fa_tile;        /* knob attn_fa_tile: 1 (v1), 2 (v2: its
+                                  * 128-token tiles where they fit), 3 (v3:
+                                  * wgmma where it runs; si_cu_fa_plan) */
 } cu_attn;
 
 /* The max_len the attention core is planned for: the true one rounded up
@@ -340,7 +341,8 @@ static inline int32_t si_cu_attn_bucket(int32_t len)
 typedef struct cu_fa_plan {
     int     n_split;
     int32_t chunk;               /* positions per split, a multiple of 64  */
-    int     tile;                /* 2: fa2_kernel (v2), 1: fa_kernel (v1)  */
+    int     tile;                /* 3: fa3_kernel (v3), 2: fa2_kernel (v2),
+                                  * 1: fa_kernel (v1)                      */
 } cu_fa_plan;
 bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p);
 /* cuda_attn_mma.cu: the opt-in shared memory of its kernels (above 48 KB),
@@ -348,6 +350,13 @@ bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p);
 int si_cu_attn_mma_init(void);
 /* The core alone (after rope and append; without the combine). */
 int  si_cu_fa(const cu_attn *a, const cu_fa_plan *p, void *stream);
+/* cuda_attn_fa3.cu (v3, wgmma): whether this device runs it (at open,
+ * outside any graph capture: a probe launch; a CUDA error code, 0 on
+ * success), its dynamic shared memory at head_dim (128 or 256, else 0),
+ * and its launch (si_cu_fa does it for a plan of tile 3). */
+int    si_cu_fa3_init(bool *avail);
+size_t si_cu_fa3_smem(int head_dim);
+int    si_cu_fa3(const cu_attn *a, const cu_fa_plan *p, void *stream);
 
 /* Bytes of split partials si_cu_attn needs in a->part (0: none; set split,
  * fa, n_sm and max_len first). */

@@ -230,7 +230,7 @@
  *                         cuda_attn_fa.cu); split keeps the `attn` core
  *                         above for them.  Decode, f32 and i8 caches always
  *                         take `attn`.  Exact attention either way.
- *   attn_fa_tile = v1 | v2  (with attn_prefill = fa) v2: blocks of
+ *   attn_fa_tile = v1 | v2 | v3  (with attn_prefill = fa) v2: blocks of
  *                         128 tokens x 1 head, 8 warps, one block per SM,
  *                         the next K/V tile loading into a second stage
  *                         while the whole tile is computed (192 KB of
@@ -246,6 +246,18 @@
  *                         prompt 370 -> 297 ms, prefill +2.2% at 4096,
  *                         at a 32k prompt 22,822 vs 21,714 tok/s (9b),
  *                         22,776 vs 21,359 (35b-a3b).
+ *                         v3 (cuda_attn_fa3.cu): v2's tiles, splits and
+ *                         per-row arithmetic on Hopper's wgmma: a
+ *                         producer warpgroup streams K/V through a
+ *                         two-stage mbarrier ring, two consumer
+ *                         warpgroups of 64 rows read each K/V tile from
+ *                         shared memory once per 64 rows (v2: per 16), P V
+ *                         with P from registers; head_dim 128 and 256, an
+ *                         sm_90 with the fatbin's sm_90a code, else (and
+ *                         where v2 would not run) v2's choice.  v2's
+ *                         results up to the tensor cores' order of sums
+ *                         (the same bits in the host emulation); speed
+ *                         not yet measured.
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -394,7 +406,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     bool route_fused = true;
-    bool attn_fa_v2 = true;
+    int attn_fa_tile = 2;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -425,7 +437,6 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "f32_gemm", "tiled", "gemv", &f32_tiled },
         { "attn", "split", "simple", &attn_split },
         { "attn_prefill", "fa", "split", &attn_fa },
-        { "attn_fa_tile", "v2", "v1", &attn_fa_v2 },
         { "attn_gqa", "shared", "per_head", &attn_gqa },
         { "attn_mma", "true", "false", &attn_mma },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
@@ -442,6 +453,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             return si_err_set(err, SI_EINVAL, "[%s] %s = '%s': expected one of %s|%s", section, two[i].key, v,
                               two[i].yes, two[i].no);
         *two[i].out = strcmp(v, two[i].yes) == 0;
+    }
+    const char *ft = h->cfg_get(h, section, "attn_fa_tile");
+    if (ft != NULL) {
+        if (strcmp(ft, "v1") != 0 && strcmp(ft, "v2") != 0 && strcmp(ft, "v3") != 0)
+            return si_err_set(err, SI_EINVAL, "[%s] attn_fa_tile = '%s': expected one of v1|v2|v3", section, ft);
+        attn_fa_tile = ft[1] - '0';
     }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
@@ -503,7 +520,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->pdl = pdl;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
-    b->attn_fa_v2 = attn_fa_v2;
+    b->attn_fa_tile = attn_fa_tile;
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
     b->gdn_rows = gdn_rows;
@@ -529,6 +546,16 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cudaGetLastError();
     }
     b->w8_wgmma = b->w8_wgmma && wg_avail;   /* (silently off where the device or fatbin has no wgmma) */
+    bool fa3_avail = false;
+    if (b->attn_fa_tile == 3 && (e = (cudaError_t)si_cu_fa3_init(&fa3_avail)) != cudaSuccess) {
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_fa_tile = v3: %s; using v2", cudaGetErrorString(e));
+        cudaGetLastError();
+    }
+    if (b->attn_fa_tile == 3 && !fa3_avail) {
+        if (e == cudaSuccess)
+            b->host->log(b->host, SI_LOG_INFO, CU_NAME, "attn_fa_tile = v3 needs an sm_90 running sm_90a code; using v2");
+        b->attn_fa_tile = 2;
+    }
     if (profile && (rc = cu_prof_open(b, err)) != SI_OK) {
         cuda_close(b);
         return rc;
@@ -702,7 +729,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->gqa_shared = b->attn_gqa;
     a->dec_mma = b->attn_mma;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
-    a->fa_v2 = b->attn_fa_v2;
+    a->fa_tile = b->attn_fa_tile;
     a->n_sm = b->n_sm;
     a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;

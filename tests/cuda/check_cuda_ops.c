@@ -766,14 +766,14 @@ END_TEST
  * their plans cut the context alike; else combine's order and P's f16
  * rounding against other split maxima (the emulator sees ~2e-4 of max
  * |out|): 1e-3, what either keeps to the cpu. */
-static void attn_fa_tiles(uint32_t nh, uint32_t nkv)
+static void attn_fa_tiles_sec(const char *ref_sec, const char *cu_sec, uint32_t nh, uint32_t nkv, uint32_t hd)
 {
     attn_env a;
     int32_t pos[200], seq[200];
     const uint32_t rng_saved = rng_state;
     rng_state = 778u;
-    pair_open_cu2(&a.p, "backend.cuda16", "backend.cuda16_fa1");
-    attn_init(&a, 0.0f, nh, nkv, 256, 2048, 2);
+    pair_open_cu2(&a.p, ref_sec, cu_sec);
+    attn_init(&a, 0.0f, nh, nkv, hd, 2048, 2);
     attn_long_steps(&a, 1e-3);
     /* seq 0 goes on at 1602, seq 1 at 301 */
     for (int i = 0; i < 200; i++) {
@@ -785,10 +785,30 @@ static void attn_fa_tiles(uint32_t nh, uint32_t nkv)
     rng_state = rng_saved;
 }
 
+static void attn_fa_tiles(uint32_t nh, uint32_t nkv)
+{
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa1", nh, nkv, 256);
+}
+
 START_TEST(test_attn_fa_tiles)
 {
     attn_fa_tiles(16, 4);
     attn_fa_tiles(16, 2);
+}
+END_TEST
+
+/* attn_fa_tile = v3 (cuda16_fa3: wgmma, cuda_attn_fa3.cu) against v2 (the
+ * default), the same steps: the same plans (tiles, splits, passes of
+ * several sequences, partials), per row the same f16 q and P, but the
+ * tensor cores' own summation order: 1e-3 of max |out|, what either keeps
+ * to the cpu (the emulator, whose sums agree, sees the same bits).  hd 256
+ * (9B-like, 35B-like) and 128.  Where the device or fatbin has no sm_90a
+ * code v3 falls back to v2 (the backend says so at open): then v2 twice. */
+START_TEST(test_attn_fa3)
+{
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3", 16, 4, 256);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3", 16, 2, 256);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3", 8, 2, 128);
 }
 END_TEST
 
@@ -2073,6 +2093,7 @@ int main(void)
     const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
     /* (nor attn_fa_tile) */
     const char *fa1 = as_cpu ? "" : "attn_fa_tile = v1\n";
+    const char *fa3 = as_cpu ? "" : "attn_fa_tile = v3\n";
     /* (nor attn_gqa) */
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
@@ -2090,6 +2111,7 @@ int main(void)
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda16_fa1]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             "[backend.cuda16_fa3]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
              "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -2122,7 +2144,7 @@ int main(void)
              "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
-             cu_extra, nofa,
+             cu_extra, fa3, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
@@ -2175,10 +2197,15 @@ int main(void)
     Suite *s = suite_create("cuda_ops");
     TCase *tm = tcase_create("matmul"), *ta = tcase_create("attn"), *tg = tcase_create("gdn"),
           *tx = tcase_create("moe");
+    /* (the wgmma flash attention's own case, so a GPU run can take it
+     * without the rest of attn: CK_RUN_CASE=attn_fa3) */
+    TCase *tf = tcase_create("attn_fa3");
     tcase_set_timeout(tm, 600);
     tcase_set_timeout(ta, 600);
     tcase_set_timeout(tg, 600);
     tcase_set_timeout(tx, 600);
+    tcase_set_timeout(tf, 600);
+    tcase_add_test(tf, test_attn_fa3);
     tcase_add_test(tm, test_matmul);
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);
@@ -2222,6 +2249,7 @@ int main(void)
     suite_add_tcase(s, ta);
     suite_add_tcase(s, tg);
     suite_add_tcase(s, tx);
+    suite_add_tcase(s, tf);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);

@@ -17,10 +17,13 @@
 //   NSM multiprocessors (sizes the split: small = many splits), ORDER 0 =
 //   each sequence's tokens together, k > 0 = round robin over the
 //   sequences k tokens at a time (tiles holding several sequences).
-//   EMU_FA_TILE=v1|v2 (default v2): the knob attn_fa_tile; the plan may
+//   EMU_FA_TILE=v1|v2|v3 (default v2): the knob attn_fa_tile; the plan may
 //   still take v1 (an op of <= 64 tokens, or EMU_SMEM_OPTIN too small for
-//   v2); the kernel that ran is printed, and EMU_FA_EXPECT=v1|v2 makes
-//   any other one a failure.
+//   v2) or v2 (v3 at hd 64); the kernel that ran is printed, and
+//   EMU_FA_EXPECT=v1|v2|v3 makes any other one a failure.  An op that ran
+//   v2 runs v1 too (compared), and at hd 128 / 256 v3 too (the v3 kernel,
+//   cuda_attn_fa3.cu, on ptx_emu.h's f16 wgmma): against the reference
+//   and against v2; EMU_FA_TILE=v3 runs v3 first, then v2.
 #include "cuda_runtime.h"
 #include "cuda_fp16.h"
 #include "cuda_internal.h"
@@ -50,13 +53,13 @@ static void ref_norm_rope(float *x, const float *w, int pos)
 // One si_cu_attn of the op (rope, append, the fa core, combine) with the
 // knob attn_fa_tile = v2 or v1, into out (NaN-poisoned first, as are the
 // partials); the plan in fp.  0, or 1 after saying why.
-static int run_op(cu_attn a, bool v2, std::vector<float> &out, cu_fa_plan &fp, const char *expect)
+static int run_op(cu_attn a, int tile, std::vector<float> &out, cu_fa_plan &fp, const char *expect)
 {
     std::fill(out.begin(), out.end(), NAN);
     a.dst = out.data();
-    a.fa_v2 = v2;
+    a.fa_tile = tile;
     if (!si_cu_fa_plan(&a, &fp)) { printf("  si_cu_fa_plan refused the op: FAIL\n"); return 1; }
-    if (expect != nullptr && strcmp(expect, fp.tile == 2 ? "v2" : "v1") != 0) {
+    if (expect != nullptr && strcmp(expect, fp.tile == 3 ? "v3" : fp.tile == 2 ? "v2" : "v1") != 0) {
         printf("  the plan took fa v%d, not %s: FAIL\n", fp.tile, expect);
         return 1;
     }
@@ -64,10 +67,11 @@ static int run_op(cu_attn a, bool v2, std::vector<float> &out, cu_fa_plan &fp, c
     std::vector<float> part(pb / 4 + 1, NAN);
     a.part = pb ? part.data() : nullptr;
     // the kernel's dynamic shared memory: v1 Q, K, V tiles of 64 rows; v2
-    // Q of 128 rows and two stages of K, V
-    emu_ptx::smem_bytes = (size_t)(fp.tile == 2 ? 128 + 4 * 64 : 3 * 64) * hd * 2;
+    // Q of 128 rows and two stages of K, V; v3 cuda_attn_fa3.cu's
+    emu_ptx::smem_bytes = fp.tile == 3 ? si_cu_fa3_smem(hd) : (size_t)(fp.tile == 2 ? 128 + 4 * 64 : 3 * 64) * hd * 2;
     const int rc = si_cu_attn(&a, nullptr);
     emu_ptx::check_drained();
+    emu_ptx::wg_check_drained();
     if (rc != 0) { printf("  si_cu_attn returned %d: FAIL\n", rc); return 1; }
     return 0;
 }
@@ -133,13 +137,14 @@ int main(int argc, char **argv)
     a.n_ctx = (uint32_t)n_ctx; a.f16 = true; a.kc = kh.data(); a.vc = vh.data();
     a.split = true; a.fa = true; a.n_sm = nsm; a.max_len = ml;
     const char *tile = getenv("EMU_FA_TILE");
-    const bool v2 = tile == nullptr || strcmp(tile, "v1") != 0;
+    const int want = tile == nullptr ? 2 : strcmp(tile, "v1") == 0 ? 1 : strcmp(tile, "v3") == 0 ? 3 : 2;
     cu_fa_plan fp;
     emu::granges = { { kh.data(), kh.data() + rows, "k cache" }, { vh.data(), vh.data() + rows, "v cache" } };
-    if (run_op(a, v2, dst, fp, getenv("EMU_FA_EXPECT")) != 0) return 1;
+    if (run_op(a, want, dst, fp, getenv("EMU_FA_EXPECT")) != 0) return 1;
 
-    double md = 0, mx = 0, mdq = 0;
-    int nan = 0, at_t = -1, at_h = -1;
+    // the reference (q rounded to f16: the check; f32 q: reported)
+    std::vector<double> ref(dst.size(), NAN), refq(dst.size(), NAN);
+    double mx = 0;
     std::vector<double> sc(n_ctx), acc(hd);
     std::vector<float> qr(hd);
     for (int t = 0; t < n; t++)
@@ -148,7 +153,7 @@ int main(int argc, char **argv)
             const float *qrow = &qg[t * qs + (size_t)h * 2 * hd];
             std::vector<float> q(qrow, qrow + hd);
             ref_norm_rope(q.data(), qnw.data(), pos[t]);
-            for (int pass = 0; pass < 2; pass++) {   // 0: q rounded to f16 (the check), 1: f32 q (reported)
+            for (int pass = 0; pass < 2; pass++) {
                 for (int i = 0; i < hd; i++) qr[i] = pass ? q[i] : (float)(_Float16)q[i];
                 double m = -1e300, l = 0;
                 for (int p = 0; p <= pos[t]; p++) {
@@ -165,39 +170,86 @@ int main(int argc, char **argv)
                     for (int i = 0; i < hd; i++) acc[i] += e * (double)vh[(((size_t)seq[t] * n_ctx + p) * nkv + g) * hd + i];
                 }
                 for (int i = 0; i < hd; i++) {
-                    const double gate = qrow[hd + i], want = acc[i] / l / (1.0 + exp(-gate));
-                    const float got = dst[t * ds + (size_t)h * hd + i];
-                    if (!std::isfinite(got)) { if (pass == 0 && nan++ < 3) printf("  token %d head %d [%d] = %g\n", t, h, i, got); continue; }
-                    const double d = std::fabs(got - want);
-                    if (pass == 0) { if (d > md) { md = d; at_t = t; at_h = h; } mx = std::max(mx, std::fabs(want)); }
-                    else mdq = std::max(mdq, d);
+                    const double gate = qrow[hd + i], want_v = acc[i] / l / (1.0 + exp(-gate));
+                    (pass ? refq : ref)[t * ds + (size_t)h * hd + i] = want_v;
+                    if (pass == 0) mx = std::max(mx, std::fabs(want_v));
                 }
             }
         }
-    bool ok = nan == 0 && md <= 1e-3 * mx;
-    printf("  fa v%d, %d tokens, %d splits of %d: max |out - ref| %.3g = %.2e of max %.3g (token %d head %d); vs f32 q %.2e; %d non-finite: %s\n",
-           fp.tile, n, fp.n_split, fp.chunk, md, md / mx, mx, at_t, at_h, mdq / mx, nan, ok ? "ok" : "FAIL");
-    if (fp.tile != 2)
+    // out against the reference: <= 1e-3 of max |out|, every value finite
+    auto check = [&](const std::vector<float> &out, const cu_fa_plan &p) {
+        double md = 0, mdq = 0;
+        int nan = 0, at_t = -1, at_h = -1;
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < nh * hd; i++) {
+                const size_t at = t * ds + i;
+                const float got = out[at];
+                if (!std::isfinite(got)) { if (nan++ < 3) printf("  token %d head %d [%d] = %g\n", t, i / hd, i % hd, got); continue; }
+                const double d = std::fabs(got - ref[at]);
+                if (d > md) { md = d; at_t = t; at_h = i / hd; }
+                mdq = std::max(mdq, std::fabs(got - refq[at]));
+            }
+        const bool ok = nan == 0 && md <= 1e-3 * mx;
+        printf("  fa v%d, %d tokens, %d splits of %d: max |out - ref| %.3g = %.2e of max %.3g (token %d head %d); vs f32 q %.2e; %d non-finite: %s\n",
+               p.tile, n, p.n_split, p.chunk, md, md / mx, mx, at_t, at_h, mdq / mx, nan, ok ? "ok" : "FAIL");
+        return ok;
+    };
+    // the largest difference of two outputs (and how many values differ)
+    auto differ = [&](const std::vector<float> &x, const std::vector<float> &y, size_t &nd) {
+        double d = 0;
+        nd = 0;
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < nh * hd; i++) {
+                const float u = x[t * ds + i], v = y[t * ds + i];
+                nd += memcmp(&u, &v, sizeof u) != 0;
+                d = std::max(d, (double)std::fabs(u - v));
+            }
+        return d;
+    };
+    bool ok = check(dst, fp);
+    if (fp.tile == 1)
         return ok ? 0 : 1;
-    // v2 against v1 on the same op (the cache rows it appends are the
-    // same): per row the same key tiles, fragments and order, so the same
-    // bits where both cut the context alike; else combine's f32 order and
-    // the f16 P of other split maxima, within the 5e-4 of max |out| that
-    // both keep to the reference by
-    std::vector<float> dst1(dst.size());
-    cu_fa_plan fp1;
-    if (run_op(a, false, dst1, fp1, "v1") != 0) return 1;
-    double d1 = 0;
-    size_t differ = 0;
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < nh * hd; i++) {
-            const float x = dst[t * ds + i], y = dst1[t * ds + i];
-            differ += memcmp(&x, &y, sizeof x) != 0;
-            d1 = std::max(d1, (double)std::fabs(x - y));
-        }
-    const bool same = fp1.n_split == fp.n_split && fp1.chunk == fp.chunk;
-    const bool ok1 = same ? differ == 0 : d1 <= 5e-4 * mx;
-    printf("  vs fa v1 (%d splits of %d): %zu values differ, max %.2e of max |out|: %s\n", fp1.n_split, fp1.chunk, differ,
-           d1 / mx, ok1 ? "ok" : same ? "FAIL (same splits: bits must agree)" : "FAIL");
-    return ok && ok1 ? 0 : 1;
+    if (fp.tile == 2) {
+        // v2 against v1 on the same op (the cache rows it appends are the
+        // same): per row the same key tiles, fragments and order, so the
+        // same bits where both cut the context alike; else combine's f32
+        // order and the f16 P of other split maxima, within the 5e-4 of
+        // max |out| that both keep to the reference by
+        std::vector<float> dst1(dst.size());
+        cu_fa_plan fp1;
+        if (run_op(a, 1, dst1, fp1, "v1") != 0) return 1;
+        size_t nd;
+        const double d1 = differ(dst, dst1, nd);
+        const bool same = fp1.n_split == fp.n_split && fp1.chunk == fp.chunk;
+        const bool ok1 = same ? nd == 0 : d1 <= 5e-4 * mx;
+        printf("  vs fa v1 (%d splits of %d): %zu values differ, max %.2e of max |out|: %s\n", fp1.n_split, fp1.chunk, nd,
+               d1 / mx, ok1 ? "ok" : same ? "FAIL (same splits: bits must agree)" : "FAIL");
+        ok = ok && ok1;
+    }
+    if (hd != 128 && hd != 256)
+        return ok ? 0 : 1;
+    // v3 on every op v2 runs at hd 128 / 256 (the plan must take it on the
+    // default sm_90 shared memory; with EMU_SMEM_OPTIN it may not fit), and
+    // v2 on every op v3 runs (EMU_FA_TILE=v3): each against the reference,
+    // and against each other: the same splits, per row the same f16 q and
+    // P, and here the same sums (the emulator takes every k16 step of
+    // mma.sync and of wgmma alike: exact products, the sum rounded once),
+    // so the same bits.  (On the GPU the tensor cores' summation orders
+    // differ: check_cuda_ops compares v3 and v2 within 1e-3.)
+    std::vector<float> dst3(dst.size());
+    cu_fa_plan fp3;
+    const int other = fp.tile == 2 ? 3 : 2;
+    const bool must = getenv("EMU_SMEM_OPTIN") == nullptr;
+    if (run_op(a, other, dst3, fp3, !must ? nullptr : other == 3 ? "v3" : "v2") != 0) return 1;
+    if (fp3.tile != other) {
+        printf("  v3: the plan took fa v%d (v3 does not fit here)\n", fp3.tile);
+        return ok ? 0 : 1;
+    }
+    const bool ok3 = check(dst3, fp3);
+    size_t nd;
+    const double d3 = differ(dst, dst3, nd);
+    const bool ok32 = fp3.n_split == fp.n_split && fp3.chunk == fp.chunk && nd == 0;
+    printf("  v3 vs v2 (%d splits of %d): %zu values differ, max %.2e of max |out|: %s\n", fp3.n_split, fp3.chunk, nd,
+           d3 / mx, ok32 ? "ok" : "FAIL (the emulator's sums agree: bits must)");
+    return ok && ok3 && ok32 ? 0 : 1;
 }

@@ -231,6 +231,21 @@ inline void cp_async(int n, const char *what, void *smem, const void *g)
     memset(smem, 0x7f, (size_t)n);
     q[threadIdx.x].push_back(p);
 }
+// cp.async.cg.shared.global [dst], [src], 16, 0 (src-size 0: the 16
+// bytes are zero-filled, nothing is read): queued like any copy
+inline void cp_async_zero(void *smem)
+{
+    const char *s0 = (const char *)emu::dyn_smem();
+    if ((uintptr_t)smem % 16 || (const char *)smem < s0 || (const char *)smem + 16 > s0 + smem_bytes) {
+        fprintf(stderr, "emu: cp.async 16 (src-size 0): shared address +%td not 16-aligned in the %zu B\n", (const char *)smem - s0, smem_bytes);
+        abort();
+    }
+    pend p;
+    p.dst = smem; p.n = 16; p.group = committed[threadIdx.x];
+    memset(p.data, 0, 16);
+    memset(smem, 0x7f, 16);
+    q[threadIdx.x].push_back(p);
+}
 inline void wait_all()
 {
     for (auto &p : q[threadIdx.x]) memcpy(p.dst, p.data, (size_t)p.n);
@@ -289,6 +304,9 @@ static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16,
 static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
 // prefetch.global.L2: no effect on data; the address must be in a buffer
 static inline void prefetch_l2(const void *g) { emu::gread(g, 1, 1, "prefetch.global.L2"); }
+// cuda_attn_fa3.cu's: src-size 16, or 0 (zeros, no read) where !valid
+static inline void cp_async16_zf(void *smem, const void *g, bool valid)
+{ if (valid) emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); else emu_ptx::cp_async_zero(smem); }
 static inline void cp_async_commit() { emu_ptx::commit(); }
 static inline void cp_async_wait_all() { emu_ptx::wait_all(); }
 // cuda_attn_fa.cu's wrappers
@@ -356,9 +374,110 @@ inline void wg_apply(const wg_pend &p)
 }
 inline void wg_mma(int *d, uint64_t da, uint64_t db, int n) { wgq[threadIdx.x].push_back({ d, da, db, wg_committed[threadIdx.x], n }); }
 inline void wg_commit() { wg_committed[threadIdx.x]++; }
+
+// ---- wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16 (cuda_attn_fa3.cu),
+// from the ISA (9.7.15.5.1.1 register fragments; 9.7.15.5.1.2 shared
+// memory matrix layout and its strides; 9.7.15.5.1.2.x the matrix
+// descriptor).  Descriptor: start address >> 4 in bits 0-13, leading
+// dimension byte offset (LBO) >> 4 in 16-29, stride dimension byte offset
+// (SBO) >> 4 in 32-45, base offset in 49-51, swizzle mode in 62-63 (1:
+// 128-byte); the other bits are zero.  Only the 128-byte swizzle with base
+// offset 0 is emulated (anything else aborts): its swizzle atom is 8 rows
+// of 128 bytes, 1024 bytes, the 16-byte chunk of bits 4-6 of an address
+// XORed with the row of bits 7-9 (on the shared address itself), so the
+// start must lie in an atom's first row.
+//   K-major (A; B with imm-trans-b 0): row mn of the operand (M or N) is
+//     128 bytes of K in an atom row; 8 rows an atom, the next 8 rows SBO
+//     bytes on; LBO unused with swizzling; the k16 slice (32 bytes) must
+//     lie inside the row (a k step moves the start by 32 bytes).
+//   MN-major (B with imm-trans-b 1, allowed for f16): an atom row is 64
+//     elements of N (128 bytes) at one k; 8 k an atom; the next 8 k SBO
+//     bytes on ("stride dimension byte offset"), the next 64 of N LBO bytes
+//     on ("leading dimension byte offset": for swizzled MN-major layouts
+//     the stride from one (swizzle-bytes / 16) group of 16-byte rows of N
+//     to the next); the start must be an atom row's first byte.
+// A from registers (the RS form): a warp of the warpgroup holds the 16
+// rows 16 (warp % 4) .. + 15 as mma.m16n8k16's A fragment (four f16x2:
+// element i of 8 at row lane / 4 + 8 ((i / 2) % 2), column 2 (lane % 4) +
+// i % 2 + 8 (i / 4)); the warp meets at the issue (.sync.aligned: every
+// lane must come, each element given once) and each lane keeps its two
+// rows.  D (f32): element 4 j + e at row 16 (warp % 4) + lane / 4 + 8 (e /
+// 2), column 8 j + 2 (lane % 4) + e % 2.  As the s8 ones, the product is
+// computed at the wgmma.wait_group that completes its group (shared
+// memory read then); the sum is taken in double and rounded once.
+struct wg16_pend { float *d; int n; uint64_t da, db; bool a_reg, tb; unsigned group; float a[2][16]; };
+inline std::vector<wg16_pend> wg16q[1024];
+struct wg16_warp { float A[16][16]; unsigned char na[16][16]; };
+inline wg16_warp wg16w[32];
+inline float wg16_elem(uint64_t desc, int mn, int k, bool mn_major, const char *what)
+{
+    const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFF) << 4,
+                   sbo = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    const bool reserved = (desc & ((3ull << 14) | (3ull << 30) | (7ull << 46) | (0x3FFull << 52))) != 0;
+    if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0 || reserved || ((start >> 7) & 7) != 0 || sbo == 0 || sbo % 1024) {
+        fprintf(stderr, "emu: wgmma f16: %s descriptor %016llx: not a 128-byte swizzle with base offset 0, a start in an atom's first row and SBO a multiple of 1024\n", what, (unsigned long long)desc);
+        abort();
+    }
+    uint32_t a;
+    if (!mn_major) {
+        if ((start & 127) + 32 > 128) { fprintf(stderr, "emu: wgmma f16: %s descriptor %016llx: the k16 slice crosses its 128-byte row\n", what, (unsigned long long)desc); abort(); }
+        a = start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 128 + (uint32_t)k * 2;
+    } else {
+        if ((start & 127) != 0 || lbo == 0 || lbo % 1024) { fprintf(stderr, "emu: wgmma f16: %s N-major descriptor %016llx: start not an atom row's first byte, or LBO not a multiple of 1024\n", what, (unsigned long long)desc); abort(); }
+        a = start + (uint32_t)(mn / 64) * lbo + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 + (uint32_t)(mn % 64) * 2;
+    }
+    a ^= ((a >> 7) & 7) << 4;
+    if (a + 2 > smem_bytes) { fprintf(stderr, "emu: wgmma f16: %s element (%d, %d) at %u outside the %zu B of shared memory\n", what, mn, k, a, smem_bytes); abort(); }
+    _Float16 h;
+    memcpy(&h, (const char *)emu::dyn_smem() + a, 2);
+    return (float)h;
+}
+inline void wg16_mma(float *d, int n, uint64_t da, const uint32_t *areg, uint64_t db, bool tb)
+{
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int gid = lane >> 2, tig = lane % 4;
+    wg16_pend p;
+    p.d = d; p.n = n; p.da = da; p.db = db; p.a_reg = areg != nullptr; p.tb = tb; p.group = wg_committed[threadIdx.x];
+    if (areg) {
+        wg16_warp &M = wg16w[w];
+        for (int i = 0; i < 8; i++) {
+            const int row = gid + (((i >> 1) & 1) ? 8 : 0), col = tig * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+            M.A[row][col] = half_of(areg[i / 2], i & 1);
+            M.na[row][col]++;
+        }
+        __syncwarp();
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 16; c++)
+                if (M.na[r][c] != 1) { fprintf(stderr, "emu: wgmma f16 (A from registers): warp %d: A[%d][%d] given %d times (a lane missing or diverged?)\n", w, r, c, M.na[r][c]); abort(); }
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 16; k++) p.a[h][k] = M.A[gid + 8 * h][k];
+        __syncwarp();
+        if (lane == 0) memset(M.na, 0, sizeof M.na);
+        __syncwarp();
+    }
+    wg16q[threadIdx.x].push_back(p);
+}
+inline void wg16_apply(wg16_pend &p)
+{
+    const int lane = (int)(threadIdx.x & 31), wq = (int)((threadIdx.x >> 5) & 3);
+    const int gid = lane >> 2, tig = lane % 4;
+    if (!p.a_reg)
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 16; k++) p.a[h][k] = wg16_elem(p.da, 16 * wq + gid + 8 * h, k, false, "A");
+    for (int j = 0; j < p.n / 8; j++)
+        for (int c = 0; c < 2; c++) {
+            float b[16];
+            for (int k = 0; k < 16; k++) b[k] = wg16_elem(p.db, 8 * j + 2 * tig + c, k, p.tb, "B");
+            for (int h = 0; h < 2; h++) {
+                double s = p.d[4 * j + 2 * h + c];
+                for (int k = 0; k < 16; k++) s += (double)p.a[h][k] * (double)b[k];
+                p.d[4 * j + 2 * h + c] = (float)s;
+            }
+        }
+}
 inline void wg_wait(unsigned n)
 {
-    if (!wgq[threadIdx.x].empty())
+    if (!wgq[threadIdx.x].empty() || !wg16q[threadIdx.x].empty())
         emu::spin();
     auto &v = wgq[threadIdx.x];
     std::vector<wg_pend> keep;
@@ -367,11 +486,18 @@ inline void wg_wait(unsigned n)
         else keep.push_back(p);
     }
     v.swap(keep);
+    auto &v16 = wg16q[threadIdx.x];
+    std::vector<wg16_pend> keep16;
+    for (auto &p : v16) {
+        if (p.group + n < wg_committed[threadIdx.x]) wg16_apply(p);
+        else keep16.push_back(p);
+    }
+    v16.swap(keep16);
 }
 inline void wg_check_drained()
 {
     for (int t = 0; t < 1024; t++)
-        if (!wgq[t].empty()) { fprintf(stderr, "emu: thread %d exited with %zu wgmma not waited for\n", t, wgq[t].size()); abort(); }
+        if (!wgq[t].empty() || !wg16q[t].empty()) { fprintf(stderr, "emu: thread %d exited with %zu wgmma not waited for\n", t, wgq[t].size() + wg16q[t].size()); abort(); }
 }
 }
 // mbarriers (PTX ISA 9.7.13.15): the 8 bytes in shared memory hold the
@@ -440,3 +566,8 @@ static inline void wg_commit() { emu_ptx::wg_commit(); }
 template <int N> static inline void wg_wait() { emu_ptx::wg_wait((unsigned)N); }
 static inline void wg_mma_s8_n128(int (&d)[64], uint64_t da, uint64_t db) { emu_ptx::wg_mma(d, da, db, 128); }
 static inline void wg_mma_s8_n64(int (&d)[32], uint64_t da, uint64_t db) { emu_ptx::wg_mma(d, da, db, 64); }
+// cuda_attn_fa3.cu's (f16, f32 accumulate; d[j][e] = element 4 j + e)
+static inline void wg_mma_f16_n64(float (&d)[8][4], uint64_t da, uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 64, da, nullptr, db, false); }
+template <int TB> static inline void wg_mma_f16_n128_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 128, 0, a, db, TB != 0); }
+template <int TB> static inline void wg_mma_f16_n256_rs(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 256, 0, a, db, TB != 0); }
+template <int N> static inline void wg_fence_acc(float (&)[N][4]) {}

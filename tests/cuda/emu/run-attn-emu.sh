@@ -28,7 +28,7 @@ for f in cuda_attn cuda_attn_i8; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 # the flash-attention core si_cu_attn dispatches to (not taken here: fa = 0)
 # and the attn_gqa = shared split kernel (cp.async: ptx_emu.h)
 sh "$here/run-fa-emu.sh" "$out" objs
-g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/attn_emu"
+g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/attn_emu"
 rc=0
 cuda=${CUDA_HOME:-/usr/local/cuda}
 gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/include -I$top/backends \
@@ -89,7 +89,7 @@ aplant() {
     sed -e "$1" "$out/cuda_attn_mma.cc" > "$out/bug.cc"
     if cmp -s "$out/bug.cc" "$out/cuda_attn_mma.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/bug.cc" -o "$out/bug.o"
-    g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" \
+    g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" \
         "$out/cuda_attn_gqa.o" "$out/bug.o" -o "$out/attn_bug"
     if "$out/attn_bug" f16 3 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
         echo "plant $2: NOT detected"; rc=1
