@@ -86,12 +86,12 @@ for m in 9b 35b; do
     # the MoE plugin's expert GEMMs on mma.sync against the default wgmma
     [ "$m" = 35b ] && step "pp_${m}_moe_mma" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set kernel.moe_grouped_i8.wgmma=false
-    # the prefill flash attention's 64-token tiles (v1) against the default v2
+    # the prefill flash attention's 64-token tiles (v1) and v2 (mma.sync)
+    # against the default v3 (wgmma)
     step "pp_${m}_fa_v1" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.attn_fa_tile=v1
-    # v3: the same tiles on Hopper's wgmma (producer + two consumer warpgroups)
-    step "pp_${m}_fa_v3" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
-        --set backend.cuda_sm120.attn_fa_tile=v3
+    step "pp_${m}_fa_v2" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.attn_fa_tile=v2
     # the wgmma kernel's warpgroups multiplying together (the default takes turns)
     step "pp_${m}_pp_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_wg_pingpong=false
@@ -195,8 +195,8 @@ step pp_32k_35b 60 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 32768 --rep
 for m in 9b 35b; do
     step "pp_32k_${m}_fa_v1" 60 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 32768 --reps 2 --warmup 0 \
         --set backend.cuda_sm120.attn_fa_tile=v1
-    step "pp_32k_${m}_fa_v3" 60 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 32768 --reps 2 --warmup 0 \
-        --set backend.cuda_sm120.attn_fa_tile=v3
+    step "pp_32k_${m}_fa_v2" 60 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 32768 --reps 2 --warmup 0 \
+        --set backend.cuda_sm120.attn_fa_tile=v2
     step "pp_64k_$m" 60 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 65536 --reps 1 --warmup 0
 done
 step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5

@@ -237,7 +237,7 @@
  *                         shared memory at head_dim 256: sm_90; sm_120
  *                         runs v1 at 256), and fewer context splits: each
  *                         K/V byte crosses the L2 half as often as in v1;
- *                         ops of <= 64 tokens keep v1 (default v2).  v1: 64
+ *                         ops of <= 64 tokens keep v1.  v1: 64
  *                         tokens x 1 head, 4 warps, two blocks per SM.
  *                         The same bits where both cut the context into
  *                         the same splits, else within P's f16 rounding
@@ -246,7 +246,8 @@
  *                         prompt 370 -> 297 ms, prefill +2.2% at 4096,
  *                         at a 32k prompt 22,822 vs 21,714 tok/s (9b),
  *                         22,776 vs 21,359 (35b-a3b).
- *                         v3 (cuda_attn_fa3.cu): v2's tiles, splits and
+ *                         v3 (the default; cuda_attn_fa3.cu): v2's tiles,
+ *                         splits and
  *                         per-row arithmetic on Hopper's wgmma: a
  *                         producer warpgroup streams K/V through a
  *                         two-stage mbarrier ring, two consumer
@@ -256,8 +257,12 @@
  *                         sm_90 with the fatbin's sm_90a code, else (and
  *                         where v2 would not run) v2's choice.  v2's
  *                         results up to the tensor cores' order of sums
- *                         (the same bits in the host emulation); speed
- *                         not yet measured.
+ *                         (the same bits in the host emulation; on the
+ *                         H200 within check_cuda_ops' 1e-3).  H200, same
+ *                         binary, v3 vs v2 at a 32k prompt: 9b 24,997 vs
+ *                         23,533 tok/s (ATTN pre 297 -> 201 ms), 35b-a3b
+ *                         31,169 vs 27,882; at 4096 +0.5% / +0.9%, at 512
+ *                         -1% (both).
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -406,7 +411,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false;
     bool route_fused = true;
-    int attn_fa_tile = 2;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
+    int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;

@@ -758,8 +758,8 @@ START_TEST(test_attn_long_fa_9b)
 }
 END_TEST
 
-/* attn_fa_tile = v2 (the default) against v1 (cuda16_fa1), both on the
- * GPU: the long-context steps 9B-like (16 query heads on 4) and 35B-like
+/* attn_fa_tile = v3 (the default; v2 where it cannot run) against v1
+ * (cuda16_fa1), both on the GPU: the long-context steps 9B-like (16 query heads on 4) and 35B-like
  * (16 on 2), then a 200-token batch of two sequences in turns of 20 tokens
  * (every 128-token tile of v2 holds both: two passes).  Per row the two
  * take the same key tiles, fragments and order, so the same bits where
@@ -797,18 +797,19 @@ START_TEST(test_attn_fa_tiles)
 }
 END_TEST
 
-/* attn_fa_tile = v3 (cuda16_fa3: wgmma, cuda_attn_fa3.cu) against v2 (the
- * default), the same steps: the same plans (tiles, splits, passes of
+/* attn_fa_tile = v3 (the default: wgmma, cuda_attn_fa3.cu) against v2
+ * (cuda16_fa2), the same steps: the same plans (tiles, splits, passes of
  * several sequences, partials), per row the same f16 q and P, but the
  * tensor cores' own summation order: 1e-3 of max |out|, what either keeps
  * to the cpu (the emulator, whose sums agree, sees the same bits).  hd 256
  * (9B-like, 35B-like) and 128.  Where the device or fatbin has no sm_90a
- * code v3 falls back to v2 (the backend says so at open): then v2 twice. */
+ * code v3 falls back to v2 (the backend says so at open): then v2 twice.
+ * (test_attn_fa_tiles: the default against v1.) */
 START_TEST(test_attn_fa3)
 {
-    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3", 16, 4, 256);
-    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3", 16, 2, 256);
-    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3", 8, 2, 128);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa2", 16, 4, 256);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa2", 16, 2, 256);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa2", 8, 2, 128);
 }
 END_TEST
 
@@ -2093,7 +2094,7 @@ int main(void)
     const char *nofa = as_cpu ? "" : "attn_prefill = split\n";
     /* (nor attn_fa_tile) */
     const char *fa1 = as_cpu ? "" : "attn_fa_tile = v1\n";
-    const char *fa3 = as_cpu ? "" : "attn_fa_tile = v3\n";
+    const char *fa2 = as_cpu ? "" : "attn_fa_tile = v2\n";
     /* (nor attn_gqa) */
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
@@ -2111,7 +2112,7 @@ int main(void)
              "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda16_fa1]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
-             "[backend.cuda16_fa3]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             "[backend.cuda16_fa2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
              "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -2144,7 +2145,7 @@ int main(void)
              "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
-             cu_extra, fa3, cu_extra, nofa,
+             cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
