@@ -72,6 +72,10 @@ for m in 9b 35b; do
         step "tg_${m}_${ab%%:*}" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
             --reps 5 --set "backend.cuda_sm120.${ab#*:}"
     done
+    # gdn_dec = split: each GDN layer's decode step as four launches against the
+    # default fused one (a cluster launch: conv, delta rule, gated norm, int8 copy)
+    step "tg_${m}_gdn_split" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \
+        --reps 5 --set backend.cuda_sm120.gdn_dec=split
     # (the default again after the A/Bs: this machine's bs-1 drift within one call)
     step "tg_${m}_re" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 --reps 5
     step "tg_${m}_graph_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 64 --reps 5 $G0
@@ -185,6 +189,10 @@ for d in 4096 32768; do
         step "check_${m}_prefix$d" 45 'top-1|rror' "$SI" check -m /tmp/$m.gguf -c $((d + 256)) --prefix $d \
             --batched-prefix --cont 128
     done
+done
+# gdn_dec = split end to end: token-by-token decode (the split GDN step) against batched prefill
+for m in 9b 35b; do
+    step "check_${m}_gdn_split" 40 'top-1|rror' "$SI" check -m /tmp/$m.gguf $CK --set backend.cuda_sm120.gdn_dec=split
 done
 step check_35b_plugin_off 40 'top-1|rror' "$SI" check -m /tmp/35b.gguf $CK --set kernel.moe_grouped_i8.enabled=false
 step ab_moe_w8_pp_35b 40 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,4096 --reps 3 \

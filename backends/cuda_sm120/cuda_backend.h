@@ -64,6 +64,8 @@ struct si_backend {
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
     bool           gdn_tc;          /* knob gdn_tc (cuda_gdn_tc.cu)          */
+    bool           gdn_fused;       /* knob gdn_dec = fused (cuda_gdn_rows.cu
+                                     * fused_kernel; false without clusters) */
     int            n_sm;            /* multiprocessors of the device         */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;

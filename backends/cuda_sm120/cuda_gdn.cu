@@ -15,6 +15,9 @@
 // of >= chunk_min tokens to the chunked kernels of cuda_gdn_chunk.cu and,
 // when some run has more than one token, replaces A by the token-parallel
 // conv there; delta_kernel then skips the chunked runs.
+// With gdn_dec = fused (cu_gdn.fused) a decode step (every run one token)
+// whose shapes si_cu_gdn_fused_ok takes is one launch instead: conv, delta
+// rule, gated norm and the int8 copy in cuda_gdn_rows.cu's fused_kernel.
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -22,7 +25,6 @@
 #include "cuda_launch.cuh"
 
 #define GDN_THREADS 128
-#define CONV_REG    8     /* conv taps held in registers at decode */
 
 __global__ void conv_kernel(cu_gdn g)
 {
@@ -34,30 +36,14 @@ __global__ void conv_kernel(cu_gdn g)
     const int K = g.conv_k, H = K - 1;
     float *st = (float *)(g.state + run.state_off) + c * H;
     const float *w = g.conv_w + c * g.conv_w_stride;
-    if (run.len == 1 && K <= CONV_REG) {
-        // Decode: weights, state and input loaded at once, then the same
-        // sum as below and the shifted state written from registers (the
-        // loop below reads state entries after writing others, which the
-        // compiler cannot reorder: a round trip each).
-        float wv[CONV_REG], sv[CONV_REG];
-#pragma unroll
-        for (int j = 0; j < CONV_REG; j++) {
-            wv[j] = j < K ? w[j] : 0.0f;
-            sv[j] = j < H ? st[j] : 0.0f;
-        }
+    if (run.len == 1 && K <= GDN_CONV_REG) {
+        // Decode (cu_gdn_conv_dec), the shifted state written from
+        // registers.
+        float sv[GDN_CONV_REG];
         const float x = g.u[run.t0 * g.u_stride + c];
-        float wh = 0.0f;   // w[H] without a dynamic index into registers
+        g.y[run.t0 * g.conv_dim + c] = cu_gdn_conv_dec(w, st, x, K, sv);
 #pragma unroll
-        for (int j = 0; j < CONV_REG; j++)
-            wh = j == H ? wv[j] : wh;
-        float acc = wh * x;
-#pragma unroll
-        for (int j = 0; j < CONV_REG; j++)
-            if (j < H)
-                acc += wv[j] * sv[j];
-        g.y[run.t0 * g.conv_dim + c] = cu_silu(acc);
-#pragma unroll
-        for (int j = 0; j < CONV_REG; j++)
+        for (int j = 0; j < GDN_CONV_REG; j++)
             if (j < H)
                 st[j] = j + 1 < H ? sv[j + 1] : x;
         return;
@@ -147,8 +133,10 @@ extern "C" int si_cu_gdn(const cu_gdn *g, void *stream)
     cu_gdn gg = *g;
     gg.chunk_min = gdn_chunk_min(g);
     if (g->q != NULL && !si_cu_gdn_takes_q(g))
-        return (int)cudaErrorInvalidValue;   // (only norm_kernel writes the int8 copy)
+        return (int)cudaErrorInvalidValue;   // (only norm_kernel and fused_kernel write the int8 copy)
     int e;
+    if (si_cu_gdn_fused_ok(&gg))   // (decode, gdn_dec = fused: one launch)
+        return si_cu_gdn_fused(&gg, stream);
     if (g->chunk_min > 0 && si_cu_gdn_conv_tok_ok(g)) {
         if ((e = si_cu_gdn_conv_tok(&gg, stream)) != 0)
             return e;
@@ -183,5 +171,6 @@ extern "C" bool si_cu_gdn_takes_q(const cu_gdn *g)
 {
     cu_gdn gg = *g;
     gg.chunk_min = gdn_chunk_min(g);
-    return gg.chunk_min == 0 && gg.rows && si_cu_gdn_rows_ok(&gg) && gg.dv % 32 == 0 && gg.dv <= 256;
+    return (gg.chunk_min == 0 && gg.rows && si_cu_gdn_rows_ok(&gg) && gg.dv % 32 == 0 && gg.dv <= 256) ||
+           si_cu_gdn_fused_ok(&gg);
 }

@@ -61,6 +61,38 @@ static __device__ __forceinline__ void cu_gdn_gnorm(const float *o, const float 
         out[m] = __fmul_rn(__fmul_rn(__fmul_rn(o[m], sc), norm_w[m]), cu_silu(z[m]));
 }
 
+// Conv taps held in registers at decode (conv_k <= GDN_CONV_REG).
+#define GDN_CONV_REG 8
+
+// One channel's causal depthwise conv at decode (a run of one token):
+// silu(w[K-1] * x + sum_j<K-1 w[j] * st[j]), with the channel's old state
+// st[0..K-1) (oldest first) left in sv[] for the shift.  conv_kernel
+// (cuda_gdn.cu) and the fused decode kernel (cuda_gdn_rows.cu) both call
+// it, so their conv outputs are the same bits.  Weights, state and input
+// loaded at once, then the sum: a loop that read state entries after
+// writing others would be a round trip each.
+static __device__ __forceinline__ float cu_gdn_conv_dec(const float *w, const float *st, float x, int K,
+                                                        float sv[GDN_CONV_REG])
+{
+    const int H = K - 1;
+    float wv[GDN_CONV_REG];
+#pragma unroll
+    for (int j = 0; j < GDN_CONV_REG; j++) {
+        wv[j] = j < K ? w[j] : 0.0f;
+        sv[j] = j < H ? st[j] : 0.0f;
+    }
+    float wh = 0.0f;   // w[H] without a dynamic index into registers
+#pragma unroll
+    for (int j = 0; j < GDN_CONV_REG; j++)
+        wh = j == H ? wv[j] : wh;
+    float acc = wh * x;
+#pragma unroll
+    for (int j = 0; j < GDN_CONV_REG; j++)
+        if (j < H)
+            acc += wv[j] * sv[j];
+    return cu_silu(acc);
+}
+
 // The last run whose field F (t0 or chunk0, rising with the index) is <= v.
 template <int64_t cu_gdn_run::*F>
 static __device__ __forceinline__ int cu_gdn_run_last(const cu_gdn_run *runs, int n_runs, int64_t v)

@@ -20,8 +20,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
-#include "cuda_internal.h"
-#include "cuda_quant.cuh"
+#include "cuda_gdn.cuh"
 #include "cuda_launch.cuh"
 
 #define GR_ROWS     16              // state rows per block
@@ -31,12 +30,14 @@
 
 // x[l + 32*e] of a dk-vector scaled to unit L2 norm (double sums, like the
 // cpu backend) times `extra`; every lane gets its elements in out[].
-__device__ __forceinline__ void warp_l2norm(const float *x, int el, float eps, float extra, float out[GR_MAX_EL])
+// (N: the register array's width, >= el)
+template <int N = GR_MAX_EL>
+__device__ __forceinline__ void warp_l2norm(const float *x, int el, float eps, float extra, float out[N])
 {
     const int lane = threadIdx.x & 31;
     double ss = 0.0;
 #pragma unroll
-    for (int e = 0; e < GR_MAX_EL; e++) {
+    for (int e = 0; e < N; e++) {
         out[e] = e < el ? x[lane + 32 * e] : 0.0f;
         ss += (double)out[e] * (double)out[e];
     }
@@ -44,8 +45,45 @@ __device__ __forceinline__ void warp_l2norm(const float *x, int el, float eps, f
     const double nrm = sqrt(ss);
     const float sc = __fmul_rn((float)(1.0 / (nrm > eps ? nrm : (double)eps)), extra);
 #pragma unroll
-    for (int e = 0; e < GR_MAX_EL; e++)
+    for (int e = 0; e < N; e++)
         out[e] = __fmul_rn(out[e], sc);
+}
+
+// The gates of token t, v-head j: beta = sigmoid(b), the decay alpha =
+// exp(ssm_a * softplus(a + dt_bias)).
+__device__ __forceinline__ void gr_gates(const cu_gdn &g, int64_t t, int j, float &beta, float &alpha)
+{
+    const float bt = g.b[t * g.b_stride + j], at = g.a[t * g.a_stride + j];
+    beta = 1.0f / (1.0f + expf(-bt));
+    const float sp_in = at + g.dt_bias[j];
+    const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
+    alpha = expf(g.ssm_a[j] * sp);
+}
+
+// One state row (lane l holding elements l, l+32, ...) through one token:
+// decay, readout r = s.k, s += k * beta (v - r); returns the warp's o =
+// s.q (every lane).  rows_kernel and fused_kernel share it: the same bits.
+// (N: the arrays' width; entries past dk / 32 are zeros, which leave the
+// sums as they are, so any N >= dk / 32 gives the same bits)
+template <int N = GR_MAX_EL>
+__device__ __forceinline__ float gr_row(float s[N], const float q[N], const float k[N], float alpha, float beta,
+                                        float v)
+{
+    float rk = 0.0f;
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+        s[e] *= alpha;
+        rk = fmaf(s[e], k[e], rk);
+    }
+    rk = cu_warp_sum(rk);
+    const float delta = beta * (v - rk);
+    float o = 0.0f;
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+        s[e] = fmaf(k[e], delta, s[e]);
+        o = fmaf(s[e], q[e], o);
+    }
+    return cu_warp_sum(o);
 }
 
 __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
@@ -65,7 +103,6 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
 #pragma unroll
         for (int e = 0; e < GR_MAX_EL; e++)
             s[r][e] = e < el ? S[(int64_t)(m0 + r) * dk + lane + 32 * e] : 0.0f;
-    const float ssm_a = g.ssm_a[j], dt_b = g.dt_bias[j];
     const float qscale = 1.0f / sqrtf((float)dk);
     const int64_t key_dim = (int64_t)g.n_k_head * dk;
     for (int64_t t = run.t0; t < run.t0 + run.len; t++) {
@@ -80,29 +117,12 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
 #pragma unroll
         for (int r = 0; r < GR_ROWS_W; r++)
             vr[r] = y[2 * key_dim + (int64_t)j * dv + m0 + r];
-        const float bt = g.b[t * g.b_stride + j], at = g.a[t * g.a_stride + j];
-        const float beta = 1.0f / (1.0f + expf(-bt));
-        const float sp_in = at + dt_b;
-        const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
-        const float alpha = expf(ssm_a * sp);
+        float beta, alpha;
+        gr_gates(g, t, j, beta, alpha);
         float *out = g.dst + t * g.dst_stride + (int64_t)j * dv;
 #pragma unroll
         for (int r = 0; r < GR_ROWS_W; r++) {
-            float rk = 0.0f;
-#pragma unroll
-            for (int e = 0; e < GR_MAX_EL; e++) {
-                s[r][e] *= alpha;
-                rk = fmaf(s[r][e], k[e], rk);
-            }
-            rk = cu_warp_sum(rk);
-            const float delta = beta * (vr[r] - rk);
-            float o = 0.0f;
-#pragma unroll
-            for (int e = 0; e < GR_MAX_EL; e++) {
-                s[r][e] = fmaf(k[e], delta, s[r][e]);
-                o = fmaf(s[r][e], q[e], o);
-            }
-            o = cu_warp_sum(o);
+            const float o = gr_row(s[r], q, k, alpha, beta, vr[r]);
             if (lane == 0)
                 out[m0 + r] = o;   // pre-norm; norm_kernel finishes it
         }
@@ -170,6 +190,210 @@ __global__ void norm_kernel(cu_gdn g)
         o[m] = __fmul_rn(__fmul_rn(__fmul_rn(o[m], sc), g.norm_w[m]), cu_silu(z[m]));
 }
 
+// ---- the fused decode step (knob gdn_dec = fused) -------------------------
+//
+// At decode (every run one token) conv_kernel, rows_kernel, norm_kernel and
+// the out projection's quant_x are four launches of a few microseconds of
+// work each, and each launch costs its ramp and drain.  fused_kernel does
+// all of it in one: a thread-block cluster (sm_90+) per (k-head, run), its
+// blocks the state rows of the v-heads tiled onto that k-head (v-head j
+// uses k-head j % Hk: j = kh, kh + Hk, ...), GF_ROWS rows a block, so a
+// cluster holds R * dv rows in R * dv / GF_ROWS <= 8 blocks (the 9b and
+// 35b: 2 x 128 rows, 8 blocks, 128 clusters per sequence).  Each block
+//  1. asks for its state rows (registers, as rows_kernel) first, so the
+//     kernel's bulk of bytes is in flight during the conv;
+//  2. convolves the k-head's 2 dk q/k channels (every block all of them:
+//     256 channels of 4 taps cost less than a barrier and a copy through
+//     distributed shared memory) and the v channels of its own rows, with
+//     conv_kernel's arithmetic (cu_gdn_conv_dec);
+//  3. L2-normalises q and k per warp and runs the delta rule on its rows
+//     (warp_l2norm, gr_gates, gr_row: rows_kernel's code), the pre-norm
+//     outputs into its shared memory;
+//  4. cluster barrier; then warp 0 reads the head's dv pre-norm outputs
+//     from the head's dv / 32 blocks through distributed shared memory and
+//     makes norm_kernel's sum of squares in norm_kernel's order (lane l
+//     sums o[l], o[l+32], ... in double, then the warp): the gated norm of
+//     its 32 rows and their int8 block (cu_q8_block32: quant_x's bits);
+//  5. cluster barrier again before leaving: a block's shared memory must
+//     outlive the other blocks' reads of it.
+// The conv state: a v channel belongs to one block, which shifts it right
+// after reading it.  A q/k channel's old state is read by every block of
+// the cluster in step 2, so none may shift it before all have read it: the
+// shift waits for the barrier of step 4 (each block's reads are done
+// before it arrives; nothing reads the conv state after it), and each q/k
+// channel is shifted by exactly one block (rank r: channels [r, r+1) *
+// 2 dk / C of the k-head's q/k channels), from the values its own step 2
+// kept in shared memory.  A shift before the barrier lets a slower block
+// convolve with the shifted state; shares that overlap leave a channel
+// unshifted (run-gdn-emu.sh plants both, and a norm or barrier missing).
+// Same bits as the split path (conv_kernel + rows_kernel + norm_kernel +
+// quant_x) by construction: the same functions over the same values in
+// the same order; only the q/k conv is computed 8 times (same result).
+// (fused_kernel<4> drops rows_kernel's zero padding past dk / 32 = 4
+// elements: adding those zeros changes no sum, at most the sign of an
+// exact zero.)
+// 128 threads, 8 rows a warp: 8 blocks a cluster then fit the host
+// emulation's 1024-thread block (cluster_emu.h), and the rows of a warp
+// are twice rows_kernel's, so each warp has more loads in flight.
+
+#define GF_THREADS     128                          // threads a block
+#define GF_ROWS        32                           // state rows a block
+#define GF_ROWS_W      (GF_ROWS / (GF_THREADS / 32)) // rows a warp
+#define GF_MAX_CLUSTER 8                            // the portable cluster size
+
+// fused_kernel's N for dk (si_cu_gdn_fused_ok: dk a multiple of 32 up to
+// 32 * GR_MAX_EL).
+static inline int gf_width(int dk) { return dk == 4 * 32 ? 4 : GR_MAX_EL; }
+
+// Shared memory of a block (floats): the q/k conv outputs [2 dk], the v
+// conv outputs and pre-norm outputs of its rows [GF_ROWS] each, and the
+// shifted conv state of its share of the q/k channels [2 dk / C][K - 1].
+static inline size_t gf_smem_floats(int dk, int C, int K)
+{
+    return 2 * (size_t)dk + 2 * GF_ROWS + (size_t)(2 * dk / C) * (K - 1);
+}
+
+// ---- cluster primitives (run-gdn-emu.sh puts cluster_emu.h here)
+extern __shared__ __align__(16) float gf_sm[];
+__device__ __forceinline__ float *gf_smem() { return gf_sm; }
+__device__ __forceinline__ int gf_tid() { return (int)threadIdx.x; }
+__device__ __forceinline__ void gf_sync() { __syncthreads(); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ int gf_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return (int)r;
+}
+__device__ __forceinline__ int gf_cluster()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+    return (int)r;
+}
+// Every thread of every block of the cluster; arrive releases this
+// thread's writes (shared and global), wait acquires everyone's.
+__device__ __forceinline__ void gf_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+// *p of block `rank` of the cluster (p: this block's shared memory).
+__device__ __forceinline__ float gf_remote(const float *p, int rank)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    unsigned ra;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+    return v;
+}
+#else
+// (no clusters below sm_90: si_cu_gdn never launches the kernel there)
+__device__ __forceinline__ int gf_rank() { return 0; }
+__device__ __forceinline__ int gf_cluster() { return (int)blockIdx.x; }
+__device__ __forceinline__ void gf_cluster_sync() { __trap(); }
+__device__ __forceinline__ float gf_remote(const float *p, int) { return *p; }
+#endif
+// ---- end of the cluster primitives
+
+// N: the width of a lane's share of a state row, q and k (dk / 32; at
+// dk = 128, every model here, 4 exactly: half the registers of the
+// generic GR_MAX_EL).
+template <int N>
+__global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
+{
+    cu_pdl_enter();
+    float *sm = gf_smem();
+    const int tid = gf_tid(), warp = tid >> 5, lane = tid & 31, rank = gf_rank();
+    const int dk = g.dk, dv = g.dv, el = N < GR_MAX_EL ? N : dk / 32, K = g.conv_k, H = K - 1;
+    const int C = g.n_v_head / g.n_k_head * dv / GF_ROWS;   // blocks a cluster
+    const int kh = gf_cluster() % g.n_k_head;                // the cluster's k-head
+    const int jl = rank * GF_ROWS / dv, m0 = rank * GF_ROWS % dv;
+    const int j = kh + jl * g.n_k_head;                      // the block's v-head
+    const cu_gdn_run run = g.runs[blockIdx.y];
+    const int64_t t = run.t0, key_dim = (int64_t)g.n_k_head * dk;
+    float *cs = (float *)(g.state + run.state_off);          // conv state [conv_dim][H]
+    float *S = cs + g.conv_dim * H + (int64_t)j * dv * dk;
+    const int mw = m0 + warp * GF_ROWS_W;                    // the warp's first row
+    float s[GF_ROWS_W][N];
+#pragma unroll
+    for (int r = 0; r < GF_ROWS_W; r++)
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            s[r][e] = e < el ? S[(int64_t)(mw + r) * dk + lane + 32 * e] : 0.0f;
+    float *qk = sm, *vc = qk + 2 * dk, *os = vc + GF_ROWS, *nst = os + GF_ROWS;
+    const int nqk = 2 * dk, part = nqk / C, p0 = rank * part;
+    for (int i = tid; i < nqk + GF_ROWS; i += GF_THREADS) {
+        const int64_t c = i < dk    ? (int64_t)kh * dk + i
+                          : i < nqk ? key_dim + (int64_t)kh * dk + (i - dk)
+                                    : 2 * key_dim + (int64_t)j * dv + m0 + (i - nqk);
+        float *st = cs + c * H;
+        float sv[GDN_CONV_REG];
+        const float x = g.u[t * g.u_stride + c];
+        const float yv = cu_gdn_conv_dec(g.conv_w + c * g.conv_w_stride, st, x, K, sv);
+        if (i >= nqk) {
+            vc[i - nqk] = yv;
+#pragma unroll
+            for (int e = 0; e < GDN_CONV_REG; e++)
+                if (e < H)
+                    st[e] = e + 1 < H ? sv[e + 1] : x;   // (the block's own channel)
+        } else {
+            qk[i] = yv;
+            if ((unsigned)(i - p0) < (unsigned)part)
+#pragma unroll
+                for (int e = 0; e < GDN_CONV_REG; e++)
+                    if (e < H)
+                        nst[(i - p0) * H + e] = e + 1 < H ? sv[e + 1] : x;
+        }
+    }
+    // (warp 0's operands of the norm, read while the rest runs)
+    const int64_t zo = t * (int64_t)g.z_stride + (int64_t)j * dv + m0 + lane;
+    const float zv = warp == 0 ? g.z[zo] : 0.0f, nw = warp == 0 ? g.norm_w[m0 + lane] : 0.0f;
+    gf_sync();
+    float q[N], k[N];
+    warp_l2norm<N>(qk, el, g.eps, 1.0f / sqrtf((float)dk), q);
+    warp_l2norm<N>(qk + dk, el, g.eps, 1.0f, k);
+    float beta, alpha;
+    gr_gates(g, t, j, beta, alpha);
+#pragma unroll
+    for (int r = 0; r < GF_ROWS_W; r++) {
+        const float o = gr_row<N>(s[r], q, k, alpha, beta, vc[warp * GF_ROWS_W + r]);
+        if (lane == 0)
+            os[warp * GF_ROWS_W + r] = o;
+    }
+#pragma unroll
+    for (int r = 0; r < GF_ROWS_W; r++)
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            if (e < el)
+                S[(int64_t)(mw + r) * dk + lane + 32 * e] = s[r][e];
+    gf_cluster_sync();   // every block's os written, its conv reads done
+    for (int e = tid; e < part * H; e += GF_THREADS) {
+        const int i = p0 + e / H;
+        const int64_t c = i < dk ? (int64_t)kh * dk + i : key_dim + (int64_t)kh * dk + (i - dk);
+        cs[c * H + e % H] = nst[e];
+    }
+    if (warp == 0) {
+        // norm_kernel's sum: lane l adds o[l + 32 b] for b = 0, 1, ... (the
+        // head's blocks in rank order), then the warp
+        const int per = dv / GF_ROWS, r0 = jl * per;
+        double ss = 0.0;
+        for (int b = 0; b < per; b++) {
+            const float ov = gf_remote(os + lane, r0 + b);
+            ss += (double)ov * (double)ov;
+        }
+        ss = cu_warp_sumd(ss);
+        const float sc = (float)(1.0 / sqrt(ss / dv + (double)g.eps));
+        const float v = __fmul_rn(__fmul_rn(__fmul_rn(os[lane], sc), nw), cu_silu(zv));
+        g.dst[t * (int64_t)g.dst_stride + (int64_t)j * dv + m0 + lane] = v;
+        if (g.q != NULL) {   // (q's row is n_v_head * dv; the block of 32 is the block's rows)
+            const int64_t qi = t * (int64_t)g.n_v_head * dv + (int64_t)j * dv + m0;
+            cu_q8_block32(v, lane, g.q + qi, g.qd + qi / 32, g.qs + qi / 32);
+        }
+    }
+    gf_cluster_sync();   // no block leaves while another reads its os
+}
+
 // dst gets pre-norm values before norm_kernel reads z: they must not share
 // memory (the per-head kernel read z and wrote dst element by element).
 extern "C" bool si_cu_gdn_rows_ok(const cu_gdn *g)
@@ -196,6 +420,47 @@ extern "C" int si_cu_gdn_rows(const cu_gdn *g, void *stream)
     if (nb > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
     e = cu_launch(norm_kernel, dim3((unsigned)nb), dim3(128), 0, s, *g);
+    if (e != cudaSuccess)
+        return (int)e;
+    return (int)cudaGetLastError();
+}
+
+// Whether si_cu_gdn runs g as fused_kernel: knob gdn_dec = fused, every
+// run one token, dk a multiple of 32 up to 256, dv a multiple of 32 with
+// the v-heads of a k-head <= 8 blocks (a portable cluster), conv_k 2..8,
+// dst and z apart (as gdn_rows).
+extern "C" bool si_cu_gdn_fused_ok(const cu_gdn *g)
+{
+    if (!g->fused || g->max_len != 1 || g->n_k_head <= 0 || g->n_v_head % g->n_k_head != 0)
+        return false;
+    if (g->dk % 32 != 0 || g->dk / 32 > GR_MAX_EL || g->dv % GF_ROWS != 0 || g->conv_k < 2 ||
+        g->conv_k > GDN_CONV_REG)
+        return false;
+    const int64_t rows = (int64_t)(g->n_v_head / g->n_k_head) * g->dv;
+    return rows <= GF_ROWS * GF_MAX_CLUSTER && si_cu_gdn_rows_ok(g);
+}
+
+// One launch: clusters of C blocks along x (Hk of them), a run each along
+// y, with the programmatic-launch attribute as cu_launch gives it.
+extern "C" int si_cu_gdn_fused(const cu_gdn *g, void *stream)
+{
+    const int C = g->n_v_head / g->n_k_head * g->dv / GF_ROWS;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(g->n_k_head * C), (unsigned)g->n_runs);
+    cfg.blockDim = dim3(GF_THREADS);
+    cfg.dynamicSmemBytes = gf_smem_floats(g->dk, C, g->conv_k) * sizeof(float);
+    cfg.stream = (cudaStream_t)stream;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)C;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = si_cu_pdl_get() ? 2 : 1;
+    cudaError_t e = gf_width(g->dk) == 4 ? cudaLaunchKernelEx(&cfg, fused_kernel<4>, *g)
+                                         : cudaLaunchKernelEx(&cfg, fused_kernel<GR_MAX_EL>, *g);
     if (e != cudaSuccess)
         return (int)e;
     return (int)cudaGetLastError();

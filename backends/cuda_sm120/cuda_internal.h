@@ -35,7 +35,8 @@
  *   cuda_attn.cuh   device helpers shared by the two attention files
  *   cuda_gdn.cu     conv + SiLU, gated delta rule, gated RMSNorm (token
  *                   by token; the dispatch between the GDN paths)
- *   cuda_gdn_rows.cu  the delta rule spread over state rows (gdn_rows)
+ *   cuda_gdn_rows.cu  the delta rule spread over state rows (gdn_rows);
+ *                   the fused decode step in thread-block clusters (gdn_dec)
  *   cuda_gdn_chunk.cu  GDN prefill: token-parallel conv, chunked delta rule
  *   cuda_gdn.cuh    device helpers shared by the GDN files
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
@@ -405,9 +406,13 @@ typedef struct cu_gdn {
     /* The int8 copy of dst for the product after the op (knob fuse_norm):
      * values q [n][n_v_head * dv], per-32 scales qd and sums qs, as
      * si_cu_quantize_x would make them; written by norm_kernel, so only
-     * where si_cu_gdn_takes_q says that path runs (else NULL). */
+     * where si_cu_gdn_takes_q says that path runs (else NULL); or by
+     * the fused decode kernel (fused). */
     int8_t      *q;
     float       *qd, *qs;
+    bool         fused;          /* knob gdn_dec = fused: decode steps as
+                                  * one cluster launch (cuda_gdn_rows.cu
+                                  * fused_kernel) where si_cu_gdn_fused_ok */
 } cu_gdn;
 
 /* Runs of at least this many tokens go to the chunked kernel by default. */
@@ -420,6 +425,12 @@ bool si_cu_gdn_rows_ok(const cu_gdn *g);
  * can write the int8 copy of dst (cu_gdn.q; dv a multiple of 32, <= 256). */
 bool si_cu_gdn_takes_q(const cu_gdn *g);
 int  si_cu_gdn_rows(const cu_gdn *g, void *stream);
+/* cuda_gdn_rows.cu: the whole decode step (conv, delta rule, gated norm,
+ * the int8 copy) in one launch of thread-block clusters (sm_90+), where
+ * every run is one token and the shapes fit (_ok); same bits as the
+ * split path. */
+bool si_cu_gdn_fused_ok(const cu_gdn *g);
+int  si_cu_gdn_fused(const cu_gdn *g, void *stream);
 /* cuda_gdn_chunk.cu, called by si_cu_gdn: the token-parallel conv (all
  * runs), and the chunked delta rule + gated norm of the runs with
  * len >= chunk_min.  si_cu_gdn_chunk_fits: whether the chunked kernel's

@@ -902,9 +902,13 @@ static int gdn_run(si_backend *b, const si_op *op, bool quant, si_err *err)
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
         .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks, .tc = b->gdn_tc,
+        .fused = b->gdn_fused,
     };
     const int64_t W = op->dst.ne[0];
-    const bool q = quant && W == (int64_t)g.n_v_head * g.dv && si_cu_gdn_takes_q(&g);
+    /* (gdn_dec = fused without fuse_gdn_q: only the fused kernel makes the
+     * copy; where it does not run, quant_x in the product as before) */
+    const bool q = quant && W == (int64_t)g.n_v_head * g.dv &&
+                   (b->fuse_gdn_q ? si_cu_gdn_takes_q(&g) : si_cu_gdn_fused_ok(&g));
     if (q) {
         if ((rc = cu_xq_reserve(b, xq_bytes(W, n), err)) != SI_OK)
             return rc;
@@ -926,10 +930,14 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
 }
 
 /* A GDN whose output the next op quantises (the out projection): its
- * norm kernel also makes the int8 copy where it runs (knob fuse_norm). */
+ * norm kernel also makes the int8 copy where it runs (knob fuse_norm).
+ * With gdn_dec = fused always: there the fused decode kernel makes the
+ * copy of its own 32 rows a block in parallel, so the launch quant_x would
+ * cost is saved at no serial cost (unlike norm_kernel, whose warp does a
+ * head's blocks in turn: why fuse_gdn_q alone is off by default). */
 static bool gdn_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
 {
-    return b->fuse_norm && b->fuse_gdn_q && b->mm_dp4a && ops[i].kind == SI_OP_GDN &&
+    return b->fuse_norm && (b->fuse_gdn_q || b->gdn_fused) && b->mm_dp4a && ops[i].kind == SI_OP_GDN &&
            next_quantises(b, ops, n_ops, i, use_kernel);
 }
 

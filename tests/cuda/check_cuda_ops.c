@@ -1219,6 +1219,67 @@ START_TEST(test_gdn)
 }
 END_TEST
 
+/* One exec of a GDN (tokens seq[0..n)) and the out projection of its
+ * output (dp4a: quantised) on both sides of e->p, two cuda_sm120
+ * sections: GDN output, product and state compared bit for bit (outputs
+ * poisoned).  `label` names the A/B in the messages. */
+static void gdn_q_exec(gdn_env *e, uint32_t n, const int32_t *seq, const char *label)
+{
+    const int64_t W = (int64_t)e->hv * e->dv;
+    dt u, z, b, a, y, w, out;
+    dt_rand(&e->p, &u, SI_TYPE_F32, e->conv_dim, n, 1, 2.0f);
+    dt_rand(&e->p, &z, SI_TYPE_F32, W, n, 1, 2.0f);
+    dt_rand(&e->p, &b, SI_TYPE_F32, e->hv, n, 1, 2.0f);
+    dt_rand(&e->p, &a, SI_TYPE_F32, e->hv, n, 1, 2.0f);
+    dt_make(&e->p, &y, SI_TYPE_F32, W, n, 1, NULL);
+    dt_rand(&e->p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
+    dt_make(&e->p, &out, SI_TYPE_F32, 96, n, 1, NULL);
+    const dt *src[8] = { &u, &z, &b, &a, &e->conv, &e->ssm_a, &e->dtb, &e->nw };
+    si_op c[2] = { { .kind = SI_OP_GDN }, { .kind = SI_OP_MATMUL } }, g[2];
+    c[0].p.gdn = (si_gdn_params){ .n_k_head = e->hk, .n_v_head = e->hv, .head_k_dim = e->dk, .head_v_dim = e->dv,
+                                  .conv_k = e->ck, .eps = 1e-6f, .state_offset = e->off, .state_stride = e->stride,
+                                  .seq = seq };
+    g[0] = c[0];
+    g[1] = c[1];
+    c[0].p.gdn.state = e->state.cbuf;
+    g[0].p.gdn.state = e->state.gbuf;
+    for (int i = 0; i < 8; i++) {
+        c[0].src[i] = &src[i]->c;
+        g[0].src[i] = &src[i]->g;
+    }
+    c[0].dst = y.c;
+    g[0].dst = y.g;
+    c[1].src[0] = &w.c;
+    g[1].src[0] = &w.g;
+    c[1].src[1] = &y.c;
+    g[1].src[1] = &y.g;
+    c[1].dst = out.c;
+    g[1].dst = out.g;
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = e->p.co->exec(e->p.cb, c, 2, &ec);
+    if (rc == SI_OK && e->p.co->sync != NULL)   /* (as_cpu: the cpu has none) */
+        rc = e->p.co->sync(e->p.cb, &ec);
+    int rg = e->p.go->exec(e->p.gb, g, 2, &eg);
+    if (rg == SI_OK && e->p.go->sync != NULL)
+        rg = e->p.go->sync(e->p.gb, &eg);
+    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
+    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+    char what[128];
+    snprintf(what, sizeof what, "GDN + MATMUL %s, n %u: GDN output", label, n);
+    dt_compare(&e->p, &y, 0.0, what);
+    snprintf(what, sizeof what, "GDN + MATMUL %s, n %u: product", label, n);
+    dt_compare(&e->p, &out, 0.0, what);
+    snprintf(what, sizeof what, "GDN + MATMUL %s, n %u: state", label, n);
+    dt_compare(&e->p, &e->state, 0.0, what);
+    dt_free(&e->p, &u);
+    dt_free(&e->p, &z);
+    dt_free(&e->p, &b);
+    dt_free(&e->p, &a);
+    dt_free(&e->p, &y);
+    dt_free(&e->p, &w);
+    dt_free(&e->p, &out);
+}
+
 /* A GDN and the out projection of its output in one exec (knob
  * fuse_gdn_q: on the state-rows path the norm kernel writes the int8 copy
  * the dp4a product reads) against the same two ops with the product
@@ -1234,63 +1295,57 @@ START_TEST(test_gdn_q_fused)
     gdn_open_shape(&e, "gdn_q", 2, 4, 128, 128, 8);
     static const uint32_t ns[] = { 1, 3, 8 };
     for (size_t k = 0; k < 3; k++) {
-        const uint32_t n = ns[k];
         int32_t seq[8];
-        for (uint32_t i = 0; i < n; i++)
+        for (uint32_t i = 0; i < ns[k]; i++)
             seq[i] = (int32_t)i;   /* one token a sequence: decode */
-        const int64_t W = (int64_t)e.hv * e.dv;
-        dt u, z, b, a, y, w, out;
-        dt_rand(&e.p, &u, SI_TYPE_F32, e.conv_dim, n, 1, 2.0f);
-        dt_rand(&e.p, &z, SI_TYPE_F32, W, n, 1, 2.0f);
-        dt_rand(&e.p, &b, SI_TYPE_F32, e.hv, n, 1, 2.0f);
-        dt_rand(&e.p, &a, SI_TYPE_F32, e.hv, n, 1, 2.0f);
-        dt_make(&e.p, &y, SI_TYPE_F32, W, n, 1, NULL);
-        dt_rand(&e.p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
-        dt_make(&e.p, &out, SI_TYPE_F32, 96, n, 1, NULL);
-        const dt *src[8] = { &u, &z, &b, &a, &e.conv, &e.ssm_a, &e.dtb, &e.nw };
-        si_op c[2] = { { .kind = SI_OP_GDN }, { .kind = SI_OP_MATMUL } }, g[2];
-        c[0].p.gdn = (si_gdn_params){ .n_k_head = e.hk, .n_v_head = e.hv, .head_k_dim = e.dk, .head_v_dim = e.dv,
-                                      .conv_k = e.ck, .eps = 1e-6f, .state_offset = e.off, .state_stride = e.stride,
-                                      .seq = seq };
-        g[0] = c[0];
-        g[1] = c[1];
-        c[0].p.gdn.state = e.state.cbuf;
-        g[0].p.gdn.state = e.state.gbuf;
-        for (int i = 0; i < 8; i++) {
-            c[0].src[i] = &src[i]->c;
-            g[0].src[i] = &src[i]->g;
+        gdn_q_exec(&e, ns[k], seq, "fuse_gdn_q");
+    }
+    gdn_close(&e);
+}
+END_TEST
+
+/* Knob gdn_dec = fused (the decode step as one launch of thread-block
+ * clusters, cuda_gdn_rows.cu fused_kernel) against split (conv, rows and
+ * norm kernels, quant_x in the product): bit for bit, GDN output, state
+ * and the out projection (which reads the fused kernel's int8 copy), over
+ * 8 steps in a row (the conv state's shift feeds the next) of 1..8
+ * sequences in changing slot order, one step with a 2-token run (max_len
+ * 2: the fused side falls back to split); shapes: the 9b/35b heads (2
+ * v-heads a k-head: clusters of 8 blocks), 1 v-head a k-head (clusters of
+ * 4), dk = dv = 64, and 8 v-heads of 64 on one k-head (512 rows: more
+ * than a cluster of 8 blocks holds, so split on both sides).  Then the
+ * fused side against the cpu over decode steps (tol 1e-4, as test_gdn). */
+START_TEST(test_gdn_dec_fused)
+{
+    static const struct {
+        uint32_t hk, hv, dk, dv;
+    } shapes[] = { { 2, 4, 128, 128 }, { 4, 4, 128, 128 }, { 2, 4, 64, 64 }, { 1, 8, 32, 64 } };
+    static const uint32_t ns[] = { 1, 3, 8, 8, 2, 5, 8, 4 };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        gdn_env e;
+        memset(&e, 0, sizeof e);
+        pair_open_cu2(&e.p, "backend.cuda_gdn_split", "backend.cuda_gdn_fused");
+        gdn_open_shape(&e, "gdn_dec", shapes[k].hk, shapes[k].hv, shapes[k].dk, shapes[k].dv, 8);
+        for (uint32_t step = 0; step < sizeof ns / sizeof ns[0]; step++) {
+            int32_t seq[8];
+            const uint32_t n = ns[step];
+            for (uint32_t i = 0; i < n; i++)   /* distinct slots, rotated / reversed by step */
+                seq[i] = (int32_t)((step & 1 ? 7 - i : i + step) % 8);
+            if (step == 4)
+                seq[1] = seq[0];               /* one run of 2 tokens: split on both sides */
+            gdn_q_exec(&e, n, seq, "gdn_dec = fused vs split");
         }
-        c[0].dst = y.c;
-        g[0].dst = y.g;
-        c[1].src[0] = &w.c;
-        g[1].src[0] = &w.g;
-        c[1].src[1] = &y.c;
-        g[1].src[1] = &y.g;
-        c[1].dst = out.c;
-        g[1].dst = out.g;
-        si_err ec = { { 0 } }, eg = { { 0 } };
-        int rc = e.p.co->exec(e.p.cb, c, 2, &ec);
-        if (rc == SI_OK)
-            rc = e.p.co->sync(e.p.cb, &ec);
-        int rg = e.p.go->exec(e.p.gb, g, 2, &eg);
-        if (rg == SI_OK)
-            rg = e.p.go->sync(e.p.gb, &eg);
-        ck_assert_msg(rc == SI_OK, "fuse_gdn_q = false: %s", ec.msg);
-        ck_assert_msg(rg == SI_OK, "fuse_gdn_q = true: %s", eg.msg);
-        char what[96];
-        snprintf(what, sizeof what, "GDN + MATMUL fused int8 copy, n %u: GDN output", n);
-        dt_compare(&e.p, &y, 0.0, what);
-        snprintf(what, sizeof what, "GDN + MATMUL fused int8 copy, n %u: product", n);
-        dt_compare(&e.p, &out, 0.0, what);
-        snprintf(what, sizeof what, "GDN + MATMUL fused int8 copy, n %u: state", n);
-        dt_compare(&e.p, &e.state, 0.0, what);
-        dt_free(&e.p, &u);
-        dt_free(&e.p, &z);
-        dt_free(&e.p, &b);
-        dt_free(&e.p, &a);
-        dt_free(&e.p, &y);
-        dt_free(&e.p, &w);
-        dt_free(&e.p, &out);
+        gdn_close(&e);
+    }
+    gdn_env e;
+    memset(&e, 0, sizeof e);
+    gdn_open_shape(&e, "backend.cuda_gdn_fused", 2, 4, 128, 128, 8);
+    for (uint32_t step = 0; step < 6; step++) {
+        int32_t seq[8];
+        const uint32_t n = step % 3 == 0 ? 1 : step % 3 == 1 ? 8 : 3;
+        for (uint32_t i = 0; i < n; i++)
+            seq[i] = (int32_t)((step & 1 ? 7 - i : i + step) % 8);
+        gdn_step(&e, n, seq, SI_OK);
     }
     gdn_close(&e);
 }
@@ -2080,8 +2135,10 @@ int main(void)
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
-    const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = true\n";
-    const char *gq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = false\n";
+    /* (gdn_dec = split: fuse_gdn_q acts on the split path; the default
+     * fused kernel makes the int8 copy itself) */
+    const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = true\ngdn_dec = split\n";
+    const char *gq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = false\ngdn_dec = split\n";
     /* (MOE decode with the routed products first: expert_early = false) */
     const char *late_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\nexpert_early = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
@@ -2099,6 +2156,10 @@ int main(void)
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
     const char *perhead = as_cpu ? "" : "attn_gqa = per_head\n";
+    /* (gdn_dec = split | fused; as_cpu: the cpu against itself, which at
+     * least runs test_gdn_dec_fused's steps) */
+    const char *gdn_split = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = split\n";
+    const char *gdn_fused = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = fused\n";
     char text[12288];
     const int text_len = snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
@@ -2143,7 +2204,10 @@ int main(void)
              "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             /* (gdn_dec: test_gdn_dec_fused) */
+             "[backend.cuda_gdn_split]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_gdn_fused]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
@@ -2151,7 +2215,8 @@ int main(void)
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
-             as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n");
+             as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
+             gdn_split, gdn_fused);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2201,12 +2266,16 @@ int main(void)
     /* (the wgmma flash attention's own case, so a GPU run can take it
      * without the rest of attn: CK_RUN_CASE=attn_fa3) */
     TCase *tf = tcase_create("attn_fa3");
+    /* (likewise the fused GDN decode step's: CK_RUN_CASE=gdn_dec) */
+    TCase *td = tcase_create("gdn_dec");
     tcase_set_timeout(tm, 600);
     tcase_set_timeout(ta, 600);
     tcase_set_timeout(tg, 600);
     tcase_set_timeout(tx, 600);
     tcase_set_timeout(tf, 600);
     tcase_add_test(tf, test_attn_fa3);
+    tcase_set_timeout(td, 600);
+    tcase_add_test(td, test_gdn_dec_fused);
     tcase_add_test(tm, test_matmul);
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);
@@ -2251,6 +2320,7 @@ int main(void)
     suite_add_tcase(s, tg);
     suite_add_tcase(s, tx);
     suite_add_tcase(s, tf);
+    suite_add_tcase(s, td);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);

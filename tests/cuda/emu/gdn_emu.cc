@@ -7,11 +7,15 @@
 // max |seq|; and with knob gdn_tc (chunk_tc_kernel for chunk_kernel, the
 // tf32 tensor cores) within TC_TOL where its shapes allow (dk % 32 == 0,
 // dk <= 128, dv % 4 == 0).  pipeline() mirrors si_cu_gdn's dispatch (keep
-// in step).
+// in step).  Mode `dec`: decode steps, the fused kernel (gdn_dec = fused,
+// one cluster launch; cluster_emu.h) bit for bit against the split path.
 // Usage: gdn_emu HK HV DK DV LEN...   (one run per LEN, in order)
+//        gdn_emu dec HK HV DK DV NSEQ STEPS   (decode: knob gdn_dec = fused
+//        against the split path, see decode_main)
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 #include "ptx_emu.h"   // (its cp.async bounds: smem_bytes)
+#include "cluster_emu.h"
 __global__ void conv_kernel(cu_gdn g);
 __global__ void delta_kernel(cu_gdn g);
 template <bool NORM> __global__ void conv_tok_kernel(cu_gdn g);
@@ -24,6 +28,10 @@ __global__ void gnorm_kernel(cu_gdn g);
 __global__ void gnorm_warp_kernel(cu_gdn g);
 __global__ void rows_kernel(cu_gdn g);
 __global__ void norm_kernel(cu_gdn g);
+void emu_gf_run(cu_gdn g);   // fused_kernel<N> for g.dk, as si_cu_gdn_fused picks it
+size_t emu_gf_smem_floats(int dk, int C, int K);
+int emu_gf_threads();
+int emu_gf_rows();
 size_t emu_chunk_smem(int dk);
 size_t emu_chunk_pre_smem(int dk);
 size_t emu_tc_smem(int dk);
@@ -72,6 +80,19 @@ static void pipeline_rows(cu_gdn g)
     L(rows_kernel, dim3((unsigned)(g.n_v_head * (g.dv / 16)), (unsigned)g.n_runs), dim3(128), 0);
     L(norm_kernel, dim3((unsigned)((g.n * g.n_v_head + 3) / 4)), dim3(128), 0);
 }
+// gdn_dec = fused (cuda_gdn_rows.cu fused_kernel): a cluster of C blocks
+// per (k-head, run), each cluster one emulated block (cluster_emu.h).
+static void pipeline_fused(cu_gdn g, int order)
+{
+    gf_emu::order = order;
+    gf_emu::blk = -1;
+    const int C = g.n_v_head / g.n_k_head * g.dv / emu_gf_rows();
+    gf_emu::threads = emu_gf_threads();
+    gf_emu::cluster = C;
+    gf_emu::stride = (emu_gf_smem_floats(g.dk, C, g.conv_k) + 63) & ~(size_t)63;
+    L(emu_gf_run, dim3((unsigned)g.n_k_head, (unsigned)g.n_runs), dim3((unsigned)(C * gf_emu::threads)),
+      C * gf_emu::stride * sizeof(float));
+}
 static double cmp(const std::vector<float> &a, const std::vector<float> &b, const char *what)
 {
     double mx = 0, md = 0; size_t at = 0;
@@ -83,8 +104,90 @@ static double cmp(const std::vector<float> &a, const std::vector<float> &b, cons
     printf("  %-6s max |new - seq| %.3g = %.3g of max %.3g (at %zu)\n", what, md, md / mx, mx, at);
     return md / mx;
 }
+// Decode steps: NSEQ sequences (slots) of one token each per step, STEPS
+// steps in a row (the conv state's shift feeds the next step), the slots
+// in a different order each step.  Three copies of the state and outputs:
+// the split path (conv_kernel + rows_kernel + norm_kernel with the int8
+// copy), the fused kernel (with the int8 copy; its blocks skewed in
+// cluster_emu.h's orders, one a step in turn), and the reference
+// (conv_kernel + delta_kernel, the path proven on the GPU).  Fused against
+// split: every bit of output, state and int8 copy; against the
+// reference: 1e-4 of max |ref|.  Outputs and int8 copies poisoned before
+// each step.
+static int decode_main(int hk, int hv, int dk, int dv, int nseq, int steps)
+{
+    const int K = 4;
+    const int64_t cd = 2 * hk * dk + hv * dv;
+    const size_t slot = (size_t)cd * (K - 1) + (size_t)hv * dv * dk;   // floats per slot
+    const size_t words = (64 + nseq * (slot * 4 + 16)) / 4 + 1;
+    auto cw = rnd(cd * K, 0.7f);
+    std::vector<float> sa(hv), dtb(hv), nw(dv);
+    for (int i = 0; i < hv; i++) { sa[i] = -0.2f - 0.5f * (i % 4); dtb[i] = 0.3f * fr(); }
+    for (auto &x : nw) x = 1 + 0.2f * fr();
+    const std::vector<float> st0 = rnd(words, 0.5f);
+    std::vector<float> st[3] = { st0, st0, st0 };
+    const int64_t W = (int64_t)hv * dv;
+    bool ok = true;
+    printf("decode: hk %d hv %d dk %d dv %d, %d sequences x %d steps (cluster of %d blocks)\n", hk, hv, dk, dv, nseq,
+           steps, hv / hk * dv / emu_gf_rows());
+    for (int step = 0; step < steps; step++) {
+        const int n = nseq;
+        std::vector<cu_gdn_run> runs;
+        for (int r = 0; r < n; r++) {
+            const int s = ((step & 1) ? nseq - 1 - r : r + step) % nseq;   // (rotated, reversed on odd steps)
+            runs.push_back({ r, 1, (uint64_t)(64 + s * (slot * 4 + 16)) });
+        }
+        auto u = rnd(n * cd, 2), z = rnd(n * W, 2), b = rnd(n * hv, 2), a = rnd(n * hv, 2);
+        std::vector<float> dst[3], y(n * cd), qd[3], qs[3];
+        std::vector<int8_t> q8[3];
+        for (int c = 0; c < 3; c++) {
+            dst[c].assign(n * W, NAN);
+            q8[c].assign(n * W, 0x55);
+            qd[c].assign(n * W / 32, NAN);
+            qs[c] = qd[c];
+            cu_gdn g = {};
+            g.u = u.data(); g.z = z.data(); g.b = b.data(); g.a = a.data();
+            g.u_stride = cd; g.z_stride = W; g.b_stride = hv; g.a_stride = hv; g.dst_stride = W;
+            g.conv_w = cw.data(); g.conv_w_stride = K; g.ssm_a = sa.data(); g.dt_bias = dtb.data(); g.norm_w = nw.data();
+            g.dst = dst[c].data(); g.state = (uint8_t *)st[c].data(); g.runs = runs.data(); g.n_runs = n; g.n = n;
+            g.conv_dim = cd; g.n_k_head = hk; g.n_v_head = hv; g.dk = dk; g.dv = dv; g.conv_k = K; g.eps = 1e-6f;
+            g.y = y.data(); g.max_len = 1; g.fused = c == 1;
+            if (c < 2) { g.q = q8[c].data(); g.qd = qd[c].data(); g.qs = qs[c].data(); }
+            std::fill(y.begin(), y.end(), NAN);
+            if (c == 0)
+                pipeline_rows(g);
+            else if (c == 1)
+                pipeline_fused(g, step % 3);   // (the cluster's blocks in step, skewed up, down)
+            else
+                pipeline(g, false);
+        }
+        printf(" step %d:\n", step);
+        const bool bits = memcmp(dst[1].data(), dst[0].data(), dst[0].size() * 4) == 0 &&
+                          memcmp(st[1].data(), st[0].data(), st[0].size() * 4) == 0 &&
+                          memcmp(q8[1].data(), q8[0].data(), q8[0].size()) == 0 &&
+                          memcmp(qd[1].data(), qd[0].data(), qd[0].size() * 4) == 0 &&
+                          memcmp(qs[1].data(), qs[0].data(), qs[0].size() * 4) == 0;
+        if (!bits) {
+            int64_t nd = 0, ns = 0, nq = 0;
+            for (size_t i = 0; i < dst[0].size(); i++) nd += memcmp(&dst[1][i], &dst[0][i], 4) != 0;
+            for (size_t i = 0; i < st[0].size(); i++) ns += memcmp(&st[1][i], &st[0][i], 4) != 0;
+            for (size_t i = 0; i < q8[0].size(); i++) nq += q8[1][i] != q8[0][i];
+            for (size_t i = 0; i < qd[0].size(); i++) nq += memcmp(&qd[1][i], &qd[0][i], 4) != 0 || memcmp(&qs[1][i], &qs[0][i], 4) != 0;
+            printf("  FAIL fused vs split: %lld outputs, %lld state words, %lld int8 values/scales differ\n",
+                   (long long)nd, (long long)ns, (long long)nq);
+            ok = false;
+        } else
+            printf("  fused vs split: output, state, int8 copy bit for bit\n");
+        const double e1 = cmp(dst[1], dst[2], "output"), e2 = cmp(st[1], st[2], "state");
+        if (!(e1 <= 1e-4 && e2 <= 1e-4)) { printf("  FAIL fused vs reference\n"); ok = false; }
+    }
+    printf("  %s\n", ok ? "OK" : "FAIL");
+    return ok ? 0 : 1;
+}
 int main(int argc, char **argv)
 {
+    if (argc == 8 && strcmp(argv[1], "dec") == 0)
+        return decode_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
     int hk = atoi(argv[1]), hv = atoi(argv[2]), dk = atoi(argv[3]), dv = atoi(argv[4]);
     std::vector<int> lens; for (int i = 5; i < argc; i++) lens.push_back(atoi(argv[i]));
     const int K = 4, nr = (int)lens.size();

@@ -1,7 +1,10 @@
 #!/bin/sh
 # tests/cuda/emu/run-gdn-emu.sh — runs the cuda_sm120 GDN kernels (chunked
-# prefill against token by token) under the host emulation, no GPU needed.
-# Needs g++ (x86-64).  Takes ~1 min on 2 cores.  Usage: run-gdn-emu.sh [builddir]
+# prefill against token by token; the fused decode step, gdn_dec = fused,
+# against the split one, its thread-block clusters emulated by
+# cluster_emu.h) under the host emulation, no GPU needed, with planted bugs
+# that must be caught.  Needs g++ (x86-64).  Takes ~1.5 min on 2 cores.
+# Usage: run-gdn-emu.sh [builddir]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -27,7 +30,19 @@ sed -e '/^extern "C" int si_cu_gdn/,$d' \
     "$src/cuda_gdn.cu" > "$out/seq.cc"
 grep -q 'emu::dyn_smem' "$out/chunk.cc" && grep -q 'emu::dyn_smem' "$out/seq.cc" && grep -q 'emu::dyn_smem' "$out/tc.cc" || {
     echo "run-gdn-emu: the shared-memory declarations changed; update the sed lines" >&2; exit 1; }
-sed -e '/^\/\/ dst gets pre-norm values/,$d' "$src/cuda_gdn_rows.cu" > "$out/rows.cc"
+# (the fused decode kernel's cluster primitives: cluster_emu.h's, a
+# cluster run as one emulated block)
+sed -e '/^\/\/ dst gets pre-norm values/,$d' \
+    -e '/^\/\/ ---- cluster primitives/,/^\/\/ ---- end of the cluster primitives/c\
+#include "cluster_emu.h"' "$src/cuda_gdn_rows.cu" > "$out/rows.cc"
+grep -q '^#include "cluster_emu.h"' "$out/rows.cc" && ! grep -q '__cvta_generic_to_shared' "$out/rows.cc" || {
+    echo "run-gdn-emu: the cluster primitives' section markers changed; update the sed lines" >&2; exit 1; }
+cat >> "$out/rows.cc" <<'EOF'
+size_t emu_gf_smem_floats(int dk, int C, int K) { return gf_smem_floats(dk, C, K); }
+int emu_gf_threads() { return GF_THREADS; }
+int emu_gf_rows() { return GF_ROWS; }
+void emu_gf_run(cu_gdn g) { if (gf_width(g.dk) == 4) fused_kernel<4>(g); else fused_kernel<GR_MAX_EL>(g); }
+EOF
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 for f in chunk seq rows tc; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 g++ $F "$here/gdn_emu.cc" "$here/emu.cc" "$out/chunk.o" "$out/seq.o" "$out/rows.o" "$out/tc.o" -o "$out/gdn_emu"
@@ -41,6 +56,39 @@ for c in "2 4 128 128 1 1 3" "1 2 64 48 1 2" "2 4 128 128 1 70 129" "2 6 30 40 1
     "1 2 128 32 1 129 64" "1 2 64 48 1 200 33" "1 2 128 96 300 64" "1 2 32 264 40"; do
     "$out/gdn_emu" $c || rc=1
 done
+# gdn_dec = fused (decode steps, one cluster launch) against the split path
+# bit for bit and the reference: the 9b/35b head shape (2 v-heads a k-head,
+# clusters of 8), 1 v-head a k-head (clusters of 4), 8 v-heads of dv 32 on
+# one k-head, 2 v-heads of dk = dv = 96 (clusters of 6); the fibers and the
+# clusters in shuffled orders once
+for c in "2 4 128 128 3 3" "4 4 128 128 2 3" "1 8 32 32 2 3" "3 6 96 96 5 3"; do
+    "$out/gdn_emu" dec $c || rc=1
+done
+EMU_FIBER_ORDER=3 EMU_BLOCK_ORDER=5 "$out/gdn_emu" dec 2 4 128 128 3 3 | tail -1 | grep -q OK || {
+    echo "fused decode in shuffled orders: FAIL"; rc=1; }
+# planted in fused_kernel: each must fail the 9b-shaped decode case
+fused_plant() {
+    perl -0pe "$2" "$out/rows.cc" > "$out/rows_bug.cc"
+    if cmp -s "$out/rows.cc" "$out/rows_bug.cc"; then echo "plant $1: the edit did not apply"; rc=1; return; fi
+    g++ $F -c "$out/rows_bug.cc" -o "$out/rows_bug.o"
+    g++ $F "$here/gdn_emu.cc" "$here/emu.cc" "$out/chunk.o" "$out/seq.o" "$out/rows_bug.o" "$out/tc.o" -o "$out/gdn_bug"
+    if "$out/gdn_bug" dec 2 4 128 128 3 3 > "$out/bug.log" 2>&1; then echo "plant $1: NOT detected"; rc=1
+    else echo "plant $1: detected ($(grep -m1 'FAIL\|emu:' "$out/bug.log" | cut -c1-90))"; fi
+}
+# the q/k conv-state shift right after the conv, before the cluster barrier
+# (a slower block of the cluster convolves with the shifted state)
+fused_plant qk-shift-early 's/nst\[\(i - p0\) \* H \+ e\] = (e \+ 1 < H)/st[e] = $1/; s/cs\[c \* H \+ e % H\] = nst\[e\];/(void)c;/'
+# the q/k channels' shares of the shift: two blocks on one share, one never shifted
+fused_plant shift-share 's/p0 = rank \* part;/p0 = rank \/ 2 * part;/'
+# v-heads grouped (j / R) instead of tiled (j % Hk) onto the k-heads
+fused_plant kh-map 's/const int j = kh \+ jl \* g.n_k_head;/const int j = kh * (g.n_v_head \/ g.n_k_head) + jl;/'
+# the gated norm's sum without the head's first block's rows
+fused_plant norm-part 's/for \(int b = 0; b < per; b\+\+\)/for (int b = 1; b < per; b++)/'
+# the int8 copy's scale of every block of 32 to the head's first
+fused_plant q-scale 's/g.qd \+ qi \/ 32, g.qs/g.qd + (qi - m0) \/ 32, g.qs/'
+# the first cluster barrier only a block barrier (the other blocks'
+# outputs read before they are written)
+fused_plant barrier 's/gf_cluster_sync\(\);   \/\/ every block/gf_sync();   \/\/ every block/'
 # planted: the int8 copy's scales of a head's blocks all to its first
 sed -e 's|g.qd + qi / 32 + e|g.qd + qi / 32|' "$out/rows.cc" > "$out/rows_bug.cc"
 if cmp -s "$out/rows.cc" "$out/rows_bug.cc"; then echo "plant q-scale: the edit did not apply"; rc=1

@@ -1,0 +1,98 @@
+// tests/cuda/emu/cluster_emu.h — host emulation of the thread-block
+// cluster primitives of cuda_gdn_rows.cu's fused decode kernel (the gf_*
+// functions; run-gdn-emu.sh puts this header in place of their device
+// section).  emu.cc runs one CUDA block at a time, so a whole cluster runs
+// as ONE emulated block of C x gf_emu::threads threads: thread T is thread
+// T % threads of the cluster's block T / threads (its rank), the emulated
+// blockIdx.x is the cluster's index.  Then
+//   - the cluster barrier is the emulated block's __syncthreads (all
+//     threads of all blocks, as barrier.cluster.arrive + wait);
+//   - a block's own barrier (gf_sync) is a counter over its threads that
+//     spins (emu::spin) until all of them arrived, so the other blocks of
+//     the cluster keep running meanwhile, as on the GPU;
+//   - each block has its own slice (gf_emu::stride floats) of the dynamic
+//     shared memory, poisoned by emu.cc; distributed shared memory (mapa +
+//     ld.shared::cluster) reads the same offset in another block's slice,
+//     checked to lie inside it.
+// Block skew (gf_emu::order): emu.cc wakes a spinning thread only when no
+// other can run, which keeps the blocks of a cluster nearly in step, so a
+// missing cluster barrier would rarely show.  With order 1 (2) block r
+// starts only when block r - 1 (r + 1) has reached its first cluster
+// barrier: everything a block does before that barrier runs before (after)
+// the other blocks' share, so a block that reads another's shared memory
+// before the barrier reads poison, and one that writes global memory
+// another block reads before the barrier changes that block's input.
+// Not modelled: a block's shared memory going away when it exits (what the
+// last cluster barrier is for).
+#pragma once
+#include "cuda_runtime.h"
+
+namespace gf_emu {
+inline int threads = 128;          // threads of one cluster block (the kernel's GF_THREADS)
+inline int cluster = 1;            // blocks a cluster
+inline size_t stride = 0;          // floats of shared memory a block
+inline int cnt[64], gen[64];       // gf_sync's counter and generation, per rank
+inline int order = 0;              // block skew: 0 none, 1 rank order, 2 reverse
+inline int progress[64];           // per rank: threads that reached a cluster barrier
+inline long blk = -1;              // the emulated block progress[] counts for (-1: reset)
+}
+
+static inline int gf_tid() { return (int)threadIdx.x % gf_emu::threads; }
+static inline int gf_rank_of() { return (int)threadIdx.x / gf_emu::threads; }
+static inline int gf_cluster() { return (int)blockIdx.x; }
+static inline float *gf_smem() { return emu::dyn_smem() + (size_t)gf_rank_of() * gf_emu::stride; }
+static inline void gf_cluster_sync()
+{
+    gf_emu::progress[gf_rank_of()]++;
+    __syncthreads();
+}
+
+// The kernel asks for its rank once, first: where the block skew holds a
+// block back.
+static inline int gf_rank()
+{
+    const int r = gf_rank_of();
+    const long b = (long)blockIdx.y * 65536 + blockIdx.x;
+    if (gf_emu::blk != b) {
+        gf_emu::blk = b;
+        memset(gf_emu::progress, 0, sizeof gf_emu::progress);
+    }
+    const int prev = gf_emu::order == 1 ? r - 1 : gf_emu::order == 2 ? r + 1 : -1;
+    if (prev >= 0 && prev < gf_emu::cluster)
+        for (long n = 0; gf_emu::progress[prev] < gf_emu::threads; n++) {
+            if (n > 10000000) {
+                fprintf(stderr, "emu: cluster block %d: block %d never reaches a cluster barrier\n", r, prev);
+                abort();
+            }
+            emu::spin();
+        }
+    return r;
+}
+
+static inline void gf_sync()
+{
+    const int r = gf_rank_of(), g0 = gf_emu::gen[r];
+    if (++gf_emu::cnt[r] == gf_emu::threads) {
+        gf_emu::cnt[r] = 0;
+        gf_emu::gen[r]++;
+        return;
+    }
+    for (long n = 0; gf_emu::gen[r] == g0; n++) {
+        if (n > 10000000) {
+            fprintf(stderr, "emu: cluster block %d: block barrier never completes (%d of %d threads)\n", r,
+                    gf_emu::cnt[r], gf_emu::threads);
+            abort();
+        }
+        emu::spin();
+    }
+}
+
+static inline float gf_remote(const float *p, int rank)
+{
+    const ptrdiff_t off = p - gf_smem();
+    if (off < 0 || (size_t)off >= gf_emu::stride || rank < 0 || rank >= gf_emu::cluster) {
+        fprintf(stderr, "emu: gf_remote: offset %td / rank %d outside the cluster's shared memory\n", off, rank);
+        abort();
+    }
+    return emu::dyn_smem()[(size_t)rank * gf_emu::stride + (size_t)off];
+}
