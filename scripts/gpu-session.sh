@@ -222,6 +222,15 @@ step ab_moe_plugin_off 30 "$ROWS" "$SI" bench -m /tmp/35b.gguf --no-tg --pp 512,
 step pp_i8_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8
 step pp_i8_9b_attn_off 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8 \
     --set kernel.attn_mma_i8.enabled=false
+# attn_mma_i8's v2 kernel (128-token tiles, K/V staged in shared memory,
+# P.V on int8 tensor cores) against v1 (the default) at 4k and a 32k prompt
+step pp_i8_9b_ami8_v2 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 512,4096 --reps 3 $I8 \
+    --set kernel.attn_mma_i8.tile=v2
+step pp_i8_32k_9b_ami8_v1 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 32768 --reps 1 --warmup 1 $I8 \
+    --set kernel.attn_mma_i8.tile=v1
+step pp_i8_32k_9b_ami8_v2 90 "$ROWS" "$SI" bench -m /tmp/9b.gguf --no-tg --pp 32768 --reps 1 --warmup 1 $I8 \
+    --set kernel.attn_mma_i8.tile=v2
+step check_9b_i8_ami8_v2 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $I8 --set kernel.attn_mma_i8.tile=v2
 step tg_i8_9b 30 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 4096 --bs 1 --tg 32 --reps 5 $I8
 step check_9b_i8 30 'top-1|rror' "$SI" check -m /tmp/9b.gguf $CK $I8
 # the prefill chunk (n_batch, 512 by default): the MoE plugin's expert groups

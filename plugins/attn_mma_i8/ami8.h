@@ -11,6 +11,11 @@ extern "C" {
 
 #define AMI8_PAGE 16      /* positions per page: one page = the 16 K rows of an mma tile pair */
 
+/* ami8_args.tile: which kernel (knob tile = v1 | v2; 0 = v1 so a zeroed
+ * args struct keeps the original kernel) */
+#define AMI8_TILE_V1 0    /* 16 tokens x 1 head a block, K/V from L2 per block */
+#define AMI8_TILE_V2 1    /* 128 tokens x 1 head, K/V staged by cp.async, P.V on u8 x s8 mma */
+
 /* One op: everything device memory; layouts as si_cuda_attn_view's. */
 typedef struct ami8_args {
     const float   *q;           /* [n][n_head][hd] normed+roped           */
@@ -25,6 +30,7 @@ typedef struct ami8_args {
     int64_t        n;
     float         *dst;         /* [n][n_head*hd], row stride dst_stride floats */
     uint64_t       dst_stride;
+    int            tile;        /* AMI8_TILE_V1 or AMI8_TILE_V2 (v2: hd 128/256; else v1 runs) */
 } ami8_args;
 
 /* True when the kernel is built for head_dim hd. */

@@ -13,7 +13,10 @@
  * supports() declines (the backend's own path runs) below `min_tokens`
  * tokens and for head_dim other than 64/128/256.
  *
- * Knob, [kernel.attn_mma_i8]: min_tokens (integer >= 1, default 64).
+ * Knobs, [kernel.attn_mma_i8]: min_tokens (integer >= 1, default 64);
+ * tile = v1 | v2 (default v1): v1 = 16 tokens x 1 head a block reading
+ * K/V from L2, v2 = 128 tokens x 1 head staging K/V through shared memory
+ * with P.V on the int8 tensor cores (ami8_attn.cu; head_dim 64 runs v1).
  * Includes only public headers: plugin.h and cuda_sm120's cuda_ext.h. */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@ typedef struct ami8_state {
     const si_host     *h;
     const si_cuda_ext *x;
     int64_t            min_tokens;
+    int                tile;   /* AMI8_TILE_V1 / AMI8_TILE_V2 */
 } ami8_state;
 
 
@@ -45,6 +49,12 @@ static int ami8_init(const si_host *h, const char *section, const void *backend_
         return si_err_set(err, SI_EINVAL, AMI8_NAME ": init without host or section");
     int64_t min_tokens;
     int rc = si_kernel_min_tokens(h, AMI8_NAME, section, AMI8_MIN_TOKENS_DEFAULT, &min_tokens, err);
+    if (rc != SI_OK)
+        return rc;
+    /* v1 stays the default until v2 has been measured on the GPU */
+    static const char *const tiles[] = { "v1", "v2" };
+    int tile;
+    rc = si_kernel_choice(h, AMI8_NAME, section, "tile", tiles, 2, 0, &tile, err);
     if (rc != SI_OK)
         return rc;
     if (x == NULL || x->major != SI_CUDA_EXT_MAJOR || !SI_HAS_MEMBER(x, si_cuda_ext, attn_prepare))
@@ -63,11 +73,12 @@ static int ami8_init(const si_host *h, const char *section, const void *backend_
     st->h = h;
     st->x = x;
     st->min_tokens = min_tokens;
+    st->tile = tile == 1 ? AMI8_TILE_V2 : AMI8_TILE_V1;
     *state = st;
     if (h->log != NULL)
         h->log(h, SI_LOG_INFO, AMI8_NAME,
-               "int8 mma attention for batches of >= %lld tokens over the paged int8 cache (kv_type = i8)",
-               (long long)min_tokens);
+               "int8 mma attention (tile %s) for batches of >= %lld tokens over the paged int8 cache (kv_type = i8)",
+               tiles[tile], (long long)min_tokens);
     return SI_OK;
 }
 
@@ -117,6 +128,7 @@ static int ami8_exec(void *state, const si_op *op, si_err *err)
         .pages = v.pages, .max_pages = v.max_pages, .n_head = (int)v.n_head, .n_head_kv = (int)v.n_head_kv,
         .hd = (int)v.head_dim, .pos = v.pos, .seq = v.seq, .n = v.n,
         .dst = x->dev_ptr(x->b, &op->dst), .dst_stride = v.n > 1 ? op->dst.nb[1] / 4 : 0,
+        .tile = st->tile,
     };
     int e = ami8_attn(&a, x->stream(x->b));
     if (e != 0)

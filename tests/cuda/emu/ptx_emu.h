@@ -571,3 +571,19 @@ static inline void wg_mma_f16_n64(float (&d)[8][4], uint64_t da, uint64_t db) { 
 template <int TB> static inline void wg_mma_f16_n128_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 128, 0, a, db, TB != 0); }
 template <int TB> static inline void wg_mma_f16_n256_rs(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 256, 0, a, db, TB != 0); }
 template <int N> static inline void wg_fence_acc(float (&)[N][4]) {}
+
+// mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 with C = D (the P.V of
+// plugins/attn_mma_i8's v2): the .u8 A fragment has the .s8 one's layout
+// (PTX ISA 9.7.14.5.10: one table for .u8/.s8), so it is emulated through
+// mma_s8: a u8 element x is (x - 128) + 128, x - 128 being x's byte with
+// its top bit flipped read as s8; D += A' B + 128 (1 B), A' = the flipped
+// bytes, 1 = all-ones bytes (each product checked element by element).
+static inline void mma_k32_u8acc(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    const uint32_t b[2] = { b0, b1 }, af[4] = { a[0] ^ 0x80808080u, a[1] ^ 0x80808080u, a[2] ^ 0x80808080u, a[3] ^ 0x80808080u };
+    const uint32_t ones[4] = { 0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u };
+    int x[4], y[4];
+    emu_ptx::mma_s8(32, x, af, b);
+    emu_ptx::mma_s8(32, y, ones, b);
+    for (int i = 0; i < 4; i++) d[i] = (int)((uint32_t)d[i] + (uint32_t)x[i] + 128u * (uint32_t)y[i]);
+}
