@@ -96,6 +96,10 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.attn_fa_tile=v1
     step "pp_${m}_fa_v2" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.attn_fa_tile=v2
+    # v3 with each warpgroup's softmax overlapping the tile before's P V
+    # (attn_fa3_overlap) against the default v3
+    step "pp_${m}_fa3_overlap" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
+        --set backend.cuda_sm120.attn_fa3_overlap=true
     # the wgmma kernel's warpgroups multiplying together (the default takes turns)
     step "pp_${m}_pp_off" 40 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 512,4096 --reps 5 \
         --set backend.cuda_sm120.w8_wg_pingpong=false
@@ -205,6 +209,10 @@ for m in 9b 35b; do
         --set backend.cuda_sm120.attn_fa_tile=v1
     step "pp_32k_${m}_fa_v2" 60 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 32768 --reps 2 --warmup 0 \
         --set backend.cuda_sm120.attn_fa_tile=v2
+    # v3's softmax overlapping P V (attn_fa3_overlap) at a 32k prompt; 3 reps
+    # after a warmup (pp_32k_$m: 2, none), the gap sought being ~1%
+    step "pp_32k_${m}_fa3_overlap" 90 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 32768 --reps 3 --warmup 1 \
+        --set backend.cuda_sm120.attn_fa3_overlap=true
     step "pp_64k_$m" 60 "$ROWS" "$SI" bench -m /tmp/$m.gguf --no-tg --pp 65536 --reps 1 --warmup 0
 done
 step tg_32k_9b 40 "$ROWS" "$SI" bench -m /tmp/9b.gguf --bw 4300 --no-pp --ctx 32768 --bs 1 --tg 32 --reps 5

@@ -57,9 +57,11 @@
 // warpgroup-wide, so the test is the warpgroup's last key (fa3_wg_last),
 // made warp-uniform by a shuffle (a branch the compiler cannot prove
 // uniform around wgmma serialises it: ptxas C7520).
-// Not done (next steps if the GPU says so): the two consumer warpgroups
-// taking turns on the tensor cores (w8wg's ping-pong), S of the next tile
-// issued before this tile's softmax (needs 32 more registers), TMA.
+// Knob attn_fa3_overlap (fa3_kernel<D, true>, default off): each
+// warpgroup's softmax of a tile runs while the tile before's P V is on
+// the tensor cores (the overlap's pieces below say how; v3's bits in the
+// emulator).  Not done (next steps if the GPU says so): the two consumer
+// warpgroups taking turns on the tensor cores (w8wg's ping-pong), TMA.
 // Numerics: per row the products and sums differ from v2's only in the
 // tensor cores' summation order; the emulator checks v3 against the
 // double reference (1e-3 of max |out|) and against v2.
@@ -83,8 +85,9 @@ static_assert(128 * FA3_REGS_P + 256 * FA3_REGS_C <= 384 * 168, "setmaxnreg: mor
 // Shared memory (bytes from the 1024-aligned base): Q as D / 64 slabs of
 // [128 rows][128 B]; two stages of (K, V), each D / 64 slabs of [64
 // rows][128 B]; the consumer warps' q-row scratch (8 x D f32); the ring's
-// full[2], empty[2] mbarriers.  + 1 KiB: the base is aligned up in the
-// kernel.
+// mbarriers: full[2] then empty[2] (v3), or full K[2], V[2] then empty
+// K[2], V[2] (the overlap: its K and V released apart).  + 1 KiB: the base
+// is aligned up in the kernel.
 template <int D> struct fa3_geom {
     static constexpr uint32_t SLAB_Q = FA3_BM * 128, SLAB_T = FA_BN * 128;
     static constexpr uint32_t KV = (D / 64) * SLAB_Q;
@@ -92,7 +95,7 @@ template <int D> struct fa3_geom {
     static constexpr uint32_t STAGE = 2 * V;
     static constexpr uint32_t XS = KV + 2 * STAGE;
     static constexpr uint32_t BARS = XS + 8 * D * 4;
-    static constexpr uint32_t SMEM = BARS + 32 + 1024;
+    static constexpr uint32_t SMEM = BARS + 64 + 1024;
 };
 
 // Element offset of chunk c (8 halves) of q row r in the slabs (fa_q_rows).
@@ -122,6 +125,17 @@ template <int N> __device__ __forceinline__ void wg_fence_acc(float (&d)[N][4])
 #pragma unroll
         for (int e = 0; e < 4; e++)
             asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// P's registers (the A operand from registers) are read by a wgmma until
+// its wait: this keeps them live, and unchanged, until there (no code).
+template <int N> __device__ __forceinline__ void wg_fence_areg(uint32_t (&a)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 // D[64 x 64] += A[64 x 16] B[64 x 16]^T, f16 x f16 -> f32 (S = Q K^T): A
@@ -283,9 +297,95 @@ template <int D> __device__ __forceinline__ void fa3_pv(float (&o)[D / 8][4], co
     wg_wait<0>();
     wg_fence_acc(o);
 }
-#endif
 
+// ---- the overlap (knob attn_fa3_overlap; fa3_kernel<D, true>) ----
+// Plain v3 leaves the tensor cores idle while a warpgroup does its
+// softmax (every product waited for before the next step), and the
+// softmax units idle while it waits.  The overlap keeps one product in
+// flight across the softmax: per tile j a warpgroup issues S(j) = Q K(j)^T
+// and then O += P(j-1) V(j-1) (the tile before's, P kept in registers as
+// f16), waits for S(j) only (wait_group 1: the older group), releases
+// K(j), runs the softmax of S(j) while P(j-1) V(j-1) runs, then waits for
+// that (wait_group 0), releases V(j-1), rescales O and packs P(j).  The
+// rows' arithmetic is v3's in v3's order (O scaled by tile j's factor
+// after tile j-1's P V and before tile j's), so the same bits.  Registers:
+// O (D / 2), S 32 and P 16 a thread (no second S: ~176 at hd 256 of
+// FA3_REGS_C).  K(j) and V(j-1) are read at once, so the ring releases K
+// and V apart (full / empty K[2], V[2]; the stages and their 192 KiB as
+// v3's): K(j+2) may land as soon as S(j) completed, V(j+1) once P(j-1)
+// V(j-1) did, so the producer stays a tile ahead (one ring of K + V per
+// tile would free a stage only after P V, a tile late).  Tile n of the
+// block (counted over passes) is in stage n % 2, its phase parity n / 2 %
+// 2, on both sides.
+
+// A warp's release of a stage's K or V (the empty barrier counts the 8
+// consumer warps), once every lane's wgmma reading it completed.
+__device__ __forceinline__ void fa3_release(uint32_t bar)
+{
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0)
+        mbar_arrive(bar);
+}
+
+// P(j) as the m16n8k16 A fragments of its 16-key steps (fa3_pv's packing).
+__device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[FA_BN / 16][4], const float (&s)[FA_BN / 8][4])
+{
+#pragma unroll
+    for (int kv = 0; kv < FA_BN / 16; kv++) {
+        pa[kv][0] = pack_h2(s[2 * kv][0], s[2 * kv][1]);
+        pa[kv][1] = pack_h2(s[2 * kv][2], s[2 * kv][3]);
+        pa[kv][2] = pack_h2(s[2 * kv + 1][0], s[2 * kv + 1][1]);
+        pa[kv][3] = pack_h2(s[2 * kv + 1][2], s[2 * kv + 1][3]);
+    }
+}
+
+// Issues S = Q K^T (as v3's loop in fa3_kernel: a k16 step is + 32 bytes
+// along the row, a slab every 4; fenced, committed and waited for by the
+// caller).
+template <int D> __device__ __forceinline__ void fa3_s_issue(float (&s)[FA_BN / 8][4], uint64_t dq, uint64_t dk)
+{
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        wg_mma_f16_n64(s, dq + (((kk >> 2) * fa3_geom<D>::SLAB_Q + (kk & 3) * 32) >> 4),
+                       dk + (((kk >> 2) * fa3_geom<D>::SLAB_T + (kk & 3) * 32) >> 4));
+}
+
+// Issues O += P V (V N-major from dv; fenced, committed and waited for by
+// the caller).
 template <int D>
+__device__ __forceinline__ void fa3_pv_issue(float (&o)[D / 8][4], const uint32_t (&pa)[FA_BN / 16][4], uint64_t dv)
+{
+#pragma unroll
+    for (int kv = 0; kv < FA_BN / 16; kv++) {
+        if constexpr (D == 256)
+            wg_mma_f16_n256_rs<1>(o, pa[kv], dv + kv * (2048 >> 4));
+        else
+            wg_mma_f16_n128_rs<1>(o, pa[kv], dv + kv * (2048 >> 4));
+    }
+}
+
+// The pending P V of tile n alone (a pass's last tile, or before tiles
+// the warpgroup skips): waits for its V, issues, waits, releases V.
+template <int D>
+__device__ __forceinline__ void fa3_pv_flush(float (&o)[D / 8][4], uint32_t (&pa)[FA_BN / 16][4], uint32_t v0,
+                                             uint32_t full_v, uint32_t empty_v, int n)
+{
+    const int st = n & 1;
+    mbar_wait(full_v + 8 * st, (uint32_t)(n >> 1) & 1);
+    fence_proxy_async();
+    wg_fence_acc(o);
+    wg_fence();
+    fa3_pv_issue<D>(o, pa, fa3_desc_mn(v0 + st * fa3_geom<D>::STAGE));
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_acc(o);
+    wg_fence_areg(pa);
+    fa3_release(empty_v + 8 * st);
+}
+#endif
+// ---- end of the overlap's pieces ----
+
+template <int D, bool OV>
 __global__ void __launch_bounds__(FA3_THREADS, 1) fa3_kernel(cu_attn a, int32_t chunk, int n_split)
 {
 #if defined(SI_HAVE_WGMMA)
@@ -307,16 +407,44 @@ __global__ void __launch_bounds__(FA3_THREADS, 1) fa3_kernel(cu_attn a, int32_t 
     // this lane's two rows (the producer's are dummies: its lim is unused)
     const int rl[2] = { (warp & 7) * 16 + gid, (warp & 7) * 16 + gid + 8 };
     const uint64_t step = (uint64_t)a.n_head_kv * D;
-    const uint32_t full = smem_u32(sm + G::BARS), empty = full + 16;
+    const uint32_t full = smem_u32(sm + G::BARS), empty = full + (OV ? 32 : 16);
     fa_pass ps;
     fa_next_pass<FA3_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
-    const int role = wg_ring_start(full, empty, 2);
+    // (the overlap: full K[2] at full, V[2] at full + 16; empty likewise)
+    const int role = wg_ring_start(full, empty, OV ? 4 : 2);
     // Both sides walk the same passes and tiles; tile i of the block goes
     // to stage i % 2 (phase parity ph flips every second tile), across
     // passes too.
     int st = 0;
     uint32_t ph = 0;
 
+    if (role == 2 && OV) {
+        // the overlap's producer: K, then V of each tile, each into its
+        // stage once that stage's K (or V) two tiles before is released
+        wg_regs_dec_to<FA3_REGS_P>();
+        const int t = threadIdx.x - 256;
+        int n = 0;
+        for (;;) {
+            for (int j0 = c0; j0 < ps.k_hi; j0 += FA_BN, n++) {
+                const int s2 = n & 1;
+                const uint32_t par = (uint32_t)(n >> 1) & 1;
+                uint8_t *k = sm + G::KV + s2 * G::STAGE;
+                if (n >= 2)
+                    mbar_wait(empty + 8 * s2, par ^ 1);
+                fa3_load_tile<D>(k, ps.kg, step, j0, ps.k_hi, t);
+                cp_async_mbar_arrive(full + 8 * s2);
+                if (n >= 2)
+                    mbar_wait(empty + 16 + 8 * s2, par ^ 1);
+                fa3_load_tile<D>(k + G::V, ps.vg, step, j0, ps.k_hi, t);
+                cp_async_mbar_arrive(full + 16 + 8 * s2);
+            }
+            if (done.all())
+                break;
+            fa_next_pass<FA3_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
+        }
+        cp_async_wait_all();
+        return;
+    }
     if (role == 2) {
         wg_regs_dec_to<FA3_REGS_P>();
         const int t = threadIdx.x - 256;
@@ -360,6 +488,9 @@ __global__ void __launch_bounds__(FA3_THREADS, 1) fa3_kernel(cu_attn a, int32_t 
     const uint32_t kv0 = smem_u32(sm + G::KV);
 
     // 2./3. once per sequence among the rows (one pass for a plain prefill)
+    // (v3's loop first, then the overlap's: run-fa-emu.sh's v3 plants edit
+    // the first match)
+    if constexpr (!OV)
     for (;;) {
         const int k_hi = __shfl_sync(0xffffffffu, ps.k_hi, 0), last = fa3_wg_last(ps, seq_s, pos_s, wg, c0);
         for (int j0 = c0; j0 < k_hi; j0 += FA_BN) {
@@ -398,6 +529,85 @@ __global__ void __launch_bounds__(FA3_THREADS, 1) fa3_kernel(cu_attn a, int32_t 
         if (done.all())
             break;
         fa_next_pass<FA3_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
+    }
+    else {
+        // the overlap (see its pieces above); tile n of the block, pend:
+        // P of tile n - 1 in pa, its P V not issued yet (warp-uniform)
+        const uint32_t full_k = full, full_v = full + 16, empty_k = empty, empty_v = empty + 16;
+        int n = 0;
+        for (;;) {
+            const int k_hi = __shfl_sync(0xffffffffu, ps.k_hi, 0), last = fa3_wg_last(ps, seq_s, pos_s, wg, c0);
+            uint32_t pa[FA_BN / 16][4];
+            bool pend = false;
+            for (int j0 = c0; j0 < k_hi; j0 += FA_BN, n++) {
+                const int sk = n & 1;
+                const uint32_t par = (uint32_t)(n >> 1) & 1, ks = kv0 + sk * G::STAGE;
+                mbar_wait(full_k + 8 * sk, par);   // K(n) is in stage sk
+                if (j0 <= last) {
+                    if (pend)   // V(n - 1), in the other stage
+                        mbar_wait(full_v + 8 * (sk ^ 1), (uint32_t)((n - 1) >> 1) & 1);
+                    fence_proxy_async();
+                    const uint64_t dk = wg_desc(ks);
+                    float s[FA_BN / 8][4], f[2];
+#pragma unroll
+                    for (int nt = 0; nt < FA_BN / 8; nt++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            s[nt][j] = 0.0f;
+                    wg_fence_acc(s);
+                    wg_fence_acc(o);
+                    // (each way whole in its branch: ptxas cannot tell that
+                    // a second `if (pend)` takes the first's way, and
+                    // would see O read while P V may be in flight, C7514,
+                    // nor a fence before the branch as the P V's: C7519)
+                    if (pend) {
+                        const uint64_t dv = fa3_desc_mn(kv0 + (sk ^ 1) * G::STAGE + G::V);
+                        wg_fence();
+                        fa3_s_issue<D>(s, dq, dk);
+                        wg_commit();   // group: S(n)
+                        fa3_pv_issue<D>(o, pa, dv);
+                        wg_commit();   // group: P(n-1) V(n-1), after S(n)
+                        wg_wait<1>();  // S(n) done, P V may run on
+                        wg_fence_acc(s);
+                        fa3_release(empty_k + 8 * sk);   // K(n) read
+                        fa_softmax(s, m, l, f, j0, ps, tig, sl2);
+                        wg_wait<0>();
+                        wg_fence_acc(o);
+                        wg_fence_areg(pa);
+                        fa3_release(empty_v + 8 * (sk ^ 1));   // V(n - 1) read
+                    } else {
+                        wg_fence();
+                        fa3_s_issue<D>(s, dq, dk);
+                        wg_commit();
+                        wg_wait<0>();
+                        wg_fence_acc(s);
+                        fa3_release(empty_k + 8 * sk);
+                        fa_softmax(s, m, l, f, j0, ps, tig, sl2);
+                    }
+                    if (f[0] != 1.0f || f[1] != 1.0f)   // a row maximum moved (O * 1 is O)
+                        fa_rescale<D>(o, f);
+                    fa3_pack_p(pa, s);
+                    pend = true;
+                } else {
+                    // every row of the warpgroup ends before the tile (and
+                    // every later one): the pending P V first (its V stage
+                    // is the next tile's), then K(n) and V(n) released
+                    // once landed (a release before would count towards
+                    // the stage's fill before)
+                    if (pend)
+                        fa3_pv_flush<D>(o, pa, kv0 + G::V, full_v, empty_v, n - 1);
+                    pend = false;
+                    fa3_release(empty_k + 8 * sk);
+                    mbar_wait(full_v + 8 * sk, par);
+                    fa3_release(empty_v + 8 * sk);
+                }
+            }
+            if (pend)   // the pass's last tile
+                fa3_pv_flush<D>(o, pa, kv0 + G::V, full_v, empty_v, n - 1);
+            if (done.all())
+                break;
+            fa_next_pass<FA3_BM, D>(a, done, seq_s, pos_s, c1, g, rl, ps);
+        }
     }
 
     fa_store<D>(a, o, m, l, pos_s, rl, t0, h, c0, sp, n_split);
@@ -447,9 +657,13 @@ extern "C" int si_cu_fa3_init(bool *avail)
     e = cudaMemcpy(&ok, d_ok, sizeof(int), cudaMemcpyDeviceToHost);
     cudaFree(d_ok);
     if (e == cudaSuccess && ok == 1)
-        e = cudaFuncSetAttribute(fa3_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa3_geom<256>::SMEM);
+        e = cudaFuncSetAttribute(fa3_kernel<256, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa3_geom<256>::SMEM);
     if (e == cudaSuccess && ok == 1)
-        e = cudaFuncSetAttribute(fa3_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa3_geom<128>::SMEM);
+        e = cudaFuncSetAttribute(fa3_kernel<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa3_geom<128>::SMEM);
+    if (e == cudaSuccess && ok == 1)
+        e = cudaFuncSetAttribute(fa3_kernel<256, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa3_geom<256>::SMEM);
+    if (e == cudaSuccess && ok == 1)
+        e = cudaFuncSetAttribute(fa3_kernel<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fa3_geom<128>::SMEM);
     if (e != cudaSuccess)
         return (int)e;
     *avail = ok == 1;
@@ -457,19 +671,20 @@ extern "C" int si_cu_fa3_init(bool *avail)
 }
 // ---- end of device probe ----
 
-// v2's grid: the head fastest, then the tile (the last first), the split.
-template <int D> static int fa3_launch(const cu_attn *a, const cu_fa_plan *p, cudaStream_t s)
+// v2's grid: the head fastest, then the tile (the last first), the split;
+// OV: the overlap (knob attn_fa3_overlap: a->fa3_overlap).
+template <int D, bool OV> static int fa3_launch(const cu_attn *a, const cu_fa_plan *p, cudaStream_t s)
 {
     const dim3 grid((unsigned)a->n_head, (unsigned)((a->n + FA3_BM - 1) / FA3_BM), (unsigned)p->n_split);
-    fa3_kernel<D><<<grid, FA3_THREADS, fa3_geom<D>::SMEM, s>>>(*a, p->chunk, p->n_split);
+    fa3_kernel<D, OV><<<grid, FA3_THREADS, fa3_geom<D>::SMEM, s>>>(*a, p->chunk, p->n_split);
     return (int)cudaGetLastError();
 }
 
 extern "C" int si_cu_fa3(const cu_attn *a, const cu_fa_plan *p, void *stream)
 {
     switch (a->head_dim) {
-    case 128: return fa3_launch<128>(a, p, (cudaStream_t)stream);
-    case 256: return fa3_launch<256>(a, p, (cudaStream_t)stream);
+    case 128: return a->fa3_overlap ? fa3_launch<128, true>(a, p, (cudaStream_t)stream) : fa3_launch<128, false>(a, p, (cudaStream_t)stream);
+    case 256: return a->fa3_overlap ? fa3_launch<256, true>(a, p, (cudaStream_t)stream) : fa3_launch<256, false>(a, p, (cudaStream_t)stream);
     default: return (int)cudaErrorInvalidValue;
     }
 }

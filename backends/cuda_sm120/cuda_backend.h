@@ -59,6 +59,7 @@ struct si_backend {
     bool           attn_split;      /* knob attn = split (else simple)       */
     bool           attn_fa;         /* knob attn_prefill = fa (else split)   */
     int            attn_fa_tile;    /* knob attn_fa_tile: 1, 2, 3 (v1..v3)   */
+    bool           attn_fa3_ov;     /* knob attn_fa3_overlap (cuda_attn_fa3.cu) */
     bool           attn_gqa;        /* knob attn_gqa = shared (else per_head) */
     bool           attn_mma;        /* knob attn_mma (cuda_attn_mma.cu)      */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */

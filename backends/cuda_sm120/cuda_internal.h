@@ -314,6 +314,9 @@ typedef struct cu_attn {
     int          fa_tile;        /* knob attn_fa_tile: 1 (v1), 2 (v2: its
                                   * 128-token tiles where they fit), 3 (v3:
                                   * wgmma where it runs; si_cu_fa_plan) */
+    bool         fa3_overlap;    /* knob attn_fa3_overlap: v3's softmax
+                                  * overlapped with the tile before's P V
+                                  * (cuda_attn_fa3.cu)                    */
 } cu_attn;
 
 /* The max_len the attention core is planned for: the true one rounded up

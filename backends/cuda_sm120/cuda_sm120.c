@@ -263,6 +263,15 @@
  *                         23,533 tok/s (ATTN pre 297 -> 201 ms), 35b-a3b
  *                         31,169 vs 27,882; at 4096 +0.5% / +0.9%, at 512
  *                         -1% (both).
+ *   attn_fa3_overlap = false | true  (with attn_fa_tile = v3) true: each
+ *                         consumer warpgroup issues S = Q K^T of a tile,
+ *                         then P V of the tile before, and runs the
+ *                         softmax while that P V is on the tensor cores
+ *                         (K and V of the ring released apart, so the
+ *                         producer stays a tile ahead); false (default):
+ *                         v3 as above, every product waited for.  Same
+ *                         per-row arithmetic and order: v3's bits in the
+ *                         host emulation (A/B; GPU numbers pending).
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -427,7 +436,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gdn_chunked = true, gdn_rows = true, gdn_tc = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
-         gemv_w8 = false, fuse_gdn = false;
+         gemv_w8 = false, fuse_gdn = false,
+         attn_fa3_ov = false;
     bool gdn_dec = true;
     bool route_fused = true;
     int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
@@ -463,6 +473,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "attn_prefill", "fa", "split", &attn_fa },
         { "attn_gqa", "shared", "per_head", &attn_gqa },
         { "attn_mma", "true", "false", &attn_mma },
+        { "attn_fa3_overlap", "true", "false", &attn_fa3_ov },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
         { "gdn_tc", "true", "false", &gdn_tc },
@@ -546,6 +557,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
     b->attn_fa_tile = attn_fa_tile;
+    b->attn_fa3_ov = attn_fa3_ov;
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
     b->gdn_rows = gdn_rows;
@@ -761,6 +773,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->dec_mma = b->attn_mma;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
     a->fa_tile = b->attn_fa_tile;
+    a->fa3_overlap = b->attn_fa3_ov;
     a->n_sm = b->n_sm;
     a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;

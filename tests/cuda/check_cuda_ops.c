@@ -813,6 +813,20 @@ START_TEST(test_attn_fa3)
 }
 END_TEST
 
+/* attn_fa3_overlap = true (cuda16_fa3ov: each warpgroup's softmax run
+ * while the tile before's P V is on the tensor cores) against the default
+ * (false), the same steps and shapes: v3's per-row arithmetic in v3's
+ * order, so the same bits but for the tensor cores' own summation order
+ * (the emulator sees the same bits): 1e-3 of max |out|, test_attn_fa3's
+ * bound.  Where v3 does not run, v2 twice. */
+START_TEST(test_attn_fa3_overlap)
+{
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3ov", 16, 4, 256);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3ov", 16, 2, 256);
+    attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3ov", 8, 2, 128);
+}
+END_TEST
+
 START_TEST(test_attn_long_simple)
 {
     attn_long("backend.cpu16", "backend.cuda16_simple", 8, 1, 256, 1e-3);
@@ -2207,7 +2221,9 @@ int main(void)
              "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              /* (gdn_dec: test_gdn_dec_fused) */
              "[backend.cuda_gdn_split]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdn_fused]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_gdn_fused]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             /* (attn_fa3_overlap: test_attn_fa3_overlap) */
+             "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
@@ -2216,7 +2232,7 @@ int main(void)
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
-             gdn_split, gdn_fused);
+             gdn_split, gdn_fused, cu_extra, as_cpu ? "" : "attn_fa3_overlap = true\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2274,6 +2290,7 @@ int main(void)
     tcase_set_timeout(tx, 600);
     tcase_set_timeout(tf, 600);
     tcase_add_test(tf, test_attn_fa3);
+    tcase_add_test(tf, test_attn_fa3_overlap);
     tcase_set_timeout(td, 600);
     tcase_add_test(td, test_gdn_dec_fused);
     tcase_add_test(tm, test_matmul);

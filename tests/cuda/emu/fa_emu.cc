@@ -23,7 +23,10 @@
 //   EMU_FA_EXPECT=v1|v2|v3 makes any other one a failure.  An op that ran
 //   v2 runs v1 too (compared), and at hd 128 / 256 v3 too (the v3 kernel,
 //   cuda_attn_fa3.cu, on ptx_emu.h's f16 wgmma): against the reference
-//   and against v2; EMU_FA_TILE=v3 runs v3 first, then v2.
+//   and against v2; EMU_FA_TILE=v3 runs v3 first, then v2.  Every op
+//   that ran v3 runs it again with the knob attn_fa3_overlap (the softmax
+//   overlapping the tile before's P V): against the reference and against
+//   v3's bits (the same per-row arithmetic in the same order).
 #include "cuda_runtime.h"
 #include "cuda_fp16.h"
 #include "cuda_internal.h"
@@ -251,5 +254,23 @@ int main(int argc, char **argv)
     const bool ok32 = fp3.n_split == fp.n_split && fp3.chunk == fp.chunk && nd == 0;
     printf("  v3 vs v2 (%d splits of %d): %zu values differ, max %.2e of max |out|: %s\n", fp3.n_split, fp3.chunk, nd,
            d3 / mx, ok32 ? "ok" : "FAIL (the emulator's sums agree: bits must)");
-    return ok && ok3 && ok32 ? 0 : 1;
+    // v3 again with attn_fa3_overlap: per row v3's products, softmax and
+    // rescale in v3's order (only when each is issued and waited for
+    // moves), so v3's bits; its own K / V release order and parities are
+    // what the reference and the bits check (a stage read after its
+    // refill, or S read before its wait, shows)
+    const std::vector<float> &out3 = fp.tile == 3 ? dst : dst3;
+    cu_attn ao = a;
+    ao.fa3_overlap = true;
+    std::vector<float> dsto(dst.size());
+    cu_fa_plan fpo;
+    if (run_op(ao, 3, dsto, fpo, "v3") != 0) return 1;
+    printf("  attn_fa3_overlap:\n");
+    const bool oko = check(dsto, fpo);
+    const double dov = differ(out3, dsto, nd);
+    const cu_fa_plan &p3 = fp.tile == 3 ? fp : fp3;
+    const bool oko3 = fpo.n_split == p3.n_split && fpo.chunk == p3.chunk && nd == 0;
+    printf("  overlap vs v3 (%d splits of %d): %zu values differ, max %.2e of max |out|: %s\n", fpo.n_split, fpo.chunk,
+           nd, dov / mx, oko3 ? "ok" : "FAIL (same arithmetic, same order: bits must agree)");
+    return ok && ok3 && ok32 && oko && oko3 ? 0 : 1;
 }

@@ -571,6 +571,9 @@ static inline void wg_mma_f16_n64(float (&d)[8][4], uint64_t da, uint64_t db) { 
 template <int TB> static inline void wg_mma_f16_n128_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 128, 0, a, db, TB != 0); }
 template <int TB> static inline void wg_mma_f16_n256_rs(float (&d)[32][4], const uint32_t (&a)[4], uint64_t db) { emu_ptx::wg16_mma(&d[0][0], 256, 0, a, db, TB != 0); }
 template <int N> static inline void wg_fence_acc(float (&)[N][4]) {}
+// cuda_attn_fa3.cu's overlap: P's registers kept live across a wgmma (no
+// code on the host: the A operand was copied at the issue)
+template <int N> static inline void wg_fence_areg(uint32_t (&)[N][4]) {}
 
 // mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 with C = D (the P.V of
 // plugins/attn_mma_i8's v2): the .u8 A fragment has the .s8 one's layout

@@ -10,8 +10,10 @@
 # each of those cases has a v2 twin of more tokens.  attn_fa_tile = v3
 # (cuda_attn_fa3.cu: wgmma, mbarriers; ptx_emu.h's f16 wgmma decodes its
 # descriptors from the ISA) runs after v2 on every hd 128 / 256 case (the
-# same bits as v2 here: fa_emu.cc says why), and on cases of its own.
-# Then planted bugs in v2 and v3 that a case must catch.
+# same bits as v2 here: fa_emu.cc says why), and on cases of its own;
+# every op that runs v3 runs it again with attn_fa3_overlap (the softmax
+# overlapping the tile before's P V: v3's bits expected).  Then planted
+# bugs in v2, v3 and the overlap that a case must catch.
 # quick: the cases of emu.test; objs: only compile cuda_attn_fa.cu,
 # cuda_attn_fa3.cu and cuda_attn_gqa.cu (the attn_gqa = shared split
 # kernel: cp.async too) as host C++ into builddir/cuda_attn_fa.o,
@@ -209,4 +211,27 @@ plant v3-full-parity $F3 's/mbar_wait\(full \+ 8 \* st, ph\);/mbar_wait(full + 8
 penv="EMU_FA_TILE=v3 EMU_FA_EXPECT=v3 EMU_DRIFT=5"
 plant v3-no-empty $F3 's/mbar_wait\(empty \+ 8 \* st, ph \^ 1\);/;/' "$m3b"
 plant v3-pv-wait $F3 's/(wg_commit\(\);\n\s*)wg_wait<0>\(\);(\n\s*wg_fence_acc\(o\);)/${1};${2}/' "$m3b"
+# attn_fa3_overlap (fa3_kernel<D, true>: run after v3 and v2 on each
+# case, against the reference and v3's bits).  S read before its wait
+# (wait_group 1 gone); P V committed before S (wait_group 1 then waits for
+# the P V, not S); P V reading V from K's stage (the tile's, not the tile
+# before's); V(n - 1) waited for with tile n's parity (a deadlock or an
+# early read); O rescaled before the tile before's P V completed; the
+# pending P V dropped before the tiles a warpgroup skips (prior 1: tile
+# 128 is warpgroup 0's first skipped one, after two of its own); K
+# released before S completed and the producer not waiting for V's
+# release (races: caught as warps drift; K released early at a pass's
+# first tile: later, K(n + 2) waits behind V(n + 1), whose stage is
+# released only after S(n) completes, so that release cannot race; the
+# threads in random order: else the spinning consumers run first)
+penv="EMU_FA_TILE=v3 EMU_FA_EXPECT=v3"
+plant ov-s-wait $F3 's/wg_wait<1>\(\);  \/\/ S\(n\) done, P V may run on/;/' "$m3b"
+plant ov-order $F3 's/fa3_s_issue<D>\(s, dq, dk\);(\n\s*wg_commit\(\);   \/\/ group: S\(n\)\n\s*)fa3_pv_issue<D>\(o, pa, dv\);/fa3_pv_issue<D>(o, pa, dv);${1}fa3_s_issue<D>(s, dq, dk);/' "$m3b"
+plant ov-v-stage $F3 's/fa3_desc_mn\(kv0 \+ \(sk \^ 1\) \* G::STAGE \+ G::V\)/fa3_desc_mn(kv0 + sk * G::STAGE + G::V)/' "$m3b"
+plant ov-v-parity $F3 's/mbar_wait\(full_v \+ 8 \* \(sk \^ 1\), \(uint32_t\)\(\(n - 1\) >> 1\) & 1\);/mbar_wait(full_v + 8 * (sk ^ 1), (uint32_t)(n >> 1) & 1);/' "$m3b"
+plant ov-o-wait $F3 's/(fa_softmax\(s, m, l, f, j0, ps, tig, sl2\);\n\s*)wg_wait<0>\(\);/${1};/' "$m3b"
+plant ov-no-flush $F3 's/if \(pend\)\n\s*fa3_pv_flush<D>\(o, pa, kv0 \+ G::V, full_v, empty_v, n - 1\);\n\s*pend = false;/pend = false;/' '128 2 1 64 16 0 1:130'
+penv="EMU_FA_TILE=v3 EMU_FA_EXPECT=v3 EMU_DRIFT=5 EMU_FIBER_ORDER=3"
+plant ov-k-early $F3 's/wg_wait<0>\(\);\n(\s*)wg_fence_acc\(s\);\n\s*fa3_release\(empty_k \+ 8 \* sk\);/fa3_release(empty_k + 8 * sk);\n${1}wg_wait<0>();\n${1}wg_fence_acc(s);/' "$m3b" "$m3"
+plant ov-no-empty-v $F3 's/mbar_wait\(empty \+ 16 \+ 8 \* s2, par \^ 1\);/;/' "$m3b"
 exit 0
