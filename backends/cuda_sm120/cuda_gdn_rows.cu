@@ -86,6 +86,32 @@ __device__ __forceinline__ float gr_row(float s[N], const float q[N], const floa
     return cu_warp_sum(o);
 }
 
+// A warp's R consecutive state rows from m (row m at S + m * dk; lane l
+// holding elements l, l+32, ... as gr_row wants them; entries past el =
+// dk / 32 zero) into registers, and back.  rows_kernel and fused_kernel.
+template <int R, int N>
+__device__ __forceinline__ void gr_rows_load(float (&s)[R][N], const float *S, int m, int dk, int el)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            s[r][e] = e < el ? S[(int64_t)(m + r) * dk + lane + 32 * e] : 0.0f;
+}
+
+template <int R, int N>
+__device__ __forceinline__ void gr_rows_store(const float (&s)[R][N], float *S, int m, int dk, int el)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int e = 0; e < N; e++)
+            if (e < el)
+                S[(int64_t)(m + r) * dk + lane + 32 * e] = s[r][e];
+}
+
 __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
 {
     cu_pdl_enter();
@@ -98,11 +124,7 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
     const int kh = j % g.n_k_head;
     float *S = (float *)(g.state + run.state_off) + (int64_t)g.conv_dim * (g.conv_k - 1) + (int64_t)j * dv * dk;
     float s[GR_ROWS_W][GR_MAX_EL];
-#pragma unroll
-    for (int r = 0; r < GR_ROWS_W; r++)
-#pragma unroll
-        for (int e = 0; e < GR_MAX_EL; e++)
-            s[r][e] = e < el ? S[(int64_t)(m0 + r) * dk + lane + 32 * e] : 0.0f;
+    gr_rows_load(s, S, m0, dk, el);
     const float qscale = 1.0f / sqrtf((float)dk);
     const int64_t key_dim = (int64_t)g.n_k_head * dk;
     for (int64_t t = run.t0; t < run.t0 + run.len; t++) {
@@ -127,12 +149,7 @@ __global__ void __launch_bounds__(32 * GR_WARPS) rows_kernel(cu_gdn g)
                 out[m0 + r] = o;   // pre-norm; norm_kernel finishes it
         }
     }
-#pragma unroll
-    for (int r = 0; r < GR_ROWS_W; r++)
-#pragma unroll
-        for (int e = 0; e < GR_MAX_EL; e++)
-            if (e < el)
-                S[(int64_t)(m0 + r) * dk + lane + 32 * e] = s[r][e];
+    gr_rows_store(s, S, m0, dk, el);
 }
 
 // dst[t][head] = rmsnorm(o) * norm_w * silu(z), in place over the pre-norm
@@ -316,11 +333,7 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
     float *S = cs + g.conv_dim * H + (int64_t)j * dv * dk;
     const int mw = m0 + warp * GF_ROWS_W;                    // the warp's first row
     float s[GF_ROWS_W][N];
-#pragma unroll
-    for (int r = 0; r < GF_ROWS_W; r++)
-#pragma unroll
-        for (int e = 0; e < N; e++)
-            s[r][e] = e < el ? S[(int64_t)(mw + r) * dk + lane + 32 * e] : 0.0f;
+    gr_rows_load(s, S, mw, dk, el);
     float *qk = sm, *vc = qk + 2 * dk, *os = vc + GF_ROWS, *nst = os + GF_ROWS;
     const int nqk = 2 * dk, part = nqk / C, p0 = rank * part;
     for (int i = tid; i < nqk + GF_ROWS; i += GF_THREADS) {
@@ -361,12 +374,7 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
         if (lane == 0)
             os[warp * GF_ROWS_W + r] = o;
     }
-#pragma unroll
-    for (int r = 0; r < GF_ROWS_W; r++)
-#pragma unroll
-        for (int e = 0; e < N; e++)
-            if (e < el)
-                S[(int64_t)(mw + r) * dk + lane + 32 * e] = s[r][e];
+    gr_rows_store(s, S, mw, dk, el);
     gf_cluster_sync();   // every block's os written, its conv reads done
     for (int e = tid; e < part * H; e += GF_THREADS) {
         const int i = p0 + e / H;
