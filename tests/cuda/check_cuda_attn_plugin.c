@@ -546,7 +546,12 @@ int main(void)
     tcase_add_test(tc, test_plugin_host_side);
     tcase_add_test(tc, test_attn_plugin);
     tcase_add_test(tc, test_attn_plugin_f16_fallback);
-    tcase_add_test(tc, test_attn_plugin_v2);
     suite_add_tcase(s, tc);
+    /* its own case: the long contexts make it the slowest (the GPU run
+     * takes one case at a time, scripts/gpu-cuda-tests.sh) */
+    TCase *tv = tcase_create("v2");
+    tcase_set_timeout(tv, 600);
+    tcase_add_test(tv, test_attn_plugin_v2);
+    suite_add_tcase(s, tv);
     return si_ct_kenv_run(&ke, s);
 }

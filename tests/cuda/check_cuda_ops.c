@@ -813,12 +813,12 @@ START_TEST(test_attn_fa3)
 }
 END_TEST
 
-/* attn_fa3_overlap = true (cuda16_fa3ov: each warpgroup's softmax run
- * while the tile before's P V is on the tensor cores) against the default
- * (false), the same steps and shapes: v3's per-row arithmetic in v3's
- * order, so the same bits but for the tensor cores' own summation order
- * (the emulator sees the same bits): 1e-3 of max |out|, test_attn_fa3's
- * bound.  Where v3 does not run, v2 twice. */
+/* attn_fa3_overlap: the default (true: each warpgroup's softmax run while
+ * the tile before's P V is on the tensor cores) against cuda16_fa3ov
+ * (false: every product waited for), the same steps and shapes: v3's
+ * per-row arithmetic in v3's order, so the same bits but for the tensor
+ * cores' own summation order (the emulator sees the same bits): 1e-3 of
+ * max |out|, test_attn_fa3's bound.  Where v3 does not run, v2 twice. */
 START_TEST(test_attn_fa3_overlap)
 {
     attn_fa_tiles_sec("backend.cuda16", "backend.cuda16_fa3ov", 16, 4, 256);
@@ -2232,7 +2232,7 @@ int main(void)
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
-             gdn_split, gdn_fused, cu_extra, as_cpu ? "" : "attn_fa3_overlap = true\n");
+             gdn_split, gdn_fused, cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
