@@ -528,7 +528,7 @@ int main(void)
              "[backend.cuda_f16]\npath = cuda_sm120.so\nkv_type = %s\n"
              "[backend.cuda_f16_builtin]\npath = cuda_sm120.so\nkv_type = %s\n"
              "[backend.cuda_i8_v1]\npath = cuda_sm120.so\nkv_type = %s\n"
-             "[kernel.attn_mma_i8]\npath = attn_mma_i8.so\nmin_tokens = 64\n"
+             "[kernel.attn_mma_i8]\npath = attn_mma_i8.so\nmin_tokens = 64\ntile = v1\n"
              "[kernel.attn_mma_i8_v2]\npath = attn_mma_i8.so\nmin_tokens = 64\ntile = v2\n"
              "[kernel.attn_bad]\npath = attn_mma_i8.so\nmin_tokens = lots\n"
              "[kernel.attn_badtile]\npath = attn_mma_i8.so\ntile = v3\n",
