@@ -67,6 +67,7 @@ struct si_backend {
     bool           gdn_tc;          /* knob gdn_tc (cuda_gdn_tc.cu)          */
     bool           gdn_fused;       /* knob gdn_dec = fused (cuda_gdn_rows.cu
                                      * fused_kernel; false without clusters) */
+    bool           gdn_early;       /* knob gdn_early (cuda_gdn_rows.cu fused_kernel) */
     int            n_sm;            /* multiprocessors of the device         */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;

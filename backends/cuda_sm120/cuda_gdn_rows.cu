@@ -316,10 +316,20 @@ __device__ __forceinline__ float gf_remote(const float *p, int) { return *p; }
 // N: the width of a lane's share of a state row, q and k (dk / 32; at
 // dk = 128, every model here, 4 exactly: half the registers of the
 // generic GR_MAX_EL).
-template <int N>
+// EARLY (knob gdn_early): the block's state rows are loaded before the
+// programmatic-launch wait, so their DRAM round trip (16 KB a block)
+// overlaps the drain of the product before this kernel instead of
+// following it.  Safe: the state of a (slot, layer) is written only by
+// this op, and the launch that wrote it last (an earlier step or chunk)
+// is complete once the kernel before this one has passed its own wait,
+// which it did before letting this one launch (cu_pdl_enter); the run
+// descriptors come by a copy, which the launch fully waits for.  Every
+// input the kernel before writes (u, z, b, a) is read after the wait.
+template <int N, bool EARLY>
 __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
 {
-    cu_pdl_enter();
+    if (!EARLY)
+        cu_pdl_enter();
     float *sm = gf_smem();
     const int tid = gf_tid(), warp = tid >> 5, lane = tid & 31, rank = gf_rank();
     const int dk = g.dk, dv = g.dv, el = N < GR_MAX_EL ? N : dk / 32, K = g.conv_k, H = K - 1;
@@ -334,6 +344,8 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
     const int mw = m0 + warp * GF_ROWS_W;                    // the warp's first row
     float s[GF_ROWS_W][N];
     gr_rows_load(s, S, mw, dk, el);
+    if (EARLY)
+        cu_pdl_enter();
     float *qk = sm, *vc = qk + 2 * dk, *os = vc + GF_ROWS, *nst = os + GF_ROWS;
     const int nqk = 2 * dk, part = nqk / C, p0 = rank * part;
     for (int i = tid; i < nqk + GF_ROWS; i += GF_THREADS) {
@@ -467,8 +479,9 @@ extern "C" int si_cu_gdn_fused(const cu_gdn *g, void *stream)
     at[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = si_cu_pdl_get() ? 2 : 1;
-    cudaError_t e = gf_width(g->dk) == 4 ? cudaLaunchKernelEx(&cfg, fused_kernel<4>, *g)
-                                         : cudaLaunchKernelEx(&cfg, fused_kernel<GR_MAX_EL>, *g);
+    void (*k)(cu_gdn) = gf_width(g->dk) == 4 ? (g->early ? fused_kernel<4, true> : fused_kernel<4, false>)
+                                             : (g->early ? fused_kernel<GR_MAX_EL, true> : fused_kernel<GR_MAX_EL, false>);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k, *g);
     if (e != cudaSuccess)
         return (int)e;
     return (int)cudaGetLastError();

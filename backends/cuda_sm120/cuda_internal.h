@@ -416,6 +416,9 @@ typedef struct cu_gdn {
     bool         fused;          /* knob gdn_dec = fused: decode steps as
                                   * one cluster launch (cuda_gdn_rows.cu
                                   * fused_kernel) where si_cu_gdn_fused_ok */
+    bool         early;          /* knob gdn_early: fused_kernel loads its
+                                  * state rows before the programmatic-
+                                  * launch wait (cuda_gdn_rows.cu)        */
 } cu_gdn;
 
 /* Runs of at least this many tokens go to the chunked kernel by default. */

@@ -902,7 +902,7 @@ static int gdn_run(si_backend *b, const si_op *op, bool quant, si_err *err)
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
         .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks, .tc = b->gdn_tc,
-        .fused = b->gdn_fused,
+        .fused = b->gdn_fused, .early = b->gdn_early,
     };
     const int64_t W = op->dst.ne[0];
     /* (gdn_dec = fused without fuse_gdn_q: only the fused kernel makes the

@@ -309,6 +309,12 @@
  *                         339.5 vs 326.8 tok/s at bs 1 (733.6 vs 727.2 at
  *                         bs 8), 35b-a3b 350.1 vs 340.2 (1,049.8 vs
  *                         1,038.5).
+ *   gdn_early = false | true  (gdn_dec = fused) true: each block loads its
+ *                         state rows (16 KB) before the programmatic-launch
+ *                         wait, overlapping that round trip with the drain
+ *                         of the product before it (every input that
+ *                         product writes is read after the wait).  Same
+ *                         bits.  Default false until measured on the GPU.
  *   graph   = true | false  true (default): an exec whose op list (kinds,
  *                         tensors, parameters, batch shape) was seen before
  *                         runs as one CUDA graph launch, captured the
@@ -441,7 +447,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = false, fuse_gdn = false,
          attn_fa3_ov = true;
-    bool gdn_dec = true;
+    bool gdn_dec = true, gdn_early = false;
     bool route_fused = true;
     int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
     const struct {
@@ -481,6 +487,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gdn_rows", "true", "false", &gdn_rows },
         { "gdn_tc", "true", "false", &gdn_tc },
         { "gdn_dec", "fused", "split", &gdn_dec },
+        { "gdn_early", "true", "false", &gdn_early },
         { "profile", "true", "false", &profile },
         { "graph", "true", "false", &graph },
     };
@@ -572,6 +579,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         h->log(h, SI_LOG_WARN, CU_NAME, "gdn_dec = fused: device %d has no cluster launch; using split", device);
     }
     b->gdn_fused = gdn_dec && clusters;
+    b->gdn_early = gdn_early;
     b->n_sm = p.multiProcessorCount;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {

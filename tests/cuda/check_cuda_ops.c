@@ -1365,6 +1365,30 @@ START_TEST(test_gdn_dec_fused)
 }
 END_TEST
 
+/* Knob gdn_early (fused_kernel's state rows loaded before the
+ * programmatic-launch wait) against the default fused kernel: bit for bit,
+ * GDN output, state and the out projection, over decode steps of 1..8
+ * sequences on the 9b/35b heads.  (The early loads read only what earlier
+ * launches wrote; the whole-model checks run it behind real products.) */
+START_TEST(test_gdn_dec_early)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const uint32_t ns[] = { 1, 3, 8, 8, 5, 1 };
+    gdn_env e;
+    memset(&e, 0, sizeof e);
+    pair_open_cu2(&e.p, "backend.cuda_gdn_fused", "backend.cuda_gdn_early");
+    gdn_open_shape(&e, "gdn_early", 2, 4, 128, 128, 8);
+    for (uint32_t step = 0; step < sizeof ns / sizeof ns[0]; step++) {
+        int32_t seq[8];
+        for (uint32_t i = 0; i < ns[step]; i++)
+            seq[i] = (int32_t)((step & 1 ? 7 - i : i + step) % 8);
+        gdn_q_exec(&e, ns[step], seq, "gdn_early vs fused");
+    }
+    gdn_close(&e);
+}
+END_TEST
+
 /* Prefill-sized runs: the chunked path (runs >= 32 tokens, chunks of 64)
  * and the token-by-token one against the cpu backend, from a random
  * (non-zero) state: runs of 1, 70, 129, 300 tokens (chunk boundaries, a
@@ -2222,6 +2246,7 @@ int main(void)
              /* (gdn_dec: test_gdn_dec_fused) */
              "[backend.cuda_gdn_split]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_fused]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_gdn_early]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              /* (attn_fa3_overlap: test_attn_fa3_overlap) */
              "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
@@ -2232,7 +2257,7 @@ int main(void)
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
-             gdn_split, gdn_fused, cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n");
+             gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2293,6 +2318,11 @@ int main(void)
     tcase_add_test(tf, test_attn_fa3_overlap);
     tcase_set_timeout(td, 600);
     tcase_add_test(td, test_gdn_dec_fused);
+    /* (its own case: a few seconds, where gdn_dec takes minutes) */
+    TCase *te = tcase_create("gdn_early");
+    tcase_set_timeout(te, 600);
+    tcase_add_test(te, test_gdn_dec_early);
+    suite_add_tcase(s, te);
     tcase_add_test(tm, test_matmul);
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);

@@ -41,7 +41,7 @@ cat >> "$out/rows.cc" <<'EOF'
 size_t emu_gf_smem_floats(int dk, int C, int K) { return gf_smem_floats(dk, C, K); }
 int emu_gf_threads() { return GF_THREADS; }
 int emu_gf_rows() { return GF_ROWS; }
-void emu_gf_run(cu_gdn g) { if (gf_width(g.dk) == 4) fused_kernel<4>(g); else fused_kernel<GR_MAX_EL>(g); }
+void emu_gf_run(cu_gdn g) { if (gf_width(g.dk) == 4) { if (g.early) fused_kernel<4, true>(g); else fused_kernel<4, false>(g); } else if (g.early) fused_kernel<GR_MAX_EL, true>(g); else fused_kernel<GR_MAX_EL, false>(g); }
 EOF
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 for f in chunk seq rows tc; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
