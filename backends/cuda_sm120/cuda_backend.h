@@ -15,6 +15,9 @@
 #include "../common/si_opcheck.h"
 
 #define CU_NAME "cuda_sm120"
+/* knob moe_dec_fuse: counters a tail site (cu_moe_tail.ctr_n); a decode
+ * of 8 tokens at the 35b-a3b's shapes needs 1024 (gate/up) and 512 */
+#define CU_MOE_CTR 4096
 
 /* A kernel plugin attached for one op kind (cuda_kernels.c). */
 typedef struct cu_kernel {
@@ -48,6 +51,9 @@ struct si_backend {
     bool           route_fused;     /* knob route_fused (moe_exec's router)  */
     unsigned      *route_ctr;       /* route_fused: blocks done (device, 0
                                      * between launches)                    */
+    bool           moe_dec_fuse;    /* knob moe_dec_fuse (moe_exec's tails)  */
+    unsigned      *moe_ctr;         /* moe_dec_fuse: 2 * CU_MOE_CTR groups'
+                                     * counts (device, 0 between launches)  */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */
     int            gemv_warps;      /* knob gemv_warps (cuda_gemvq.cu): 4, 8 */
     bool           gemv_st;         /* knob gemv_staged (cuda_gemvq.cu)      */

@@ -478,8 +478,7 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_
 // the first step's weights are read before the wait, while the kernel
 // before drains.  Same terms as v1; the f32 order of a row's parts differs.
 template <int T, int BS, int R>
-__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                             const float *xs)
+__device__ __forceinline__ void gqe_body(const cu_mm &mm, const int8_t *xq, const float *xd, const float *xs)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
     constexpr int LPR = 4 * BS, RPW = 32 / LPR;
@@ -531,6 +530,107 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8
         if (lane % LPR == 0 && r < g.rows)
             g.y[j * g.ys + r] = s;
     }
+}
+
+template <int T, int BS, int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                             const float *xs)
+{
+    gqe_body<T, BS, R>(mm, xq, xd, xs);
+}
+
+// ---- knob moe_dec_fuse: the MOE decode's tails in the expert products
+// (cu_moe_tail, cuda_internal.h).  Every block counts itself in its
+// group's counter once its rows are stored (made visible device-wide by
+// __threadfence first, as rr_kernel does); the block that takes a
+// group's last ticket does the group's tail, reading the others' rows
+// from the L2 (__ldcg), and puts the counter back to 0, so a captured
+// graph replays the launch as is.  Groups, not the whole grid: each tail
+// is one small piece (32 values) done in parallel with the rest of the
+// launch, where one last block would walk every row in turn at the end.
+//  - SWIGLU (the routed gate/up, y [ncols][2F]): a group is 32 gate rows
+//    of a column with the 32 up rows F below them, 2 * 32 / RB blocks
+//    (RB, a block's rows, divides 32); its tail is swiglu_q_kernel's
+//    warp for that block of 32: silu(gate) * up, then cu_q8_block32 into
+//    row j of the int8 copy.  The shared expert's rows (tl.sh, made by the
+//    launch before, complete once this one passed its wait) are a warp's
+//    block of 32 each for the first blocks of the grid, no count needed.
+//  - COMBINE (the routed down, column t*K + k, y [ncols][H]): a group is
+//    the K columns of token t at one block of rows (K blocks); its tail
+//    is combine_kernel's sum for those rows of token t, the k in order,
+//    then the shared expert's sigmoid-gated row (tl.ys, the launch
+//    before's).
+// The counters are only touched after the programmatic-launch wait, so
+// the previous launch that used them has completed (and reset them).
+__device__ __forceinline__ void gqe_swiglu32(const float *gate, const float *up, int lane, int8_t *q, float *qd,
+                                             float *qs)
+{
+    const float v = __fmul_rn(cu_silu(__ldcg(gate + lane)), __ldcg(up + lane));
+    cu_q8_block32(v, lane, q, qd, qs);
+}
+
+template <int T, int BS, int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_tail_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                  const float *xs, cu_moe_tail tl)
+{
+    __shared__ unsigned ticket;
+    constexpr int RB = GQ_WARPS * (32 / (4 * BS)) * R;   // rows a block (gqe_go's grid)
+    gqe_body<T, BS, R>(mm, xq, xd, xs);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, bx = (int)blockIdx.x;
+    const int64_t j = blockIdx.y;
+    const bool swiglu = tl.mode == CU_MOE_TAIL_SWIGLU;
+    const int64_t nbk = tl.F / 32;   // (SWIGLU) blocks of 32 in a row of F
+    if (swiglu && tl.sh != NULL) {
+        const int64_t u = ((int64_t)blockIdx.y * gridDim.x + bx) * GQ_WARPS + warp;
+        if (u < tl.n_sh * nbk) {
+            const int64_t t = u / nbk, b = u - t * nbk, r = mm.ncols + t;
+            const float *gs = tl.sh + t * tl.sh_stride + 32 * b;
+            gqe_swiglu32(gs, gs + tl.F, lane, tl.q + r * tl.F + 32 * b, tl.qd + r * nbk + b, tl.qs + r * nbk + b);
+        }
+    }
+    __threadfence();   // this block's rows visible before it counts
+    __syncthreads();
+    const int64_t grp = swiglu ? j * nbk + ((int64_t)bx * RB % tl.F) / 32 : (j / tl.K) * gridDim.x + bx;
+    const unsigned need = swiglu ? 64 / RB : (unsigned)tl.K;
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(tl.ctr + grp, 1u);
+    __syncthreads();
+    if (ticket != need - 1)
+        return;
+    __threadfence();
+    if (swiglu) {
+        if (warp == 0) {
+            const int64_t b = grp - j * nbk;
+            const float *gt = mm.y + j * mm.y_stride + 32 * b;
+            gqe_swiglu32(gt, gt + tl.F, lane, tl.q + j * tl.F + 32 * b, tl.qd + j * nbk + b, tl.qs + j * nbk + b);
+        }
+    } else {
+        const int64_t t = j / tl.K, h = (int64_t)bx * RB + threadIdx.x;
+        if (threadIdx.x < RB && h < mm.rows) {
+            // combine_kernel's arithmetic (K <= CB_K there: every load
+            // first, then the adds in k order)
+            const float *wt = tl.wts + t * tl.K, *yt = mm.y + t * tl.K * mm.y_stride + h;
+            float wv[8], yv[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                wv[k] = k < tl.K ? __ldcg(wt + k) : 0.0f;
+                yv[k] = k < tl.K ? __ldcg(yt + k * mm.y_stride) : 0.0f;
+            }
+            float o = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (k < tl.K)
+                    o = __fadd_rn(o, __fmul_rn(wv[k], yv[k]));
+            if (tl.ys != NULL) {
+                const float gv = __ldcg(tl.gamma + t), sv = __ldcg(tl.ys + t * tl.ys_stride + h);
+                const float gm = 1.0f / (1.0f + expf(-gv));
+                o = __fadd_rn(o, __fmul_rn(gm, sv));
+            }
+            tl.dst[t * tl.ds + h] = o;
+        }
+    }
+    if (threadIdx.x == 0)
+        tl.ctr[grp] = 0;
 }
 
 // Blocks a step of gqe_kernel for rows of `in` weights: 8, 4 or 2 (whole
@@ -713,6 +813,72 @@ static cudaError_t gqe_launch(const cu_mm *mm, const int8_t *xq, const float *xd
     case 8: return gqe_launch_r<T, 8>(mm, xq, xd, xs, s);
     case 4: return gqe_launch_r<T, 4>(mm, xq, xd, xs, s);
     default: return gqe_launch_r<T, 2>(mm, xq, xd, xs, s);
+    }
+}
+
+// Knob moe_dec_fuse: gqe_launch's kernel with a tail (gqe_tail_kernel).
+// Rows a block of gqe_go's grid.
+static inline int gqe_rb(const cu_mm *mm) { return GQ_WARPS * (32 / (4 * gqe_bs(mm->in))) * gqe_rows(mm); }
+
+extern "C" bool si_cu_gemvq_tail_ok(const cu_mm *mm, const cu_moe_tail *tl)
+{
+    if (mm->expert == NULL || mm->n_more != 0 || !gqe_ok(mm) || tl->ctr == NULL)
+        return false;
+    const int64_t rb = gqe_rb(mm), gx = (mm->rows + rb - 1) / rb;
+    if (tl->mode == CU_MOE_TAIL_SWIGLU) {
+        // (a group's rows whole blocks of the grid: rb divides 32, 32 F)
+        if (tl->F <= 0 || tl->F % 32 != 0 || mm->rows != 2 * tl->F || 32 % rb != 0 || tl->q == NULL ||
+            tl->qd == NULL || tl->qs == NULL)
+            return false;
+        if (tl->sh != NULL && (tl->n_sh < 0 || tl->n_sh * (tl->F / 32) > gx * mm->ncols * GQ_WARPS))
+            return false;
+        return mm->ncols * (tl->F / 32) <= tl->ctr_n;
+    }
+    if (tl->mode != CU_MOE_TAIL_COMBINE || tl->K < 1 || tl->K > 8 || mm->ncols % tl->K != 0 ||
+        tl->dst == NULL || tl->wts == NULL || (tl->ys != NULL && tl->gamma == NULL))
+        return false;
+    return mm->ncols / tl->K * gx <= tl->ctr_n;
+}
+
+template <int T, int BS, int R>
+static cudaError_t gqe_tail_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs,
+                               const cu_moe_tail *tl, cudaStream_t s)
+{
+    const int64_t gx = gq_grid(mm, GQ_WARPS, (32 / (4 * BS)) * R);
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    return cu_launch(gqe_tail_kernel<T, BS, R>, dim3((unsigned)gx, (unsigned)mm->ncols), dim3(32 * GQ_WARPS),
+                     (size_t)mm->in, s, *mm, xq, xd, xs, *tl);
+}
+
+template <int T, int BS>
+static cudaError_t gqe_tail_r(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs,
+                              const cu_moe_tail *tl, cudaStream_t s)
+{
+    return gqe_rows(mm) == 1 ? gqe_tail_go<T, BS, 1>(mm, xq, xd, xs, tl, s) : gqe_tail_go<T, BS, 2>(mm, xq, xd, xs, tl, s);
+}
+
+template <int T>
+static cudaError_t gqe_tail_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs,
+                                   const cu_moe_tail *tl, cudaStream_t s)
+{
+    switch (gqe_bs(mm->in)) {
+    case 8: return gqe_tail_r<T, 8>(mm, xq, xd, xs, tl, s);
+    case 4: return gqe_tail_r<T, 4>(mm, xq, xd, xs, tl, s);
+    default: return gqe_tail_r<T, 2>(mm, xq, xd, xs, tl, s);
+    }
+}
+
+extern "C" int si_cu_gemvq_tail(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs,
+                                const cu_moe_tail *tl, void *stream)
+{
+    if (!si_cu_gemvq_tail_ok(mm, tl))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: return (int)gqe_tail_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, tl, s);
+    case SI_TYPE_Q5_K: return (int)gqe_tail_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, tl, s);
+    default: return (int)gqe_tail_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, tl, s);
     }
 }
 

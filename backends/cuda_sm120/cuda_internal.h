@@ -192,6 +192,39 @@ int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, cons
  * another f32 order. */
 bool si_cu_gemvq_ok(const cu_mm *mm);
 int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* Knob moe_dec_fuse: the MOE decode's expert products with the work of
+ * the launch after them done by their own blocks (gqe_tail_kernel): the
+ * routed gate/up makes the SwiGLU and its int8 copy (swiglu_q_kernel's
+ * bits), the routed down the combine (combine_kernel's bits).  ctr:
+ * ctr_n device words, 0 between launches (each launch puts back what it
+ * counted).  si_cu_gemvq_tail_ok: gqe_kernel takes mm (si_cu_gemvq_ok),
+ * no more[], the groups fit ctr_n, and the shapes below. */
+enum { CU_MOE_TAIL_SWIGLU = 1, CU_MOE_TAIL_COMBINE = 2 };
+typedef struct cu_moe_tail {
+    int          mode;
+    unsigned    *ctr;            /* device, ctr_n words                    */
+    int64_t      ctr_n;
+    /* SWIGLU: y [ncols][2F] (rows = 2F, gate rows then up rows); row j of
+     * the int8 copy (q [.][F], qd/qs [.][F/32]) is column j's; the shared
+     * expert's n_sh rows of gate then up (sh, sh_stride floats apart,
+     * complete before the launch) are rows ncols.. of the copy */
+    int64_t      F;
+    int8_t      *q;
+    float       *qd, *qs;
+    const float *sh;             /* or NULL                                */
+    int64_t      n_sh, sh_stride;
+    /* COMBINE: column t*K + k (K <= 8) is token t's k-th pick:
+     * dst[t*ds + h] = sum_k wts[t*K + k] y[t*K + k][h]
+     *                 + sigmoid(gamma[t]) ys[t*ys_stride + h] (ys: or NULL) */
+    int          K;
+    float       *dst;
+    uint64_t     ds;
+    const float *wts, *ys, *gamma;
+    int64_t      ys_stride;
+} cu_moe_tail;
+bool si_cu_gemvq_tail_ok(const cu_mm *mm, const cu_moe_tail *tl);
+int  si_cu_gemvq_tail(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_moe_tail *tl,
+                      void *stream);
 
 /* ---- int8 tensor-core MATMUL (cuda_mma.cu) ------------------------------
  * The same product as a GEMM (any ncols; meant for prefill, > 8 columns):

@@ -189,6 +189,22 @@ static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, int slot, si_er
     return rc;
 }
 
+/* The cu_mm fields mm_run sets from the backend's knobs. */
+static void mm_knobs(const si_backend *b, cu_mm *m)
+{
+    m->f32_tiled = b->f32_tiled;
+    m->gemv_quad = b->gemv_quad;
+    m->gemv_qe = b->gemv_qe;
+    m->gemv_qn = b->gemv_qn;
+    m->gemv_xs = b->gemv_xs;
+    m->gemv_warps = b->gemv_warps;
+    m->gemv_st = b->gemv_st;
+    m->prefetch = b->gemv_prefetch;
+    m->w8_ktile = b->w8_ktile;
+    m->w8_wgmma = b->w8_wgmma;
+    m->w8_wg_pp = b->w8_wg_pp;
+}
+
 /* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
  * dense, more columns than the decode kernels take), else through dp4a
  * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
@@ -197,17 +213,7 @@ static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, int slot, si_er
 static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
 {
     cu_mm m = *mm;
-    m.f32_tiled = b->f32_tiled;
-    m.gemv_quad = b->gemv_quad;
-    m.gemv_qe = b->gemv_qe;
-    m.gemv_qn = b->gemv_qn;
-    m.gemv_xs = b->gemv_xs;
-    m.gemv_warps = b->gemv_warps;
-    m.gemv_st = b->gemv_st;
-    m.prefetch = b->gemv_prefetch;
-    m.w8_ktile = b->w8_ktile;
-    m.w8_wgmma = b->w8_wgmma;
-    m.w8_wg_pp = b->w8_wg_pp;
+    mm_knobs(b, &m);
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
@@ -1016,6 +1022,139 @@ static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float
     return launched(si_cu_moe_route(mm->y, mm->ncols, (int)mm->rows, K, sel, wts, b->stream), "MOE", err);
 }
 
+/* ---- knob moe_dec_fuse ------------------------------------------------------
+ * Decode of up to 8 tokens in 5 launches a layer instead of 7: the router
+ * (rr_kernel), the shared expert's gate/up, the routed gate/up whose
+ * blocks also make the SwiGLU of every row (routed and shared) and its
+ * int8 copy (swiglu_q_kernel's work), the shared down, the routed down
+ * whose blocks also make the combine (combine_kernel's).  Each tail is
+ * done by the block that finishes a group of rows last (cuda_gemvq.cu,
+ * gqe_tail_kernel), so the launch they replace, its ramp and its DRAM
+ * round trip are gone, and the bits are the unfused path's: the same
+ * products (gemv_quad_experts' kernel, the shared down on mm_run's dp4a
+ * kernel), the same arithmetic in the tails.
+ * Two changes of order against the unfused path, both safe:
+ *  - the shared expert's gate/up always runs first, so the routed
+ *    gate/up (the later launch) finds the shared rows complete after its
+ *    programmatic-launch wait and does their SwiGLU too;
+ *  - the shared down runs before the routed down, so the routed down's
+ *    combine finds the shared rows complete after its wait.
+ * The SwiGLU's int8 copy goes to this op's workspace, not to slot 0 of
+ * the activations' scratch: slot 0 holds h's copy, which blocks of the
+ * routed gate/up that have not started yet still read while the first
+ * groups' tails run.  The downs read it from there (mm_run_q). */
+typedef struct moe_fz {
+    cu_mm       gu, dn, sd;    /* routed gate/up, routed down, shared down */
+    cu_moe_tail t_gu, t_dn;
+    int8_t     *q;             /* the SwiGLU's int8 copy: [NK + n][F]      */
+    float      *qd, *qs;
+} moe_fz;
+
+/* mm_run's dp4a GEMV on an int8 copy of x the caller made (q, d, s): a
+ * plain product of at most SI_CU_MMQ_MAX_COLS columns (no tensor-core
+ * GEMM then, no stacked or extra matrices), mm's knobs set (mm_knobs). */
+static bool mm_q_ok(const si_backend *b, const cu_mm *mm)
+{
+    return b->mm_dp4a && mm->n_more == 0 && mm->w2 == NULL && mm->ncols <= SI_CU_MMQ_MAX_COLS && mm->rows > 0 &&
+           si_cu_mmq_ok(mm);
+}
+
+static int mm_run_q(si_backend *b, const cu_mm *mm, const int8_t *q, const float *d, const float *s, si_err *err)
+{
+    if (!b->gemv_v2)
+        return launched(si_cu_matmul_q8_v1(mm, q, d, s, b->stream), "MOE (dp4a v1)", err);
+    return launched(si_cu_matmul_q8(mm, q, d, s, b->stream), "MOE (dp4a)", err);
+}
+
+/* Whether this MOE runs fused, and its products and tails (fz).  Where
+ * anything would run on another kernel than gemv_quad_experts' (or the
+ * shared down off the dp4a GEMV), the unfused path runs instead. */
+static bool moe_fuse_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d, float *gu, float *y,
+                          int32_t *sel, const float *wts, float *ys, const float *gamma, void *qbuf, moe_fz *fz)
+{
+    const int64_t n = d->n, H = d->H, K = d->K, F = d->F, NK = n * K, nb = F / 32;
+    if (!b->moe_dec_fuse || b->moe_ctr == NULL || qbuf == NULL || n < 1 || n > SI_CU_MMQ_MAX_COLS || K > 8 ||
+        F % 32 != 0 || !b->fuse_norm || !b->mm_dp4a || b->gemv_v2 || !b->gemv_quad || (d->shared && d->Fs != F))
+        return false;
+    /* (the shared down reads rows NK.. of the copy: 16-byte aligned scales, as xq_hit asks) */
+    if ((NK * nb) % 4 != 0)
+        return false;
+    const si_tensor *const *W = op->src;
+    const float *h = (const float *)dptr(W[0]);
+    const int64_t hs = (int64_t)(row_stride(W[0]) / 4);
+    const int64_t nq = NK + (d->shared ? n : 0);   /* rows of the copy (xq_parts' layout) */
+    fz->q = (int8_t *)qbuf;
+    fz->qd = (float *)((uint8_t *)qbuf + rnd((size_t)(F * nq)));
+    fz->qs = (float *)((uint8_t *)fz->qd + rnd((size_t)(nb * nq) * sizeof(float)));
+    /* the routed gate/up: one matrix of 2F rows an expert (gate_up_run's
+     * first case), else the unfused path */
+    fz->gu = mm_of(W[2], 0, h, hs, K, gu, 2 * F, NK, F, sel);
+    const cu_mm up = mm_of(d->fused ? W[2] : W[3], d->fused ? (uint64_t)F : 0, h, hs, K, gu + F, 2 * F, NK, F, sel);
+    if (up.w != fz->gu.w + (uint64_t)F * fz->gu.row_bytes || up.type != fz->gu.type ||
+        up.row_bytes != fz->gu.row_bytes || up.expert_bytes != fz->gu.expert_bytes)
+        return false;
+    fz->gu.rows = 2 * F;
+    fz->gu.expert_early = b->expert_early && d->shared;   /* (as moe_exec's `early`) */
+    mm_knobs(b, &fz->gu);
+    fz->t_gu = (cu_moe_tail){ .mode = CU_MOE_TAIL_SWIGLU, .ctr = b->moe_ctr, .ctr_n = CU_MOE_CTR, .F = F,
+                              .q = fz->q, .qd = fz->qd, .qs = fz->qs, .sh = d->shared ? gu + NK * 2 * F : NULL,
+                              .n_sh = d->shared ? n : 0, .sh_stride = 2 * F };
+    if (!si_cu_mmq_ok(&fz->gu) || !si_cu_gemvq_tail_ok(&fz->gu, &fz->t_gu))
+        return false;
+    fz->dn = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
+    fz->dn.expert_early = b->expert_early;
+    mm_knobs(b, &fz->dn);
+    fz->t_dn = (cu_moe_tail){ .mode = CU_MOE_TAIL_COMBINE, .ctr = b->moe_ctr + CU_MOE_CTR, .ctr_n = CU_MOE_CTR,
+                              .K = (int)K, .dst = (float *)dptr(&op->dst), .ds = row_stride(&op->dst) / 4,
+                              .wts = wts, .ys = d->shared ? ys : NULL, .gamma = d->shared ? gamma : NULL,
+                              .ys_stride = H };
+    if (!si_cu_mmq_ok(&fz->dn) || !si_cu_gemvq_tail_ok(&fz->dn, &fz->t_dn))
+        return false;
+    if (d->shared) {
+        fz->sd = mm_of(W[8], 0, gu + NK * 2 * F, 2 * F, 1, ys, H, n, H, NULL);
+        mm_knobs(b, &fz->sd);
+        if (!mm_q_ok(b, &fz->sd))
+            return false;
+    }
+    return true;
+}
+
+/* The shared expert's gate (where the router's launch did not take it)
+ * and gate/up of h into gus [n][2Fs]. */
+static int moe_shared_gu(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bool gate_with_router, float *gus,
+                         float *gamma, si_err *err)
+{
+    const si_tensor *const *W = op->src;
+    const float *h = (const float *)dptr(W[0]);
+    const int64_t hs = (int64_t)(row_stride(W[0]) / 4);
+    cu_mm mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, d->n, 1, NULL);
+    int rc = gate_with_router ? SI_OK : mm_run(b, &mm, 0, err);
+    if (rc == SI_OK)
+        rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, d->n, d->Fs, NULL, false, err);
+    return rc;
+}
+
+/* Steps 2..5 of moe_exec fused (the router has run): see moe_fz. */
+static int moe_fused(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bool gate_with_router, float *gus,
+                     float *gamma, const moe_fz *fz, si_err *err)
+{
+    const int64_t NK = d->n * d->K, nb = d->F / 32;
+    int rc = d->shared ? moe_shared_gu(b, op, d, gate_with_router, gus, gamma, err) : SI_OK;
+    int8_t *q;
+    float *qd, *qs;
+    /* h's int8 copy: slot 0 holds it (the norm's, or the shared gate/up's) */
+    if (rc == SI_OK)
+        rc = xq_get(b, fz->gu.x, fz->gu.x_stride, fz->gu.in, d->n, 0, 32, &q, &qd, &qs, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_gemvq_tail(&fz->gu, q, qd, qs, &fz->t_gu, b->stream), "MOE (gate/up, SwiGLU)", err);
+    if (rc == SI_OK && d->shared)
+        rc = mm_run_q(b, &fz->sd, fz->q + NK * d->F, fz->qd + NK * nb, fz->qs + NK * nb, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_gemvq_tail(&fz->dn, fz->q, fz->qd, fz->qs, &fz->t_dn, b->stream), "MOE (down, combine)",
+                      err);
+    return rc;
+}
+
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     si_oc_moe_dims d;
@@ -1029,6 +1168,10 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
                    rnd(gu_n * f) + rnd((size_t)(NK * H) * f);
     if (d.shared)
         bytes += rnd((size_t)(n * H) * f) + rnd((size_t)n * f);
+    /* (knob moe_dec_fuse: room for the SwiGLU's int8 copy, moe_fz) */
+    const bool try_fuse = b->moe_dec_fuse && n <= SI_CU_MMQ_MAX_COLS;
+    const size_t q_bytes = try_fuse ? xq_bytes(F, NK + (d.shared ? n : 0)) : 0;
+    bytes += q_bytes;
     void *ws = cu_ws_reserve(b, bytes, err);
     if (ws == NULL)
         return SI_ENOMEM;
@@ -1048,6 +1191,9 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
         ys = take(&cv, (size_t)(n * H) * f);
         gamma = take(&cv, (size_t)n * f);
     }
+    void *qbuf = q_bytes > 0 ? take(&cv, q_bytes) : NULL;
+    moe_fz fz;
+    const bool fuse = try_fuse && moe_fuse_plan(b, op, &d, gu, y, sel, wts, ys, gamma, qbuf, &fz);
     const si_tensor *const *W = op->src;
     const float *h = (const float *)dptr(W[0]);
     const int64_t hs = (int64_t)(row_stride(W[0]) / 4);
@@ -1064,6 +1210,12 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
         mm.n_more = 1;
     }
     int rc = moe_router(b, &mm, (int)K, sel, wts, err);
+    if (fuse) {
+        if (rc == SI_OK)
+            rc = moe_fused(b, op, &d, gate_with_router, gus, gamma, &fz, err);
+        b->xq_key = NULL;   /* (as below: the unfused path rewrote slot 0) */
+        return rc;
+    }
     /* 2. the shared expert's products of h (slot 0 holds it), with knob
      * expert_early before the routed ones: with a launch between the
      * router's and theirs, the routed products may read their picks
@@ -1078,11 +1230,8 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     const bool early = b->expert_early && d.shared && Fs > 0;
     for (int pass = 0; pass < 2 && rc == SI_OK; pass++) {
         if (pass == (early ? 0 : 1)) {
-            if (d.shared) {
-                mm = mm_of(W[5], 0, h, hs, 1, gamma, 1, n, 1, NULL);
-                if (gate_with_router || (rc = mm_run(b, &mm, 0, err)) == SI_OK)
-                    rc = gate_up_run(b, W[6], 0, W[7], 0, h, hs, 1, gus, n, Fs, NULL, false, err);
-            }
+            if (d.shared)
+                rc = moe_shared_gu(b, op, &d, gate_with_router, gus, gamma, err);
         } else {
             /* 3. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
             rc = gate_up_run(b, W[2], 0, d.fused ? W[2] : W[3], d.fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel,

@@ -161,6 +161,17 @@
  *                         rr_kernel); false: the product and
  *                         route_warp_kernel as two launches (A/B; same
  *                         bits).
+ *   moe_dec_fuse = false | true  MOE decode of up to 8 tokens whose
+ *                         routed products run on gemv_quad_experts' kernel
+ *                         (and, with a shared expert as wide, its down on
+ *                         the dp4a GEMV): the routed gate/up also makes
+ *                         the SwiGLU and its int8 copy, the routed down
+ *                         the combine, each by the blocks that finish a
+ *                         group of rows last (cuda_gemvq.cu,
+ *                         gqe_tail_kernel): 5 launches a layer instead of
+ *                         7 (the SwiGLU and combine kernels gone); false:
+ *                         as before (same bits either way).  Default
+ *                         false until measured on a GPU.
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
@@ -397,6 +408,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFree(b->route_ctr);
+    cudaFree(b->moe_ctr);
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->pin);
     if (b->pin_ev != NULL)
@@ -448,7 +460,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gemv_w8 = false, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false;
-    bool route_fused = true;
+    bool route_fused = true, moe_dec_fuse = false;
     int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
     const struct {
         const char *key, *yes, *no;
@@ -462,6 +474,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_quad_cols", "true", "false", &gemv_qn },
         { "expert_early", "true", "false", &expert_early },
         { "route_fused", "true", "false", &route_fused },
+        { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -554,6 +567,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_qn = gemv_qn;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
+    b->moe_dec_fuse = moe_dec_fuse;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;
@@ -639,6 +653,15 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cudaGetLastError();
         cuda_close(b);
         return si_err_set(err, SI_ENOMEM, CU_NAME ": route_fused counter: %s", cudaGetErrorString(e));
+    }
+    /* (moe_dec_fuse's counts, CU_MOE_CTR for the gate/up's groups then as
+     * many for the down's: zero between launches as route_ctr) */
+    const size_t moe_ctr_bytes = 2 * CU_MOE_CTR * sizeof(unsigned);
+    if (b->moe_dec_fuse && ((e = cudaMalloc((void **)&b->moe_ctr, moe_ctr_bytes)) != cudaSuccess ||
+                            (e = cudaMemset(b->moe_ctr, 0, moe_ctr_bytes)) != cudaSuccess)) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": moe_dec_fuse counters: %s", cudaGetErrorString(e));
     }
     h->log(h, SI_LOG_INFO, CU_NAME,
            "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s%s, prefill_mm %s%s, attn %s, attn_prefill %s, "
