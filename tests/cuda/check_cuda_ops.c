@@ -1702,6 +1702,74 @@ START_TEST(test_moe_route_fused)
 }
 END_TEST
 
+/* Knob moe_dec_fuse: the MOE decode's SwiGLU and combine as tails of the
+ * routed gate/up and down (cuda_gemvq.cu gqe_tail_kernel) at
+ * Qwen3.6-35B-A3B's MOE (E 256, K 8, H 2048, F = Fs 512; Q4_K gate/up as
+ * one matrix, Q5_K down, the shared expert Q8_0 with its F32 gate row, as
+ * UD-Q4_K_M stores them): against the unfused launches (cuda_dp4a_v1), bit
+ * for bit, over decode steps of 1, 8, 3, 1, 8 tokens with the weights made
+ * once (every launch must leave its group counters at 0 for the next), and
+ * 2 tokens without the shared expert; then against the cpu backend within
+ * the int8 MOE's tolerance (test_moe_dp4a's).  Where the fused path does
+ * not run, the bits are the unfused path's anyway: ncu / the launch count
+ * shows it ran (5 launches a layer, no swiglu_q_kernel or combine_kernel). */
+static void moe_dec_fuse_steps(pair *p, const int64_t *ns, size_t n_ns, bool shared, bool exact)
+{
+    const int64_t E = 256, K = 8, H = 2048, F = 512;
+    dt router, gate, down, sgi, sg, su, sd;
+    dt_rand(p, &router, SI_TYPE_F32, H, E, 1, 1.0f);
+    dt_rand(p, &gate, SI_TYPE_Q4_K, H, 2 * F, E, 0.3f);   /* gate and up as one matrix */
+    dt_rand(p, &down, SI_TYPE_Q5_K, F, H, E, 0.3f);
+    if (shared) {
+        dt_rand(p, &sgi, SI_TYPE_F32, H, 1, 1, 0.3f);
+        dt_rand(p, &sg, SI_TYPE_Q8_0, H, F, 1, 0.3f);
+        dt_rand(p, &su, SI_TYPE_Q8_0, H, F, 1, 0.3f);
+        dt_rand(p, &sd, SI_TYPE_Q8_0, F, H, 1, 0.3f);
+    }
+    for (size_t k = 0; k < n_ns; k++) {
+        dt h, y;
+        dt_rand(p, &h, SI_TYPE_F32, H, ns[k], 1, 1.0f);
+        dt_make(p, &y, SI_TYPE_F32, H, ns[k], 1, NULL);
+        opdt o = { .op = { .kind = SI_OP_MOE, .p.moe = { .n_expert = (uint32_t)E, .n_used = (uint32_t)K } },
+                   .dst = &y,
+                   .src = { &h, &router, &gate, NULL, &down, shared ? &sgi : NULL, shared ? &sg : NULL,
+                            shared ? &su : NULL, shared ? &sd : NULL } };
+        run_ok(p, &o);
+        char what[112];
+        snprintf(what, sizeof what, "MOE moe_dec_fuse %s, 35b shapes%s, n %lld (step %zu)",
+                 exact ? "vs unfused" : "vs cpu", shared ? "" : " (no shared expert)", (long long)ns[k], k);
+        if (exact)
+            dt_compare(p, &y, 0.0, what);
+        else   /* two int8 roundings in series: h, then the SwiGLU output */
+            dt_compare_rms(p, &y, 2 * DP4A_RMS, what);
+        dt_free(p, &h);
+        dt_free(p, &y);
+    }
+    dt_free(p, &router);
+    dt_free(p, &gate);
+    dt_free(p, &down);
+    if (shared) {
+        dt_free(p, &sgi);
+        dt_free(p, &sg);
+        dt_free(p, &su);
+        dt_free(p, &sd);
+    }
+}
+
+START_TEST(test_moe_dec_fuse)
+{
+    static const int64_t steps[] = { 1, 8, 3, 1, 8 }, two[] = { 2 }, ref[] = { 1, 8 };
+    pair p;
+    pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_moe_fuse");
+    moe_dec_fuse_steps(&p, steps, sizeof steps / sizeof steps[0], true, true);
+    moe_dec_fuse_steps(&p, two, 1, false, true);
+    pair_close(&p);
+    pair_open(&p, "backend.cpu", "backend.cuda_moe_fuse");
+    moe_dec_fuse_steps(&p, ref, sizeof ref / sizeof ref[0], true, false);
+    pair_close(&p);
+}
+END_TEST
+
 START_TEST(test_moe_fs_same)
 {
     moe_fs_same = true;
@@ -2179,6 +2247,9 @@ int main(void)
     const char *gq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = false\ngdn_dec = split\n";
     /* (MOE decode with the routed products first: expert_early = false) */
     const char *late_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\nexpert_early = false\n";
+    /* (knob moe_dec_fuse: test_moe_dec_fuse; as_cpu: the cpu against
+     * itself, which at least runs the test's steps) */
+    const char *mdf_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\nmoe_dec_fuse = true\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -2198,7 +2269,7 @@ int main(void)
      * least runs test_gdn_dec_fused's steps) */
     const char *gdn_split = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = split\n";
     const char *gdn_fused = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = fused\n";
-    char text[12288];
+    char text[16384];
     const int text_len = snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
              "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
@@ -2248,7 +2319,9 @@ int main(void)
              "[backend.cuda_gdn_fused]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_early]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              /* (attn_fa3_overlap: test_attn_fa3_overlap) */
-             "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s",
+             "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             /* (moe_dec_fuse: test_moe_dec_fuse) */
+             "[backend.cuda_moe_fuse]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
@@ -2257,7 +2330,8 @@ int main(void)
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
-             gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n");
+             gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
+             mdf_extra);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2323,6 +2397,11 @@ int main(void)
     tcase_set_timeout(te, 600);
     tcase_add_test(te, test_gdn_dec_early);
     suite_add_tcase(s, te);
+    /* (knob moe_dec_fuse's A/B and cpu check: CK_RUN_CASE=moe_dec_fuse) */
+    TCase *tmf = tcase_create("moe_dec_fuse");
+    tcase_set_timeout(tmf, 600);
+    tcase_add_test(tmf, test_moe_dec_fuse);
+    suite_add_tcase(s, tmf);
     tcase_add_test(tm, test_matmul);
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);
