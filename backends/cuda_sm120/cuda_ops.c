@@ -1042,7 +1042,15 @@ static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float
  * The SwiGLU's int8 copy goes to this op's workspace, not to slot 0 of
  * the activations' scratch: slot 0 holds h's copy, which blocks of the
  * routed gate/up that have not started yet still read while the first
- * groups' tails run.  The downs read it from there (mm_run_q). */
+ * groups' tails run.  The downs read it from there (mm_run_q).
+ * Counters (b->moe_ctr): CU_MOE_CTR words for the gate/up's groups, as
+ * many for the down's, zeroed once at open.  A launch touches its site's
+ * words only after its programmatic-launch wait, when every launch before
+ * it on the stream has completed (each waited for the one before), the
+ * previous layer's launch of the same site included, which left them at
+ * 0; the next launch's part before its wait (weights, and the picks with
+ * expert_early) touches none.  So one array a site serves every layer and
+ * a graph replays as captured. */
 typedef struct moe_fz {
     cu_mm       gu, dn, sd;    /* routed gate/up, routed down, shared down */
     cu_moe_tail t_gu, t_dn;
