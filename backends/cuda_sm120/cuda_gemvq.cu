@@ -406,7 +406,7 @@ __device__ __forceinline__ float gs_dot(const uint32_t w[17], int st, int lane, 
 // NT > 1: up to NT columns (mm.ncols, x_div 1), as gq_kernel's: each
 // unit's words read once for all of them.
 template <int R, int NT>
-__global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_t *xq, const float *xd)
+__device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const float *xd)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -458,6 +458,12 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_
         gs_issue(ring, nb, g, r0, steps, units, k + nb, lane);   // into it
     }
     cp_async_wait_group<0>();   // (only empty groups are left)
+}
+
+template <int R, int NT>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_t *xq, const float *xd)
+{
+    gs_body<R, NT>(mm, xq, xd);
 }
 
 // ---- expert columns (knob gemv_quad_experts: the MOE's decode products)
@@ -569,18 +575,20 @@ __device__ __forceinline__ void gqe_swiglu32(const float *gate, const float *up,
     cu_q8_block32(v, lane, q, qd, qs);
 }
 
-template <int T, int BS, int R>
-__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_tail_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                                  const float *xs, cu_moe_tail tl)
+// The tail of a block of the routed products (gqe_body done): count the
+// block in its group, the group's last block does the group's tail.  SH:
+// the shared expert's rows are complete (the launch before made them):
+// warps of the first blocks make their SwiGLU, a block of 32 each.
+template <int BS, int R, bool SH>
+__device__ __forceinline__ void gqe_tail(const cu_mm &mm, const cu_moe_tail &tl)
 {
     __shared__ unsigned ticket;
     constexpr int RB = GQ_WARPS * (32 / (4 * BS)) * R;   // rows a block (gqe_go's grid)
-    gqe_body<T, BS, R>(mm, xq, xd, xs);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, bx = (int)blockIdx.x;
     const int64_t j = blockIdx.y;
     const bool swiglu = tl.mode == CU_MOE_TAIL_SWIGLU;
     const int64_t nbk = tl.F / 32;   // (SWIGLU) blocks of 32 in a row of F
-    if (swiglu && tl.sh != NULL) {
+    if (SH && swiglu && tl.sh != NULL) {
         const int64_t u = ((int64_t)blockIdx.y * gridDim.x + bx) * GQ_WARPS + warp;
         if (u < tl.n_sh * nbk) {
             const int64_t t = u / nbk, b = u - t * nbk, r = mm.ncols + t;
@@ -628,6 +636,57 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gqe_tail_kernel(cu_mm mm, const
             }
             tl.dst[t * tl.ds + h] = o;
         }
+    }
+    if (threadIdx.x == 0)
+        tl.ctr[grp] = 0;
+}
+
+template <int T, int BS, int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_tail_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                  const float *xs, cu_moe_tail tl)
+{
+    gqe_body<T, BS, R>(mm, xq, xd, xs);
+    gqe_tail<BS, R, true>(mm, tl);
+}
+
+// The routed gate/up (blockIdx.y < mm.ncols, gqe_tail_kernel's blocks)
+// and the shared expert's (blockIdx.y == mm.ncols: gs_kernel's blocks of
+// sm, Q8_0, its gate rows then its up rows, into tl.sh) in one launch.
+// The shared rows are then counted too: a group is 32 of its gate rows
+// and the 32 up rows F below (2 * 32 / (GQ_WARPS * RS) blocks), its tail
+// the SwiGLU of those 32 for every token (a warp a token), into rows
+// mm.ncols.. of the int8 copy.  Blocks past the shared rows' grid do
+// nothing (the launch's x extent is the routed grid's, at least as wide).
+// The picks come from the launch just before (the router): the routed
+// blocks read them after the wait (mm.expert_early false).
+template <int T, int BS, int R, int NT>
+__global__ void __launch_bounds__(32 * GQ_WARPS) gqe_gs_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                const float *xs, cu_mm sm, cu_moe_tail tl)
+{
+    constexpr int RS = 2, RBS = GQ_WARPS * RS;   // Q8_0 rows a warp, a block
+    if (blockIdx.y < mm.ncols) {
+        gqe_body<T, BS, R>(mm, xq, xd, xs);
+        gqe_tail<BS, R, false>(mm, tl);
+        return;
+    }
+    __shared__ unsigned ticket;
+    const int bx = (int)blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if ((int64_t)bx * RBS >= 2 * tl.F)
+        return;   // (past the shared rows: counts nowhere)
+    gs_body<RS, NT>(sm, xq, xd);
+    __threadfence();   // this block's rows visible before it counts
+    __syncthreads();
+    const int64_t nbk = tl.F / 32, b = ((int64_t)bx * RBS % tl.F) / 32, grp = mm.ncols * nbk + b;
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(tl.ctr + grp, 1u);
+    __syncthreads();
+    if (ticket != 64 / RBS - 1)
+        return;
+    __threadfence();
+    for (int64_t t = warp; t < tl.n_sh; t += GQ_WARPS) {
+        const float *gs = tl.sh + t * tl.sh_stride + 32 * b;
+        const int64_t r = mm.ncols + t;
+        gqe_swiglu32(gs, gs + tl.F, lane, tl.q + r * tl.F + 32 * b, tl.qd + r * nbk + b, tl.qs + r * nbk + b);
     }
     if (threadIdx.x == 0)
         tl.ctr[grp] = 0;
@@ -879,6 +938,71 @@ extern "C" int si_cu_gemvq_tail(const cu_mm *mm, const int8_t *xq, const float *
     case SI_TYPE_Q4_K: return (int)gqe_tail_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, tl, s);
     case SI_TYPE_Q5_K: return (int)gqe_tail_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, tl, s);
     default: return (int)gqe_tail_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, tl, s);
+    }
+}
+
+// The routed and the shared gate/up in one launch (gqe_gs_kernel).
+extern "C" bool si_cu_gemvq_gs_ok(const cu_mm *mm, const cu_mm *sm, const cu_moe_tail *tl)
+{
+    if (tl->mode != CU_MOE_TAIL_SWIGLU || tl->sh == NULL || mm->expert_early || !si_cu_gemvq_tail_ok(mm, tl) ||
+        gqe_bs(mm->in) != 8)
+        return false;
+    if (sm->type != SI_TYPE_Q8_0 || sm->expert != NULL || sm->w2 != NULL || sm->x_div != 1 || sm->in != mm->in ||
+        sm->ncols != tl->n_sh || sm->ncols < 1 || gs_rows(sm) != 2 || sm->n_more > 1 || !si_cu_gemvq_ok(sm))
+        return false;
+    // the shared rows: gate then up, F each, where tl->sh says (stacked,
+    // or the up as more[0] F floats on)
+    const int64_t F = tl->F;
+    if (sm->y != tl->sh || sm->y_stride != tl->sh_stride)
+        return false;
+    if (sm->n_more == 0 ? sm->rows != 2 * F
+                        : sm->rows != F || sm->more[0].rows != F || sm->more[0].y != tl->sh + F ||
+                              sm->more[0].y_stride != tl->sh_stride)
+        return false;
+    return (mm->ncols + 1) * (F / 32) <= tl->ctr_n;
+}
+
+template <int T, int R, int NT>
+static cudaError_t gqe_gs_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_mm *sm,
+                             const cu_moe_tail *tl, cudaStream_t s)
+{
+    const int64_t gx = gq_grid(mm, GQ_WARPS, (32 / (4 * 8)) * R);
+    if (gx > 0x7fffffffLL || mm->ncols + 1 > 65535)
+        return cudaErrorInvalidValue;
+    const size_t gs = GS_SMEM(sm->in, 2, sm->ncols), smem = gs > (size_t)mm->in ? gs : (size_t)mm->in;
+    return cu_launch(gqe_gs_kernel<T, 8, R, NT>, dim3((unsigned)gx, (unsigned)(mm->ncols + 1)), dim3(32 * GQ_WARPS),
+                     smem, s, *mm, xq, xd, xs, *sm, *tl);
+}
+
+template <int T, int R>
+static cudaError_t gqe_gs_nt(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_mm *sm,
+                             const cu_moe_tail *tl, cudaStream_t s)
+{
+    switch (gq_nt(sm)) {
+    case 2: return gqe_gs_go<T, R, 2>(mm, xq, xd, xs, sm, tl, s);
+    case 4: return gqe_gs_go<T, R, 4>(mm, xq, xd, xs, sm, tl, s);
+    case 8: return gqe_gs_go<T, R, 8>(mm, xq, xd, xs, sm, tl, s);
+    default: return gqe_gs_go<T, R, 1>(mm, xq, xd, xs, sm, tl, s);
+    }
+}
+
+template <int T>
+static cudaError_t gqe_gs_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs,
+                                 const cu_mm *sm, const cu_moe_tail *tl, cudaStream_t s)
+{
+    return gqe_rows(mm) == 1 ? gqe_gs_nt<T, 1>(mm, xq, xd, xs, sm, tl, s) : gqe_gs_nt<T, 2>(mm, xq, xd, xs, sm, tl, s);
+}
+
+extern "C" int si_cu_gemvq_gs(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_mm *sm,
+                              const cu_moe_tail *tl, void *stream)
+{
+    if (!si_cu_gemvq_gs_ok(mm, sm, tl))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: return (int)gqe_gs_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, sm, tl, s);
+    case SI_TYPE_Q5_K: return (int)gqe_gs_launch<SI_TYPE_Q5_K>(mm, xq, xd, xs, sm, tl, s);
+    default: return (int)gqe_gs_launch<SI_TYPE_Q6_K>(mm, xq, xd, xs, sm, tl, s);
     }
 }
 

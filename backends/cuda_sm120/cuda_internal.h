@@ -225,6 +225,15 @@ typedef struct cu_moe_tail {
 bool si_cu_gemvq_tail_ok(const cu_mm *mm, const cu_moe_tail *tl);
 int  si_cu_gemvq_tail(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_moe_tail *tl,
                       void *stream);
+/* The routed gate/up with its SWIGLU tail and the shared expert's gate/up
+ * (sm: Q8_0, gemv_staged's kernel, its gate rows then its up rows into
+ * tl->sh) in one launch, the shared rows' SwiGLU a tail too (rows
+ * mm->ncols.. of the copy): the same bits as the shared launch before
+ * si_cu_gemvq_tail.  mm->expert_early must be false (the picks come from
+ * the launch just before).  ctr_n >= (ncols + 1) * F / 32. */
+bool si_cu_gemvq_gs_ok(const cu_mm *mm, const cu_mm *sm, const cu_moe_tail *tl);
+int  si_cu_gemvq_gs(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_mm *sm,
+                    const cu_moe_tail *tl, void *stream);
 
 /* ---- int8 tensor-core MATMUL (cuda_mma.cu) ------------------------------
  * The same product as a GEMM (any ncols; meant for prefill, > 8 columns):

@@ -1027,7 +1027,10 @@ static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float
  * (rr_kernel), the shared expert's gate/up, the routed gate/up whose
  * blocks also make the SwiGLU of every row (routed and shared) and its
  * int8 copy (swiglu_q_kernel's work), the shared down, the routed down
- * whose blocks also make the combine (combine_kernel's).  Each tail is
+ * whose blocks also make the combine (combine_kernel's).  With knob
+ * moe_dec_fuse_gu (default true; a Q8_0 shared expert on gemv_staged's
+ * kernel) the shared gate/up runs in the routed gate/up's launch
+ * (gqe_gs_kernel): 4 launches.  Each tail is
  * done by the block that finishes a group of rows last (cuda_gemvq.cu,
  * gqe_tail_kernel), so the launch they replace, its ramp and its DRAM
  * round trip are gone, and the bits are the unfused path's: the same
@@ -1053,6 +1056,8 @@ static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float
  * a graph replays as captured. */
 typedef struct moe_fz {
     cu_mm       gu, dn, sd;    /* routed gate/up, routed down, shared down */
+    cu_mm       sgu;           /* one_gu: the shared gate/up in gu's launch */
+    bool        one_gu;
     cu_moe_tail t_gu, t_dn;
     int8_t     *q;             /* the SwiGLU's int8 copy: [NK + n][F]      */
     float      *qd, *qs;
@@ -1109,6 +1114,30 @@ static bool moe_fuse_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *
                               .n_sh = d->shared ? n : 0, .sh_stride = 2 * F };
     if (!si_cu_mmq_ok(&fz->gu) || !si_cu_gemvq_tail_ok(&fz->gu, &fz->t_gu))
         return false;
+    /* knob moe_dec_fuse_gu: the shared gate/up in the same launch, as
+     * gate_up_run would run it alone (stacked, or the up as more[0] on
+     * v1 with gemv_fuse) on gemv_staged's kernel; the picks are then read
+     * after the wait (the router's is the launch before) */
+    fz->one_gu = false;
+    if (b->moe_dec_fuse_gu && d->shared) {
+        cu_mm sg = mm_of(W[6], 0, h, hs, 1, gu + NK * 2 * F, 2 * F, n, F, NULL);
+        const cu_mm su = mm_of(W[7], 0, h, hs, 1, gu + NK * 2 * F + F, 2 * F, n, F, NULL);
+        const bool alike = su.type == sg.type && su.row_bytes == sg.row_bytes;
+        if (alike && su.w == sg.w + (uint64_t)F * sg.row_bytes) {
+            sg.rows = 2 * F;
+        } else if (alike && b->gemv_fuse) {
+            sg.more[0] = (cu_mm_part){ su.w, su.y, F, su.row_bytes, su.y_stride };
+            sg.n_more = 1;
+        }
+        mm_knobs(b, &sg);
+        cu_mm g1 = fz->gu;
+        g1.expert_early = false;
+        if ((sg.rows == 2 * F || sg.n_more == 1) && si_cu_mmq_ok(&sg) && si_cu_gemvq_gs_ok(&g1, &sg, &fz->t_gu)) {
+            fz->sgu = sg;
+            fz->gu = g1;
+            fz->one_gu = true;
+        }
+    }
     fz->dn = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
     fz->dn.expert_early = b->expert_early;
     mm_knobs(b, &fz->dn);
@@ -1147,13 +1176,25 @@ static int moe_fused(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bo
                      float *gamma, const moe_fz *fz, si_err *err)
 {
     const int64_t NK = d->n * d->K, nb = d->F / 32;
-    int rc = d->shared ? moe_shared_gu(b, op, d, gate_with_router, gus, gamma, err) : SI_OK;
+    int rc = SI_OK;
+    if (d->shared && fz->one_gu) {
+        if (!gate_with_router) {   /* (the shared gate row alone, as moe_shared_gu) */
+            const si_tensor *const *W = op->src;
+            const cu_mm g = mm_of(W[5], 0, fz->gu.x, fz->gu.x_stride, 1, gamma, 1, d->n, 1, NULL);
+            rc = mm_run(b, &g, 0, err);
+        }
+    } else if (d->shared) {
+        rc = moe_shared_gu(b, op, d, gate_with_router, gus, gamma, err);
+    }
     int8_t *q;
     float *qd, *qs;
     /* h's int8 copy: slot 0 holds it (the norm's, or the shared gate/up's) */
     if (rc == SI_OK)
         rc = xq_get(b, fz->gu.x, fz->gu.x_stride, fz->gu.in, d->n, 0, 32, &q, &qd, &qs, err);
-    if (rc == SI_OK)
+    if (rc == SI_OK && fz->one_gu)
+        rc = launched(si_cu_gemvq_gs(&fz->gu, q, qd, qs, &fz->sgu, &fz->t_gu, b->stream),
+                      "MOE (routed and shared gate/up, SwiGLU)", err);
+    else if (rc == SI_OK)
         rc = launched(si_cu_gemvq_tail(&fz->gu, q, qd, qs, &fz->t_gu, b->stream), "MOE (gate/up, SwiGLU)", err);
     if (rc == SI_OK && d->shared)
         rc = mm_run_q(b, &fz->sd, fz->q + NK * d->F, fz->qd + NK * nb, fz->qs + NK * nb, err);

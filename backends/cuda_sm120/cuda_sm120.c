@@ -172,6 +172,14 @@
  *                         7 (the SwiGLU and combine kernels gone); false:
  *                         as before (same bits either way).  Default
  *                         false until measured on a GPU.
+ *   moe_dec_fuse_gu = true | false  (with moe_dec_fuse) a Q8_0 shared
+ *                         expert's gate/up (on gemv_staged's kernel) runs
+ *                         in the routed gate/up's launch too, its SwiGLU
+ *                         a tail as well (gqe_gs_kernel): 4 launches a
+ *                         layer; the routed blocks then read their picks
+ *                         after the programmatic-launch wait (the router
+ *                         is the launch before).  false: its own launch
+ *                         (A/B; same bits).
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
@@ -460,7 +468,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gemv_w8 = false, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false;
-    bool route_fused = true, moe_dec_fuse = false;
+    bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
     const struct {
         const char *key, *yes, *no;
@@ -475,6 +483,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "expert_early", "true", "false", &expert_early },
         { "route_fused", "true", "false", &route_fused },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
+        { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -568,6 +577,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;
+    b->moe_dec_fuse_gu = moe_dec_fuse_gu;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;

@@ -1703,7 +1703,9 @@ START_TEST(test_moe_route_fused)
 END_TEST
 
 /* Knob moe_dec_fuse: the MOE decode's SwiGLU and combine as tails of the
- * routed gate/up and down (cuda_gemvq.cu gqe_tail_kernel) at
+ * routed gate/up and down (cuda_gemvq.cu gqe_tail_kernel; with
+ * moe_dec_fuse_gu, the default, the shared gate/up in the routed one's
+ * launch, gqe_gs_kernel; cuda_moe_fuse5 holds it off) at
  * Qwen3.6-35B-A3B's MOE (E 256, K 8, H 2048, F = Fs 512; Q4_K gate/up as
  * one matrix, Q5_K down, the shared expert Q8_0 with its F32 gate row, as
  * UD-Q4_K_M stores them): against the unfused launches (cuda_dp4a_v1), bit
@@ -1763,6 +1765,10 @@ START_TEST(test_moe_dec_fuse)
     pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_moe_fuse");
     moe_dec_fuse_steps(&p, steps, sizeof steps / sizeof steps[0], true, true);
     moe_dec_fuse_steps(&p, two, 1, false, true);
+    pair_close(&p);
+    /* (moe_dec_fuse_gu = false: the shared gate/up in its own launch) */
+    pair_open_cu2(&p, "backend.cuda_dp4a_v1", "backend.cuda_moe_fuse5");
+    moe_dec_fuse_steps(&p, steps, sizeof steps / sizeof steps[0], true, true);
     pair_close(&p);
     pair_open(&p, "backend.cpu", "backend.cuda_moe_fuse");
     moe_dec_fuse_steps(&p, ref, sizeof ref / sizeof ref[0], true, false);
@@ -2250,6 +2256,8 @@ int main(void)
     /* (knob moe_dec_fuse: test_moe_dec_fuse; as_cpu: the cpu against
      * itself, which at least runs the test's steps) */
     const char *mdf_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\nmoe_dec_fuse = true\n";
+    const char *mdf5_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\nmoe_dec_fuse = true\n"
+                                                       "moe_dec_fuse_gu = false\n";
     /* (as_cpu: the i8 sections become the cpu's f32 cache; the pool
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
@@ -2321,7 +2329,8 @@ int main(void)
              /* (attn_fa3_overlap: test_attn_fa3_overlap) */
              "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              /* (moe_dec_fuse: test_moe_dec_fuse) */
-             "[backend.cuda_moe_fuse]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_moe_fuse]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_moe_fuse5]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, dp_extra,
@@ -2331,7 +2340,7 @@ int main(void)
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
              gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
-             mdf_extra);
+             mdf_extra, mdf5_extra);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;

@@ -9,12 +9,16 @@
 //     combine_kernel with the shared expert's row (random here, as the
 //     shared down would leave it) and its gate: the product and the MOE
 //     output, strided, the gaps between its rows untouched.
+//   one gate/up launch (knob moe_dec_fuse_gu, gqe_gs_kernel): the shared
+//     expert's Q8_0 gate/up (stacked, or the up as more[0]) made in the
+//     routed one's launch instead of by gs_kernel before it: its products
+//     too, then the same int8 copy.
 // Each case runs the fused launches twice on poisoned outputs, the second
 // time with the blocks in a shuffled order (emu.cc EMU_BLOCK_ORDER): the
 // tails must still wait for every block of their group, and every counter
 // must be back at 0 after each launch.  Usage: moedec_emu (no arguments;
 // run-moedec-emu.sh pastes the kernels in; MOEDEC_MODE=quick: the first
-// two cases only).
+// four cases only).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 
@@ -70,8 +74,20 @@ struct shape {
     int64_t n, E, K, H, F;
     bool shared;
     uint32_t tgu, tdn;
-    int rows;   // cu_mm.gemv_rows (1: one row set a lane group)
+    int rows;      // cu_mm.gemv_rows (1: one row set a lane group)
+    int merged;    // 0: the shared rows given; 1: made by gqe_gs_kernel, Q8_0 gate/up stacked; 2: up as more[0]
 };
+
+// n_rows rows of `in` Q8_0 weights: random bytes, sane f16 scales
+static std::vector<uint8_t> weights_q8(int64_t n_rows, int64_t in)
+{
+    const int64_t nblk = n_rows * (in / 32);
+    std::vector<uint8_t> w((size_t)(nblk * 34));
+    for (auto &c : w) c = (uint8_t)ru();
+    for (int64_t b = 0; b < nblk; b++)
+        put_f16(w.data() + b * 34, 0.002f * (1.0f + fr()));
+    return w;
+}
 
 static int one(const shape &c)
 {
@@ -103,14 +119,35 @@ static int one(const shape &c)
     dn.ncols = NK; dn.gemv_quad = dn.gemv_qe = dn.gemv_xs = true; dn.gemv_rows = c.rows;
     const int64_t ds = H + 8;   // the output's rows with gaps
     int bad_host = 0;
+    // (merged: the shared expert's Q8_0 gate/up, gate rows then up rows;
+    // its products into the rows after the routed ones, as moe_exec's gus)
+    const std::vector<uint8_t> wsh = c.merged ? weights_q8(2 * F, H) : std::vector<uint8_t>();
+    const uint64_t rb_sh = (uint64_t)(H / 32 * 34);
+    auto shared_mm = [&](float *gus) {
+        cu_mm m = {};
+        m.w = wsh.data(); m.type = SI_TYPE_Q8_0; m.in = H; m.rows = c.merged == 1 ? 2 * F : F; m.row_bytes = rb_sh;
+        m.x_div = 1; m.y = gus; m.y_stride = 2 * F; m.ncols = n; m.gemv_quad = m.gemv_st = m.gemv_qn = true;
+        if (c.merged == 2) {
+            m.more[0] = cu_mm_part{ wsh.data() + F * rb_sh, gus + F, F, rb_sh, 2 * F };
+            m.n_more = 1;
+        }
+        return m;
+    };
+    const size_t gs_smem = GS_SMEM(H, 2, n);
     // ---- the unfused launches, as moe_exec makes them
     std::vector<float> g1((size_t)(nq * 2 * F)), y1((size_t)(NK * H)), dst1((size_t)(n * ds), -5.0f);
     std::copy(sh.begin(), sh.end(), g1.begin() + NK * 2 * F);
     std::vector<int8_t> q1((size_t)(nq * F));
     std::vector<float> qd1((size_t)(nq * nb)), qs1(qd1.size());
+    if (c.merged) {   // the shared gate/up launch (gs_kernel)
+        const cu_mm m = shared_mm(g1.data() + NK * 2 * F);
+        emu_ptx::smem_bytes = gs_smem;
+        bad_host |= !si_cu_gemvq_ok(&m);
+        bad_host |= si_cu_gemvq(&m, xq.data(), xd.data(), xs.data(), NULL);
+    }
     gu.y = g1.data();
     bad_host |= si_cu_gemvq(&gu, xq.data(), xd.data(), xs.data(), NULL);
-    const std::vector<float> prod1(g1.begin(), g1.begin() + NK * 2 * F);   // (before SwiGLU rewrites the gate half)
+    const std::vector<float> prod1(g1.begin(), g1.end());   // (before SwiGLU rewrites the gate half)
     const uint64_t st = (uint64_t)(2 * F) * 4;
     const cu_rows rg = { (uint8_t *)g1.data(), nq, 1, st, 0, 0 }, rup = { (uint8_t *)(g1.data() + F), nq, 1, st, 0, 0 };
     emu_launch(dim3(cu_q8_grid(nq * nb)), dim3(256), 0,
@@ -125,7 +162,8 @@ static int one(const shape &c)
     int64_t d[6] = { 0, 0, 0, 0, 0, 0 }, left = 0;
     for (int run = 0; run < 2; run++) {
         std::vector<float> g2((size_t)(nq * 2 * F), NAN), y2((size_t)(NK * H), NAN), dst2((size_t)(n * ds), -5.0f);
-        std::copy(sh.begin(), sh.end(), g2.begin() + NK * 2 * F);
+        if (!c.merged)
+            std::copy(sh.begin(), sh.end(), g2.begin() + NK * 2 * F);
         std::vector<int8_t> q2((size_t)(nq * F), (int8_t)0x55);
         std::vector<float> qd2((size_t)(nq * nb), NAN), qs2(qd2.size(), NAN);
         cu_moe_tail tg = {};
@@ -140,8 +178,16 @@ static int one(const shape &c)
             setenv("EMU_BLOCK_ORDER", "3", 1);
         cu_mm m = gu;
         m.y = g2.data();
-        bad_host |= !si_cu_gemvq_tail_ok(&m, &tg);
-        bad_host |= si_cu_gemvq_tail(&m, xq.data(), xd.data(), xs.data(), &tg, NULL);
+        if (c.merged) {
+            const cu_mm sm = shared_mm(g2.data() + NK * 2 * F);
+            emu_ptx::smem_bytes = std::max(gs_smem, (size_t)H);
+            bad_host |= !si_cu_gemvq_gs_ok(&m, &sm, &tg);
+            bad_host |= si_cu_gemvq_gs(&m, xq.data(), xd.data(), xs.data(), &sm, &tg, NULL);
+            emu_ptx::check_drained();
+        } else {
+            bad_host |= !si_cu_gemvq_tail_ok(&m, &tg);
+            bad_host |= si_cu_gemvq_tail(&m, xq.data(), xd.data(), xs.data(), &tg, NULL);
+        }
         left += nonzero(ctr);
         m = dn;
         m.y = y2.data();
@@ -149,7 +195,7 @@ static int one(const shape &c)
         bad_host |= si_cu_gemvq_tail(&m, q2.data(), qd2.data(), qs2.data(), &tc, NULL);
         left += nonzero(ctr);
         unsetenv("EMU_BLOCK_ORDER");
-        d[0] += ndiff(std::vector<float>(g2.begin(), g2.begin() + NK * 2 * F), prod1);
+        d[0] += ndiff(g2, prod1);
         d[1] += ndiff(q2, q1);
         d[2] += ndiff(qd2, qd1) + ndiff(qs2, qs1);
         d[3] += ndiff(y2, y1);
@@ -164,11 +210,12 @@ static int one(const shape &c)
         }
     for (auto v : qd1) unset += !std::isfinite(v);
     const bool ok = !bad_host && unset == 0 && d[0] + d[1] + d[2] + d[3] + d[4] == 0 && left == 0;
-    printf("  n %lld K %lld H %lld F %lld%s, %s/%s%s: differ gate/up %lld int8 %lld scales %lld down %lld out %lld, "
+    printf("  n %lld K %lld H %lld F %lld%s, %s/%s%s%s: differ gate/up %lld int8 %lld scales %lld down %lld out %lld, "
            "counts left %lld  %s\n",
            (long long)n, (long long)K, (long long)H, (long long)F, c.shared ? " +shared" : "",
            c.tgu == SI_TYPE_Q4_K ? "q4_K" : c.tgu == SI_TYPE_Q5_K ? "q5_K" : "q6_K",
            c.tdn == SI_TYPE_Q4_K ? "q4_K" : c.tdn == SI_TYPE_Q5_K ? "q5_K" : "q6_K", c.rows == 1 ? ", 1 row set" : "",
+           c.merged == 1 ? ", one gate/up launch (q8_0 shared stacked)" : c.merged == 2 ? ", one gate/up launch (q8_0 shared, up as more[0])" : "",
            (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3], (long long)d[4], (long long)left,
            ok ? "ok" : bad_host ? "FAIL (refused)" : unset ? "FAIL (the reference)" : "FAIL");
     return ok ? 0 : 1;
@@ -220,12 +267,18 @@ int main()
     // here, the picks among them): 1 and 8 tokens
     rc |= one({ 1, 32, 8, 2048, 512, true, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 0 });
     rc |= one({ 8, 32, 8, 2048, 512, true, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 0 });
+    // knob moe_dec_fuse's one gate/up launch (gqe_gs_kernel): the shared
+    // expert's Q8_0 products in it, stacked or as more[0]
+    rc |= one({ 1, 32, 8, 2048, 512, true, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 0, 1 });
+    rc |= one({ 8, 32, 8, 2048, 512, true, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 0, 2 });
     if (quick) {
         printf(rc ? "FAIL\n" : "OK\n");
         return rc;
     }
     rc |= one({ 2, 32, 8, 2048, 512, false, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 0 });
     rc |= one({ 3, 32, 8, 2048, 512, true, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 1 });   // R = 1: 4 and 16 rows a block
+    rc |= one({ 3, 32, 8, 2048, 512, true, SI_TYPE_Q4_K, SI_TYPE_Q5_K, 1, 2 });
+    rc |= one({ 2, 8, 4, 4096, 1024, true, SI_TYPE_Q5_K, SI_TYPE_Q4_K, 0, 1 });
     // other widths: 4096 / 1024 (8 and 16 rows a block), K 4 and 6, Q6_K
     // (whose rows of 4 blocks are not 16-byte multiples: gqe_kernel takes
     // it at 8 blocks a row)
