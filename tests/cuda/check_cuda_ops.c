@@ -1502,6 +1502,16 @@ END_TEST
 static int64_t moe_E = 8, moe_K = 2;
 static bool moe_fs_same, moe_exact;
 
+/* The shared expert's four weights of a MOE case (gate row, gate, up,
+ * down), made together, freed together. */
+static void moe_shared_free(pair *p, dt *sgi, dt *sg, dt *su, dt *sd)
+{
+    dt_free(p, sgi);
+    dt_free(p, sg);
+    dt_free(p, su);
+    dt_free(p, sd);
+}
+
 static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t n, int64_t H, int64_t F, bool dp4a)
 {
     const int64_t E = moe_E, K = moe_K, Fs = moe_fs_same ? F : 2 * F;   /* (default) a width unlike F, whole blocks */
@@ -1536,12 +1546,8 @@ static void moe_case_tol(pair *p, uint32_t wt, bool fused, bool shared, int64_t 
     if (!fused)
         dt_free(p, &up);
     dt_free(p, &down);
-    if (shared) {
-        dt_free(p, &sgi);
-        dt_free(p, &sg);
-        dt_free(p, &su);
-        dt_free(p, &sd);
-    }
+    if (shared)
+        moe_shared_free(p, &sgi, &sg, &su, &sd);
     dt_free(p, &y);
 }
 
@@ -1694,10 +1700,7 @@ START_TEST(test_moe_route_fused)
     dt_free(&p, &router);
     dt_free(&p, &gate);
     dt_free(&p, &down);
-    dt_free(&p, &sgi);
-    dt_free(&p, &sg);
-    dt_free(&p, &su);
-    dt_free(&p, &sd);
+    moe_shared_free(&p, &sgi, &sg, &su, &sd);
     pair_close(&p);
 }
 END_TEST
@@ -1750,12 +1753,8 @@ static void moe_dec_fuse_steps(pair *p, const int64_t *ns, size_t n_ns, bool sha
     dt_free(p, &router);
     dt_free(p, &gate);
     dt_free(p, &down);
-    if (shared) {
-        dt_free(p, &sgi);
-        dt_free(p, &sg);
-        dt_free(p, &su);
-        dt_free(p, &sd);
-    }
+    if (shared)
+        moe_shared_free(p, &sgi, &sg, &su, &sd);
 }
 
 START_TEST(test_moe_dec_fuse)
