@@ -58,6 +58,8 @@ struct si_backend {
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */
     int            gemv_warps;      /* knob gemv_warps (cuda_gemvq.cu): 4, 8 */
     bool           gemv_st;         /* knob gemv_staged (cuda_gemvq.cu)      */
+    int            gemv_st6;        /* knob gemv_staged_q6 (cuda_gemvq.cu):
+                                     * 0 false, 1 true, 2 large           */
     bool           gemv_prefetch;   /* knob gemv_prefetch (cu_prefetch_l2)   */
     int            w8_ktile;        /* knob w8_ktile: 64 or 128 (cuda_w8.cu) */
     bool           w8_wgmma;        /* knob w8_wgmma (cuda_w8wg.cu)          */

@@ -71,7 +71,9 @@ struct gq_part {
 
 // Block B of a row, part p of the lane (Q4_K/Q5_K: g = p; Q6_K: h = p >> 1,
 // k = p & 1), odd = the block's index is odd (Q6_K's 2-byte offset).
-template <int T> __device__ __forceinline__ void gq_load(const uint8_t *B, int p, int odd, gq_part &w)
+// SM: B is in shared memory (g6_kernel's staged steps), read with plain
+// loads (__ldg is for global memory only); the same words either way.
+template <int T, bool SM = false> __device__ __forceinline__ void gq_load(const uint8_t *B, int p, int odd, gq_part &w)
 {
     if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
         cu_ld16(B, w.h);
@@ -87,12 +89,13 @@ template <int T> __device__ __forceinline__ void gq_load(const uint8_t *B, int p
         const uint32_t *W = (const uint32_t *)(B - 2 * odd);
         const unsigned sh = 16u * (unsigned)odd;
         const int h = p >> 1, k = p & 1;
+        auto ld = [W](int i) { return SM ? W[i] : __ldg(W + i); };
         uint32_t a[5], b[5], c[5];
 #pragma unroll
         for (int i = 0; i < 5; i++) {
-            a[i] = __ldg(W + 16 * h + 4 * k + i);
-            b[i] = __ldg(W + 16 * h + 4 * k + 8 + i);
-            c[i] = __ldg(W + 32 + 8 * h + 4 * k + i);
+            a[i] = ld(16 * h + 4 * k + i);
+            b[i] = ld(16 * h + 4 * k + 8 + i);
+            c[i] = ld(32 + 8 * h + 4 * k + i);
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -100,10 +103,10 @@ template <int T> __device__ __forceinline__ void gq_load(const uint8_t *B, int p
             w.q[4 + i] = __funnelshift_r(b[i], b[i + 1], sh);
             w.h[i] = __funnelshift_r(c[i], c[i + 1], sh);
         }
-        const uint32_t s0 = __ldg(W + 48 + 2 * h), s1 = __ldg(W + 49 + 2 * h), s2 = __ldg(W + 50 + 2 * h);
+        const uint32_t s0 = ld(48 + 2 * h), s1 = ld(49 + 2 * h), s2 = ld(50 + 2 * h);
         w.e[0] = __funnelshift_r(s0, s1, sh);   // scales 8h .. 8h+3
         w.e[1] = __funnelshift_r(s1, s2, sh);   // scales 8h+4 .. 8h+7
-        w.e[2] = __ldg(W + 52) >> sh;           // d (low 16 bits)
+        w.e[2] = ld(52) >> sh;                  // d (low 16 bits)
     }
 }
 
@@ -358,14 +361,17 @@ __host__ __device__ __forceinline__ int gs_ring(int units) { return units < GS_N
 // (nt columns of x, then the rings)
 #define GS_SMEM(in, R, nt) ((size_t)(in) * (nt) + (size_t)GQ_WARPS * gs_ring((R) * (int)((in) / 2048)) * GS_UNIT)
 
+// Unit k ((row, step) pair k of the warp, UNIT bytes a step) into ring
+// buffer k % nb, or an empty group past the last unit.
+template <int UNIT>
 __device__ __forceinline__ void gs_issue(uint8_t *ring, int nb, const gq_prod &g, int r0, int steps, int units,
                                          int k, int lane)
 {
     if (k < units) {
         const int i = k / steps, st = k - i * steps, row = r0 + i < g.rows ? r0 + i : g.rows - 1;
-        const uint8_t *src = g.w + (size_t)row * g.rb + (size_t)st * GS_UNIT;
-        uint8_t *dst = ring + (k % nb) * GS_UNIT;
-        for (int c = lane; c < GS_UNIT / 16; c += 32)
+        const uint8_t *src = g.w + (size_t)row * g.rb + (size_t)st * UNIT;
+        uint8_t *dst = ring + (k % nb) * UNIT;
+        for (int c = lane; c < UNIT / 16; c += 32)
             cp_async16(dst + 16 * c, src + 16 * c);
     }
     cp_async_commit();   // (empty past the last unit: the group count stays uniform)
@@ -416,7 +422,7 @@ __device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const
     // [x: nt * in bytes][the warps' rings]
     uint8_t *ring = (uint8_t *)gq_xsm + (size_t)nt * mm.in + (size_t)warp * nb * GS_UNIT;
     for (int k = 0; k < nb; k++)
-        gs_issue(ring, nb, g, r0, steps, units, k, lane);
+        gs_issue<GS_UNIT>(ring, nb, g, r0, steps, units, k, lane);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
     if (NT == 1)
         gq_fill_x(gq_xsm, xq, mm.in);
@@ -455,7 +461,7 @@ __device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const
             }
         }
         __syncwarp();   // every lane is done with unit k's buffer
-        gs_issue(ring, nb, g, r0, steps, units, k + nb, lane);   // into it
+        gs_issue<GS_UNIT>(ring, nb, g, r0, steps, units, k + nb, lane);   // into it
     }
     cp_async_wait_group<0>();   // (only empty groups are left)
 }
@@ -464,6 +470,59 @@ template <int R, int NT>
 __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_t *xq, const float *xd)
 {
     gs_body<R, NT>(mm, xq, xd);
+}
+
+// ---- Q6_K: weights staged through shared memory (knob gemv_staged_q6) ---
+// gq_kernel's Q6_K part takes 19 4-byte loads and funnel shifts per lane
+// and step (a 210-byte block is 2-byte aligned), and at steady state it
+// streamed 2,664 GB/s on the H200 where Q4_K's 16-byte loads reach 3,720
+// and the staged Q8_0 kernel 3,933 (bench_gemv "one ... steady").  A step
+// of 8 blocks is 1680 bytes, 16-byte aligned wherever the row is; so, as
+// gs_kernel does for Q8_0, each warp copies its (row, step) units into a
+// ring of its own with coalesced 16-byte cp.async (the first ones before
+// the programmatic-launch wait), and the lanes read their parts from there
+// with gq_load's words and shifts.  Lane, part, step order and sums are
+// gq_kernel's at the same R (one column, x in shared memory): the same
+// bits.
+#define G6_UNIT 1680   // bytes of a step: 8 Q6_K blocks, 2048 weights
+#define G6_SMEM(in, R) ((size_t)(in) + (size_t)GQ_WARPS * gs_ring((R) * (int)((in) / 2048)) * G6_UNIT)
+
+template <int R>
+__global__ void __launch_bounds__(32 * GQ_WARPS) g6_kernel(cu_mm mm, const int8_t *xq, const float *xd)
+{
+    extern __shared__ __align__(16) uint4 gq_xsm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
+    const gq_prod g = gq_find(mm, GQ_WARPS * R);
+    const int r0 = (g.bx * GQ_WARPS + warp) * R, steps = (int)(mm.in / 2048), units = R * steps;
+    const int nb = gs_ring(units);
+    uint8_t *ring = (uint8_t *)gq_xsm + (size_t)mm.in + (size_t)warp * nb * G6_UNIT;
+    for (int k = 0; k < nb; k++)
+        gs_issue<G6_UNIT>(ring, nb, g, r0, steps, units, k, lane);
+    cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    gq_fill_x(gq_xsm, xq, mm.in);
+    float acc = 0.0f;
+    for (int k = 0; k < units; k++) {
+        switch (nb) {   // (unit k's copies landed; as gs_body)
+        case 1: cp_async_wait_group<0>(); break;
+        case 2: cp_async_wait_group<1>(); break;
+        case 3: cp_async_wait_group<2>(); break;
+        default: cp_async_wait_group<GS_NB - 1>(); break;
+        }
+        __syncwarp();
+        const int i = k / steps, st = k - i * steps;
+        gq_part w;
+        gq_load<SI_TYPE_Q6_K, true>(ring + (k % nb) * G6_UNIT + bl * gq_traits<SI_TYPE_Q6_K>::bytes, p, bl & 1, w);
+        acc = gq_dot<SI_TYPE_Q6_K, true>(w, 8 * st + bl, p, NULL, gq_xsm, xd, NULL, acc);
+        if (st == steps - 1) {
+            const float s = cu_warp_sum(acc);
+            if (lane == 0 && r0 + i < g.rows)
+                g.y[r0 + i] = s;
+            acc = 0.0f;
+        }
+        __syncwarp();   // every lane is done with unit k's buffer
+        gs_issue<G6_UNIT>(ring, nb, g, r0, steps, units, k + nb, lane);
+    }
+    cp_async_wait_group<0>();
 }
 
 // ---- expert columns (knob gemv_quad_experts: the MOE's decode products)
@@ -786,6 +845,21 @@ static inline bool gq_xs(const cu_mm *mm)
 // Columns a launch of gq_kernel is compiled for: 1, 2, 4 or 8.
 static inline int gq_nt(const cu_mm *mm) { return mm->ncols <= 1 ? 1 : mm->ncols <= 2 ? 2 : mm->ncols <= 4 ? 4 : 8; }
 
+// Q6_K staged (g6_kernel): one column, x and the rings within the
+// default 48 KB of a block; knob gemv_staged_q6 = large (mm->gemv_st6 2)
+// only for products of G6_LARGE weights or more.  Why the split: on the
+// H200 the staged rows stream 3,067 GB/s against gq_kernel's 2,669 in a
+// long product (the 9b LM head 3,160 vs 2,989), but a decode chain with
+// the 9b's Q6_K ffn_down staged ran 2,620 vs 2,769 GB/s and the 9b step
+// 1% slower (tests/cuda/bench_gemv.c chain): its 48 KB blocks start
+// later behind the kernel before them.
+#define G6_LARGE ((int64_t)1 << 28)
+static inline bool g6_ok(const cu_mm *mm)
+{
+    const bool on = mm->gemv_st6 == 1 || (mm->gemv_st6 == 2 && mm->rows * mm->in >= G6_LARGE);
+    return mm->type == SI_TYPE_Q6_K && on && mm->ncols == 1 && G6_SMEM(mm->in, gq_rows(mm)) <= 49152;
+}
+
 // ---- launchers (tests/cuda/emu/run-mma-emu.sh cuts the file here)
 
 // The grid of R rows a warp over every product of the launch.
@@ -834,9 +908,20 @@ static cudaError_t gs_cols(const cu_mm *mm, const int8_t *xq, const float *xd, c
     return r == 4 ? gs_go<4, NT>(mm, xq, xd, s) : r == 1 ? gs_go<1, NT>(mm, xq, xd, s) : gs_go<2, NT>(mm, xq, xd, s);
 }
 
+template <int R>
+static cudaError_t g6_go(const cu_mm *mm, const int8_t *xq, const float *xd, cudaStream_t s)
+{
+    const int64_t gx = gq_grid(mm, GQ_WARPS, R);
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    return cu_launch(g6_kernel<R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), G6_SMEM(mm->in, R), s, *mm, xq, xd);
+}
+
 template <int T>
 static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
+    if (T == SI_TYPE_Q6_K && g6_ok(mm))
+        return gq_rows(mm) == 2 ? g6_go<2>(mm, xq, xd, s) : g6_go<1>(mm, xq, xd, s);
     switch (gq_nt(mm)) {
     case 2: return gq_cols<T, 2>(mm, xq, xd, xs, s);
     case 4: return gq_cols<T, 4>(mm, xq, xd, xs, s);

@@ -136,6 +136,11 @@ typedef struct cu_mm {
     bool           gemv_st;      /* knob gemv_staged: gemv_quad also takes
                                   * Q8_0 (in % 2048 == 0, <= 12288), its
                                   * weights staged in shared memory       */
+    int            gemv_st6;     /* knob gemv_staged_q6: with gemv_quad,
+                                  * one-column Q6_K rows come through
+                                  * shared memory (cuda_gemvq.cu g6_kernel):
+                                  * 0 false, 1 true, 2 large (only big
+                                  * products, g6_ok)                       */
     bool           prefetch;     /* knob gemv_prefetch: decode GEMVs ask
                                   * the L2 for their rows before the
                                   * programmatic-launch wait             */

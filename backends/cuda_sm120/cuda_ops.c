@@ -199,6 +199,7 @@ static void mm_knobs(const si_backend *b, cu_mm *m)
     m->gemv_xs = b->gemv_xs;
     m->gemv_warps = b->gemv_warps;
     m->gemv_st = b->gemv_st;
+    m->gemv_st6 = b->gemv_st6;
     m->prefetch = b->gemv_prefetch;
     m->w8_ktile = b->w8_ktile;
     m->w8_wgmma = b->w8_wgmma;

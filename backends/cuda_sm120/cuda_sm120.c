@@ -213,6 +213,18 @@
  *                         34-byte blocks never align for vector loads),
  *                         x as gemv_xsmem.  Another f32 order than v1;
  *                         false: Q8_0 on v1 (A/B).
+ *   gemv_staged_q6 = large | true | false  with gemv_quad, one-column
+ *                         Q6_K products (x and 4 steps a warp within
+ *                         48 KB: in <= 20480) copy their steps through
+ *                         shared memory the same way (g6_kernel; gq_kernel's
+ *                         Q6_K loads are 19 unaligned words a lane and
+ *                         step); large: only products of 2^28 weights or
+ *                         more (the LM heads), true: all, false: none.
+ *                         Same bits everywhere.  H200: a long Q6_K product
+ *                         3,067 vs 2,669 GB/s, the 9b LM head 3,160 vs
+ *                         2,989; but the 9b decode step at ctx 4096 ran
+ *                         340.8 (true) vs 345.2 tok/s (false), its Q6_K
+ *                         ffn_down staged slower inside the chain.
  *   w8_ktile = 128 | 64   the i8 prefill GEMM's (mma_weights = i8,
  *                         cuda_w8.cu) k bytes a cp.async stage: 128 (the
  *                         default) halves the block barriers and waits of
@@ -479,6 +491,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool gdn_dec = true, gdn_early = false;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
+    int gemv_st6 = 2;       /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -537,6 +550,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
             return si_err_set(err, SI_EINVAL, "[%s] attn_fa_tile = '%s': expected one of v1|v2|v3", section, ft);
         attn_fa_tile = ft[1] - '0';
     }
+    const char *s6 = h->cfg_get(h, section, "gemv_staged_q6");
+    if (s6 != NULL) {
+        if (strcmp(s6, "false") != 0 && strcmp(s6, "true") != 0 && strcmp(s6, "large") != 0)
+            return si_err_set(err, SI_EINVAL, "[%s] gemv_staged_q6 = '%s': expected one of large|true|false", section,
+                              s6);
+        gemv_st6 = s6[0] == 'f' ? 0 : s6[0] == 't' ? 1 : 2;
+    }
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
     if (e != cudaSuccess)
@@ -590,6 +610,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;
+    b->gemv_st6 = gemv_st6;
     b->gemv_prefetch = gemv_prefetch;
     b->w8_ktile = kt128 ? 128 : 64;
     b->w8_wgmma = w8_wg;

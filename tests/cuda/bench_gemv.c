@@ -464,6 +464,176 @@ static void bench_moe(void)
     cudaFree(sd);
 }
 
+/* ---- decode-like chains under a captured graph -------------------------
+ * Where a decode step's product time goes: `layers` layers of two products
+ * each (A: a fused pair of rows ra0 + ra1 over `in_a`, then B: rows rb over
+ * in_b = ra0), every weight its own memory (the chain is larger than the
+ * L2, as a step's weights are), optionally with an activation quantiser
+ * launch after each product (decode's norm / SwiGLU kernels sit there).
+ * Captured once into a graph and replayed; each replay timed alone, the
+ * median of g_reps.  Modes: graph with programmatic launch (the backend's
+ * default), graph without it, plain stream launches.  Against it, one
+ * launch of the same bytes per type ("one"), the kernel's steady state.
+ * Weights and x never change: the figures are timing only. */
+typedef struct chain_ctx {
+    cu_mm        *mm;     /* 2 * layers products                      */
+    int           n;
+    xq_set       *xa, *xb;
+    bool          quant;
+    cudaStream_t  st;
+} chain_ctx;
+
+static void chain_launches(const chain_ctx *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        const xq_set *x = i % 2 == 0 ? c->xa : c->xb;
+        CK((cudaError_t)si_cu_matmul_q8_v1(&c->mm[i], x->q, x->d, x->s, c->st));
+        if (c->quant) {
+            /* (the next product's input: a quantiser launch, as decode's
+             * norm or SwiGLU; it reads this product's output) */
+            const xq_set *nx = i % 2 == 0 ? c->xb : c->xa;
+            const int64_t in = i % 2 == 0 ? c->mm[i + 1].in : c->mm[(i + 1) % c->n].in;
+            CK((cudaError_t)si_cu_quantize_x(c->mm[i].y, in, in, 1, nx->q, nx->d, nx->s, c->st));
+        }
+    }
+}
+
+static float chain_time(chain_ctx *c, int mode)
+{
+    si_cu_pdl_set(mode == 0);
+    cudaGraphExec_t ge = NULL;
+    if (mode <= 1) {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal));
+        chain_launches(c);
+        CK(cudaStreamEndCapture(c->st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphDestroy(g));
+    }
+    float *ms = malloc((size_t)g_reps * sizeof(float));
+    for (int i = 0; i < 3 + g_reps; i++) {
+        CK(cudaEventRecord(g_e0, c->st));
+        if (ge != NULL)
+            CK(cudaGraphLaunch(ge, c->st));
+        else
+            chain_launches(c);
+        CK(cudaEventRecord(g_e1, c->st));
+        CK(cudaEventSynchronize(g_e1));
+        if (i >= 3)
+            CK(cudaEventElapsedTime(&ms[i - 3], g_e0, g_e1));
+    }
+    if (ge != NULL)
+        CK(cudaGraphExecDestroy(ge));
+    si_cu_pdl_set(true);
+    qsort(ms, (size_t)g_reps, sizeof(float), bench_cmpf);
+    const float m = ms[g_reps / 2];
+    free(ms);
+    return m * 1000.0f;
+}
+
+static int g_st6 = 1;   /* knob gemv_staged_q6 in chain_mm's products: 1 true, 0 false */
+
+static cu_mm chain_mm(uint32_t t, int64_t in, int64_t rows, const uint8_t *w, float *y)
+{
+    return (cu_mm){ .w = w, .type = t, .in = in, .rows = rows, .row_bytes = (uint64_t)bench_row_bytes(t, in),
+                    .x_div = 1, .x_stride = in, .y = y, .y_stride = rows, .ncols = 1, .gemv_quad = true,
+                    .gemv_qn = true, .gemv_xs = true, .gemv_warps = 4, .gemv_st = true,
+                    .gemv_st6 = g_st6 };
+}
+
+static void bench_chain(const char *what, uint32_t ta, int64_t in_a, int64_t ra0, int64_t ra1, uint32_t tb,
+                        int64_t rb, int layers)
+{
+    const int n = 2 * layers;
+    cu_mm *mm = calloc((size_t)n, sizeof *mm);
+    uint8_t **w = calloc((size_t)(3 * layers), sizeof *w);
+    float *y;
+    const int64_t ymax = ra0 + ra1 > rb ? ra0 + ra1 : rb;
+    CK(cudaMalloc((void **)&y, (size_t)(n * ymax) * sizeof(float)));
+    CK(cudaMemset(y, 0, (size_t)(n * ymax) * sizeof(float)));
+    double bytes = 0;
+    for (int l = 0; l < layers; l++) {
+        w[3 * l] = make_weights(ta, in_a, ra0);
+        cu_mm a = chain_mm(ta, in_a, ra0, w[3 * l], y + (size_t)(2 * l) * ymax);
+        if (ra1 > 0) {
+            w[3 * l + 1] = make_weights(ta, in_a, ra1);
+            a.n_more = 1;
+            a.more[0] = (cu_mm_part){ w[3 * l + 1], a.y + ra0, ra1, a.row_bytes, ra1 };
+        }
+        w[3 * l + 2] = make_weights(tb, ra0, rb);
+        mm[2 * l] = a;
+        mm[2 * l + 1] = chain_mm(tb, ra0, rb, w[3 * l + 2], y + (size_t)(2 * l + 1) * ymax);
+        bytes += (double)bench_row_bytes(ta, in_a) * (double)(ra0 + ra1) + (double)bench_row_bytes(tb, ra0) * rb;
+    }
+    xq_set xa = make_x(in_a, 1), xb = make_x(ra0, 1);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    chain_ctx c = { .mm = mm, .n = n, .xa = &xa, .xb = &xb, .st = st };
+    printf("chain %-22s %2d x (%s %lld+%lld x %lld, %s %lld x %lld), %.0f MB:", what, layers, tname(ta),
+           (long long)ra0, (long long)ra1, (long long)in_a, tname(tb), (long long)rb, (long long)ra0, bytes / 1e6);
+    static const char *mname[] = { "graph+pdl", "graph", "stream" };
+    for (int q = 0; q < 2; q++) {
+        c.quant = q == 1;
+        for (int mode = 0; mode < 3; mode++) {
+            const float us = chain_time(&c, mode);
+            printf(" | %s%s %.1f us %.0f GB/s", mname[mode], q ? "+q" : "", us, bytes / (us * 1e-6) / 1e9);
+        }
+    }
+    printf(" | at 4.3 TB/s %.1f us\n", bytes / 4.3e12 * 1e6);
+    fflush(stdout);
+    CK(cudaStreamDestroy(st));
+    for (int i = 0; i < 3 * layers; i++)
+        if (w[i] != NULL)
+            cudaFree(w[i]);
+    free(w);
+    free(mm);
+    cudaFree(y);
+    free_x(&xa);
+    free_x(&xb);
+}
+
+/* One launch of `rows` rows, the L2 flushed before it (time_median): the
+ * kernel's steady state at a large size, its ramp and tail at a small one. */
+static void run_one(void *p, int v)
+{
+    (void)v;
+    const chain_ctx *c = p;
+    CK((cudaError_t)si_cu_matmul_q8_v1(c->mm, c->xa->q, c->xa->d, c->xa->s, NULL));
+}
+
+static void bench_one(const char *what, uint32_t t, int64_t in, int64_t rows)
+{
+    uint8_t *w = make_weights(t, in, rows);
+    float *y;
+    CK(cudaMalloc((void **)&y, (size_t)rows * sizeof(float)));
+    xq_set x = make_x(in, 1);
+    cu_mm m = chain_mm(t, in, rows, w, y);
+    chain_ctx c = { .mm = &m, .n = 1, .xa = &x, .xb = &x };
+    const float us = time_median(run_one, &c, 0);
+    const char *same = "";
+    if (t == SI_TYPE_Q6_K) {   /* g6_kernel and gq_kernel: the same bits */
+        float *y2;
+        CK(cudaMalloc((void **)&y2, (size_t)rows * sizeof(float)));
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(y2, y, (size_t)rows * sizeof(float), cudaMemcpyDeviceToDevice));
+        m.gemv_st6 = !m.gemv_st6;
+        run_one(&c, 0);
+        CK(cudaDeviceSynchronize());
+        const bool ok = rel_diff(y, y2, (size_t)rows) == 0.0;
+        g_bad += !ok;
+        same = ok ? " (same bits with gemv_staged_q6 flipped)" : " MISMATCH with gemv_staged_q6 flipped";
+        cudaFree(y2);
+    }
+    const double bytes = (double)bench_row_bytes(t, in) * (double)rows;
+    printf("one   %-22s %s%s %lld x %lld, %.0f MB: %.1f us %.0f GB/s%s\n", what, tname(t),
+           t == SI_TYPE_Q6_K && !g_st6 ? " (gemv_staged_q6 off)" : "", (long long)rows, (long long)in, bytes / 1e6,
+           us, bytes / (us * 1e-6) / 1e9, same);
+    fflush(stdout);
+    cudaFree(w);
+    cudaFree(y);
+    free_x(&x);
+}
+
 int main(int argc, char **argv)
 {
     int n = 0;
@@ -473,6 +643,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && atoi(argv[1]) >= 1)
         g_reps = atoi(argv[1]);
+    const bool chain_only = argc > 2 && strcmp(argv[2], "chain") == 0;
     struct cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("bench_gemv: %s, %d SMs, L2 %d MB; median of %d launches (3 warm-up), L2 flushed before each\n", p.name,
@@ -480,6 +651,28 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&g_flush, FLUSH_BYTES));
     CK(cudaEventCreate(&g_e0));
     CK(cudaEventCreate(&g_e1));
+    /* decode-like chains (argument 2 "chain": only these) */
+    bench_chain("9b ffn, Q4_K down", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q4_K, 4096, 8);
+    bench_chain("9b ffn, Q6_K down", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q6_K, 4096, 8);
+    g_st6 = 0;
+    bench_chain("9b ffn, Q6_K dn, st6 off", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q6_K, 4096, 8);
+    bench_one("Q6_K steady", SI_TYPE_Q6_K, 12288, 32768);
+    bench_one("Q6_K 41 MB", SI_TYPE_Q6_K, 12288, 4096);
+    bench_one("Q6_K 9b output", SI_TYPE_Q6_K, 4096, 248320);
+    bench_one("Q6_K 35b output", SI_TYPE_Q6_K, 2048, 248320);
+    g_st6 = 1;
+    bench_one("Q6_K 9b output", SI_TYPE_Q6_K, 4096, 248320);
+    bench_one("Q6_K 35b output", SI_TYPE_Q6_K, 2048, 248320);
+    bench_chain("9b attn q+g / o", SI_TYPE_Q4_K, 4096, 8192, 0, SI_TYPE_Q4_K, 4096, 16);
+    bench_chain("35b gdn qkv+z / out", SI_TYPE_Q8_0, 2048, 8192, 4096, SI_TYPE_Q8_0, 2048, 16);
+    bench_one("Q4_K steady", SI_TYPE_Q4_K, 4096, 196608);
+    bench_one("Q4_K 28 MB", SI_TYPE_Q4_K, 4096, 12288);
+    bench_one("Q6_K steady", SI_TYPE_Q6_K, 12288, 32768);
+    bench_one("Q6_K 41 MB", SI_TYPE_Q6_K, 12288, 4096);
+    bench_one("Q8_0 steady", SI_TYPE_Q8_0, 2048, 196608);
+    bench_one("Q8_0 17 MB", SI_TYPE_Q8_0, 2048, 8192);
+    if (chain_only)
+        return g_bad ? 1 : 0;
     /* 9b: n_embd 4096, n_ff 12288, output 248320 x 4096 */
     bench_dense("9b ffn gate/up", SI_TYPE_Q4_K, 12288, 4096);
     bench_dense("9b ffn down", SI_TYPE_Q4_K, 4096, 12288);

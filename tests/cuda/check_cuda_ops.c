@@ -1481,7 +1481,8 @@ START_TEST(test_gdn_prefill_9b_timing)
 }
 END_TEST
 
-/* An unknown gdn_prefill value is refused at open, naming key and value. */
+/* An unknown gdn_prefill or gemv_staged_q6 value is refused at open,
+ * naming key and value. */
 START_TEST(test_gdn_prefill_knob)
 {
     if (as_cpu)
@@ -1491,6 +1492,9 @@ START_TEST(test_gdn_prefill_knob)
     const struct si_backend_ops *ops = p_cu->ops;
     ck_assert_int_eq(ops->open(&host, "backend.cuda_gdn_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gdn_prefill") != NULL && strstr(err.msg, "fast") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_st6_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gemv_staged_q6") != NULL && strstr(err.msg, "'some'") != NULL, "message: %s",
+                  err.msg);
 }
 END_TEST
 
@@ -1796,11 +1800,11 @@ END_TEST
 
 /* cuda_gemvq.cu's K-quant kernel under section `sec` against the default
  * (backend.cuda_dp4a_v1): the same bits at n one-column (in, rows) shapes. */
-static void quad_exact_ab(const char *sec, const int64_t (*shapes)[2], int n)
+static void quad_exact_ab(const char *sec, const char *base, const int64_t (*shapes)[2], int n)
 {
     static const uint32_t kq[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K };
     pair p;
-    pair_open_cu2(&p, sec, "backend.cuda_dp4a_v1");
+    pair_open_cu2(&p, sec, base);
     for (size_t t = 0; t < 3; t++)
         for (int i = 0; i < n; i++)
             matmul_ab_tol(&p, kq[t], shapes[i][0], shapes[i][1], 1, 0.0);
@@ -1838,9 +1842,20 @@ START_TEST(test_gemv_ab)
      * copy in shared memory: the same loads' values, so the same bits;
      * 16384 the largest in on shared memory, 18432 past it */
     static const int64_t xs_shapes[][2] = { { 2048, 77 }, { 4096, 9001 }, { 12288, 45 }, { 16384, 13 }, { 18432, 5 } };
-    quad_exact_ab("backend.cuda_quad_noxs", xs_shapes, 5);
+    quad_exact_ab("backend.cuda_quad_noxs", "backend.cuda_dp4a_v1", xs_shapes, 5);
     /* 8 warps a block (gemv_warps = 8): the same rows' sums, same bits */
-    quad_exact_ab("backend.cuda_quad_w8", xs_shapes, 3);
+    quad_exact_ab("backend.cuda_quad_w8", "backend.cuda_dp4a_v1", xs_shapes, 3);
+    /* Q6_K through gq_kernel (gemv_staged_q6 = false) against the staged
+     * g6_kernel at every size (true): the same parts and order, the same
+     * bits; 1..10 steps a row (20480 the widest it takes, 22528 past it
+     * on both sides), rows in several waves, a row count off the blocks' */
+    static const int64_t st6_shapes[][2] = { { 2048, 77 },    { 4096, 50001 }, { 12288, 45 },
+                                             { 12288, 4099 }, { 20480, 13 },   { 22528, 5 } };
+    quad_exact_ab("backend.cuda_quad_nost6", "backend.cuda_quad_st6", st6_shapes, 6);
+    /* the default (large) stages a product of 2^28 weights or more, an
+     * LM head's 4096 x 65537 here, and leaves one just under alone */
+    static const int64_t big6_shapes[][2] = { { 4096, 65537 }, { 4096, 65535 } };
+    quad_exact_ab("backend.cuda_quad_nost6", "backend.cuda_dp4a_v1", big6_shapes, 2);
     /* the i8 GEMM's 64-byte k-tiles (w8_ktile = 64) against the default
      * 128: the same bits, every type, tails of rows, columns and k */
     pair_open_cu2(&p, "backend.cuda_w8", "backend.cuda_w8_kt64");
@@ -2246,6 +2261,8 @@ int main(void)
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
+    const char *nost6_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_staged_q6 = false\n";
+    const char *st6_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_staged_q6 = true\n";
     /* (gdn_dec = split: fuse_gdn_q acts on the split path; the default
      * fused kernel makes the int8 copy itself) */
     const char *gq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_gdn_q = true\ngdn_dec = split\n";
@@ -2300,6 +2317,7 @@ int main(void)
              "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
+             "[backend.cuda_st6_bad]\npath = cuda_sm120.so\ngemv_staged_q6 = some\n"
              "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
@@ -2311,6 +2329,8 @@ int main(void)
              "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_quad_nost6]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_quad_st6]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -2335,7 +2355,7 @@ int main(void)
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, nost6_extra, st6_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
              gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",

@@ -215,6 +215,7 @@ int main(int argc, char **argv)
     mm.expert_early = getenv("EMU_EARLY") != NULL;   // gqe_kernel: picks read before the (no-op here) wait
     mm.gemv_xs = getenv("EMU_NOXS") == NULL;     // cuda_gemvq.cu: x from shared memory (the default)
     mm.gemv_st = getenv("EMU_NOST") == NULL;     // cuda_gemvq.cu takes Q8_0 (the default)
+    mm.gemv_st6 = getenv("EMU_NOST6") == NULL ? 1 : 0;   // Q6_K staged at every size (g6_kernel; knob value true)
     mm.gemv_warps = getenv("EMU_WARPS") ? atoi(getenv("EMU_WARPS")) : 0;   // cuda_gemvq.cu: 8 warps a block
     // v1: the rows as 2..4 products of one launch (cu_mm.more), part k
     // rows [o_k, o_k+1) of the same matrix writing its own rows of y, so

@@ -159,6 +159,15 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
         default: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 1>(*mm, xq, xd); }); break;
         }
         emu_ptx::check_drained();
+    } else if (T == SI_TYPE_Q6_K && g6_ok(mm)) {   // (as gq_launch: staged Q6_K, GQ_WARPS)
+        const int64_t rb6 = (int64_t)GQ_WARPS * R;
+        int64_t gx6 = (mm->rows + rb6 - 1) / rb6;
+        for (int k = 0; k < mm->n_more; k++) gx6 += (mm->more[k].rows + rb6 - 1) / rb6;
+        const size_t sm = G6_SMEM(mm->in, R);
+        emu_ptx::smem_bytes = sm;
+        printf("  (gemvq q6 staged)\n");
+        emu_launch(dim3((unsigned)gx6), dim3(32 * GQ_WARPS), sm, [&] { g6_kernel<R>(*mm, xq, xd); });
+        emu_ptx::check_drained();
     } else if (gq_xs(mm)) {
         emu_launch(dim3((unsigned)gx), dim3(32 * W), (size_t)mm->in, [&] { gq_kernel<T, R, true, 1>(*mm, xq, xd, xs); });
     } else {
@@ -356,15 +365,19 @@ quad_plants() {
     plant dp4a quad-q5-qh 's/lo |= ((w.e\[k\] >> (2 \* p))/lo |= ((w.e[k] >> (2 * p + 1))/' "EMU_QUAD=1" q5_k 9 4096 1
     [ "$1" = all ] || return 0
     plant dp4a quad-next 's/(st + 1) \* 8 \* gq_traits/st * 8 * gq_traits/' "EMU_QUAD=1" q4_k 9 4096 1
-    plant dp4a quad-q6-scale 's/(w.e\[1\] >> (o + 16))/(w.e[1] >> o)/' "EMU_QUAD=1" q6_k 9 2048 1
+    plant dp4a quad-q6-scale 's/(w.e\[1\] >> (o + 16))/(w.e[1] >> o)/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
     plant dp4a quad-scale-pick 's/const unsigned s = 16u \* (unsigned)(g \& 1);/const unsigned s = 0;/' "EMU_QUAD=1" q5_k 9 2048 1
     plant dp4a quad-min 's/acc -= (dmin/acc += (dmin/' "EMU_QUAD=1" q4_k 9 2048 1
     plant dp4a quad-parts 's/g.rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
-    plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2" q6_k 37 2048 1
-    plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1" q6_k 9 2048 1
+    plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2 EMU_NOST6=1" q6_k 37 2048 1
+    plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
     # gqe_kernel: the column's expert, its x column, the row sets' stride,
     # the part's output stride, the lane group's reduction
     # gq_kernel's columns: column c's x copy, its scales, its output row
+    # g6_kernel (staged Q6_K): the ring's unit, a block's parity, the store
+    plant dp4a q6s-ring 's/ring + (k % nb) \* G6_UNIT + bl/ring + bl/' "EMU_QUAD=1" q6_k 9 4096 1
+    plant dp4a q6s-odd 's/gq_load<SI_TYPE_Q6_K, true>(\(.*\), p, bl \& 1, w);/gq_load<SI_TYPE_Q6_K, true>(\1, p, 0, w);/' "EMU_QUAD=1" q6_k 9 2048 1
+    plant dp4a q6s-store 's/if (lane == 0 \&\& r0 + i < g.rows)$/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2" q6_k 37 4096 1
     plant dp4a quadn-xcol 's/gq_xsm + (size_t)c \* (mm.in >> 4)/gq_xsm/' "EMU_QUAD=1" q4_k 13 4096 5
     plant dp4a quadn-xd 's/xd + (size_t)c \* nb,/xd,/' "EMU_QUAD=1" q6_k 13 2048 3
     plant dp4a quadn-fill 's/xsm\[c \* nu + gq_swz(u)\]/xsm[gq_swz(u)]/' "EMU_QUAD=1" q5_k 13 2048 4
@@ -378,7 +391,7 @@ quad_plants() {
     plant dp4a quade-reduce 's/for (int o = LPR \/ 2; o > 0/for (int o = LPR \/ 4; o > 0/' "EMU_QUAD=1 EMU_EXPERTS=5" q5_k 33 1024 3
     # x's copy in shared memory: stored unswizzled, read before it is whole
     plant dp4a quad-xs-swizzle 's/xsm\[gq_swz(u)\] = /xsm[u] = /' "EMU_QUAD=1" q4_k 9 4096 1
-    plant dp4a quad-xs-sync 's/__syncthreads();   \/\/ x.s copy whole.*/;/' "EMU_QUAD=1" q6_k 9 4096 1
+    plant dp4a quad-xs-sync 's/__syncthreads();   \/\/ x.s copy whole.*/;/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 4096 1
     # the staged Q8_0 kernel: a unit read before it landed, a buffer
     # refilled before every lane is done with it, block 2l's qs, 2l+1's d
     plant dp4a stage-wait 's/case 2: cp_async_wait_group<1>()/case 2: cp_async_wait_group<2>()/' "EMU_QUAD=1" q8_0 9 2048 1
@@ -471,15 +484,32 @@ quadn_cases() {
     # knob off, and Q8_0 whose x and rings pass 48 KB: v1
     EMU_QUAD=1 EMU_NOQN=1 dp4a q4_k 9 4096 8; EMU_QUAD=1 dp4a q8_0 9 4096 8
 }
+# one-column Q6_K staged (gemv_staged_q6, g6_kernel): 1..10 steps a row,
+# 1 and 2 rows a warp, products of one launch; past 20480 and with the
+# knob off gq_kernel
+quad6() {
+    quad "$@"
+    grep -q '(gemvq q6 staged)' "$out/quad.log" || { echo "quad6 $*: did not run g6_kernel"; rc=1; }
+}
+quad6_cases() {
+    quad6 q6_k 37 2048 1; quad6 q6_k 9 4096 1
+    [ "$1" = quick ] && return 0
+    quad6 q6_k 3 12288 1; quad6 q6_k 2 20480 1; EMU_ROWS=1 quad6 q6_k 13 4096 1
+    EMU_PARTS=3 quad6 q6_k 21 2048 1; EMU_PARTS=4 EMU_ROWS=1 quad6 q6_k 19 4096 1
+    quad q6_k 2 22528 1; EMU_NOST6=1 quad q6_k 9 4096 1
+    if grep -q '(gemvq q6 staged)' "$out/quad.log"; then echo "quad q6_k: EMU_NOST6 still staged"; rc=1; fi
+}
 quad_cases() {
     if [ "$1" = quick ]; then
         quadn_cases quick
+        quad6_cases quick
         quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1; quad q8_0 9 4096 1
         quade_cases quick
         return 0
     fi
     quadn_cases
     quade_cases
+    quad6_cases
     for t in q4_k q5_k q6_k; do
         quad $t 37 2048 1; quad $t 9 4096 1; quad $t 3 12288 1; quad $t 1 6144 1
         EMU_ROWS=2 quad $t 37 4096 1; EMU_ROWS=1 quad $t 13 2048 1
