@@ -66,7 +66,7 @@ for m in 9b 35b; do
     step "tg_${m}_pdl_off" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1 --tg 64 --reps 5 \
         --set backend.cuda_sm120.pdl=false
     # each decode knob's A/B against the defaults: step name suffix, key=value
-    for ab in xs_off:gemv_xsmem=false warps8:gemv_warps=8 gdnq_on:fuse_gdn_q=true qe_off:gemv_quad_experts=false \
+    for ab in xs_off:gemv_xsmem=false warps4:gemv_warps=4 gdnq_on:fuse_gdn_q=true qe_off:gemv_quad_experts=false \
         early_off:expert_early=false rr_off:route_fused=false amma_off:attn_mma=false qn_off:gemv_quad_cols=false st_off:gemv_staged=false \
         quad_off:gemv_quad=false prefetch_off:gemv_prefetch=false; do
         step "tg_${m}_${ab%%:*}" 30 "$ROWS" "$SI" bench -m /tmp/$m.gguf --bw 4300 --no-pp --ctx 128,4096 --bs 1,8 --tg 64 \

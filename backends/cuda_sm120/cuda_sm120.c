@@ -201,11 +201,15 @@
  *                         32-step shuffle sums a warp now runs in series
  *                         (cu_q8_block32) against one block a warp in
  *                         quant_x_kernel; true for the dense family.
- *   gemv_warps = 4 | 8    warps a block of gemv_quad's K-quant kernel: 8
+ *   gemv_warps = 8 | 4    warps a block of gemv_quad's K-quant kernel: 8
  *                         halves the blocks and so the copies of x a
  *                         product makes (gemv_xsmem: 4 KB of x a block
- *                         against 9 KB of weights at 4096-wide Q4_K rows).
- *                         Same bits.
+ *                         against 9 KB of weights at 4096-wide Q4_K rows;
+ *                         32 KB at 8 columns).  Same bits.  H200 decode at
+ *                         ctx 4096, three rounds: 9b bs 8 785.8 / 784.0 /
+ *                         787.8 tok/s against 742.9 / 745.6 / 747 with 4;
+ *                         bs 1 and 35b-a3b within noise (345.5 vs 344.2,
+ *                         350.0 vs 349.8).
  *   gemv_staged = true | false  gemv_quad also takes one-column Q8_0
  *                         products (in % 2048 == 0, <= 12288): each warp
  *                         copies its rows through a ring of 4 steps in
@@ -486,7 +490,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gdn_chunked = true, gdn_rows = true, gdn_tc = true, profile = false;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
-         gemv_w8 = false, fuse_gdn = false,
+         gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;

@@ -537,7 +537,7 @@ static cu_mm chain_mm(uint32_t t, int64_t in, int64_t rows, const uint8_t *w, fl
 {
     return (cu_mm){ .w = w, .type = t, .in = in, .rows = rows, .row_bytes = (uint64_t)bench_row_bytes(t, in),
                     .x_div = 1, .x_stride = in, .y = y, .y_stride = rows, .ncols = 1, .gemv_quad = true,
-                    .gemv_qn = true, .gemv_xs = true, .gemv_warps = 4, .gemv_st = true,
+                    .gemv_qn = true, .gemv_xs = true, .gemv_warps = 8, .gemv_st = true,
                     .gemv_st6 = g_st6 };
 }
 

@@ -1843,8 +1843,9 @@ START_TEST(test_gemv_ab)
      * 16384 the largest in on shared memory, 18432 past it */
     static const int64_t xs_shapes[][2] = { { 2048, 77 }, { 4096, 9001 }, { 12288, 45 }, { 16384, 13 }, { 18432, 5 } };
     quad_exact_ab("backend.cuda_quad_noxs", "backend.cuda_dp4a_v1", xs_shapes, 5);
-    /* 8 warps a block (gemv_warps = 8): the same rows' sums, same bits */
-    quad_exact_ab("backend.cuda_quad_w8", "backend.cuda_dp4a_v1", xs_shapes, 3);
+    /* 4 warps a block (gemv_warps = 4) against the default 8: the same
+     * rows' sums, same bits */
+    quad_exact_ab("backend.cuda_quad_w4", "backend.cuda_dp4a_v1", xs_shapes, 3);
     /* Q6_K through gq_kernel (gemv_staged_q6 = false) against the staged
      * g6_kernel at every size (true): the same parts and order, the same
      * bits; 1..10 steps a row (20480 the widest it takes, 22528 past it
@@ -2260,7 +2261,7 @@ int main(void)
     const char *noquad_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_quad = false\n";
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
-    const char *w8w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 8\n";
+    const char *w4w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 4\n";
     const char *nost6_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_staged_q6 = false\n";
     const char *st6_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_staged_q6 = true\n";
     /* (gdn_dec = split: fuse_gdn_q acts on the split path; the default
@@ -2328,7 +2329,7 @@ int main(void)
              "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_quad_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_quad_w4]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_quad_nost6]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_quad_st6]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -2355,7 +2356,7 @@ int main(void)
              cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w8w_extra, nost6_extra, st6_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
+             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w4w_extra, nost6_extra, st6_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
              gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
