@@ -656,21 +656,29 @@ int main(int argc, char **argv)
     bench_chain("9b ffn, Q6_K down", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q6_K, 4096, 8);
     g_st6 = 0;
     bench_chain("9b ffn, Q6_K dn, st6 off", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q6_K, 4096, 8);
-    bench_one("Q6_K steady", SI_TYPE_Q6_K, 12288, 32768);
-    bench_one("Q6_K 41 MB", SI_TYPE_Q6_K, 12288, 4096);
-    bench_one("Q6_K 9b output", SI_TYPE_Q6_K, 4096, 248320);
-    bench_one("Q6_K 35b output", SI_TYPE_Q6_K, 2048, 248320);
     g_st6 = 1;
-    bench_one("Q6_K 9b output", SI_TYPE_Q6_K, 4096, 248320);
-    bench_one("Q6_K 35b output", SI_TYPE_Q6_K, 2048, 248320);
+    /* single products: the Q6_K ones with gemv_staged_q6 off, then (the
+     * output matrices) on; then each type's steady state and a layer's */
+    static const struct {
+        const char *what;
+        uint32_t    t;
+        int64_t     in, rows;
+        int         st6;
+    } one[] = {
+        { "Q6_K steady", SI_TYPE_Q6_K, 12288, 32768, 0 },      { "Q6_K 41 MB", SI_TYPE_Q6_K, 12288, 4096, 0 },
+        { "Q6_K 9b output", SI_TYPE_Q6_K, 4096, 248320, 0 },   { "Q6_K 35b output", SI_TYPE_Q6_K, 2048, 248320, 0 },
+        { "Q6_K 9b output", SI_TYPE_Q6_K, 4096, 248320, 1 },   { "Q6_K 35b output", SI_TYPE_Q6_K, 2048, 248320, 1 },
+        { "Q4_K steady", SI_TYPE_Q4_K, 4096, 196608, 1 },      { "Q4_K 28 MB", SI_TYPE_Q4_K, 4096, 12288, 1 },
+        { "Q6_K steady", SI_TYPE_Q6_K, 12288, 32768, 1 },      { "Q6_K 41 MB", SI_TYPE_Q6_K, 12288, 4096, 1 },
+        { "Q8_0 steady", SI_TYPE_Q8_0, 2048, 196608, 1 },      { "Q8_0 17 MB", SI_TYPE_Q8_0, 2048, 8192, 1 },
+    };
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        g_st6 = one[i].st6;
+        bench_one(one[i].what, one[i].t, one[i].in, one[i].rows);
+    }
+    g_st6 = 1;
     bench_chain("9b attn q+g / o", SI_TYPE_Q4_K, 4096, 8192, 0, SI_TYPE_Q4_K, 4096, 16);
     bench_chain("35b gdn qkv+z / out", SI_TYPE_Q8_0, 2048, 8192, 4096, SI_TYPE_Q8_0, 2048, 16);
-    bench_one("Q4_K steady", SI_TYPE_Q4_K, 4096, 196608);
-    bench_one("Q4_K 28 MB", SI_TYPE_Q4_K, 4096, 12288);
-    bench_one("Q6_K steady", SI_TYPE_Q6_K, 12288, 32768);
-    bench_one("Q6_K 41 MB", SI_TYPE_Q6_K, 12288, 4096);
-    bench_one("Q8_0 steady", SI_TYPE_Q8_0, 2048, 196608);
-    bench_one("Q8_0 17 MB", SI_TYPE_Q8_0, 2048, 8192);
     if (chain_only)
         return g_bad ? 1 : 0;
     /* 9b: n_embd 4096, n_ff 12288, output 248320 x 4096 */
