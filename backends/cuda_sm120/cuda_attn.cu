@@ -404,7 +404,8 @@ typedef struct split_plan {
 } split_plan;
 
 // Whether the split path runs this op, and its shape: enough splits that
-// about 4 blocks per multiprocessor exist, none shorter than one tile.
+// about attn_split_blocks (a->split_bps, 4 when unset) blocks per
+// multiprocessor exist, none shorter than one tile.
 // The paged int8 cache has no other kernel: with attn = simple it runs
 // unsplit (one block per token and head group over the whole context).
 static bool plan_split(const cu_attn *a, split_plan *pl)
@@ -418,7 +419,7 @@ static bool plan_split(const cu_attn *a, split_plan *pl)
         return false;
     pl->rb = R % 8 == 0 ? 8 : R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1;
     const int64_t blocks = a->n * (a->n_head / pl->rb);
-    const int64_t target = 4 * (int64_t)(a->n_sm > 0 ? a->n_sm : 128);
+    const int64_t target = (int64_t)(a->split_bps > 0 ? a->split_bps : 4) * (a->n_sm > 0 ? a->n_sm : 128);
     int64_t ns = blocks >= target || !a->split ? 1 : (target + blocks - 1) / blocks;
     const int64_t most = ((int64_t)a->max_len + SPLIT_TILE - 1) / SPLIT_TILE;
     ns = ns < most ? ns : most;

@@ -78,6 +78,7 @@ struct si_backend {
                                      * fused_kernel; false without clusters) */
     bool           gdn_early;       /* knob gdn_early (cuda_gdn_rows.cu fused_kernel) */
     int            n_sm;            /* multiprocessors of the device         */
+    int            attn_split_bps;  /* knob attn_split_blocks (cuda_attn.cu) */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;
     size_t         attn_part_cap;

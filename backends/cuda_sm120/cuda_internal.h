@@ -347,6 +347,8 @@ typedef struct cu_attn {
     /* Attention core (all zero = the simple kernel): */
     bool         split;          /* knob attn = split (else simple)        */
     int          n_sm;           /* multiprocessors: sizes the split grid  */
+    int          split_bps;      /* knob attn_split_blocks: blocks a
+                                  * multiprocessor the split plan aims for */
     bool         gqa_shared;     /* knob attn_gqa = shared: split K/V tiles
                                   * staged by cp.async (cuda_attn_gqa.cu) */
     bool         dec_mma;        /* knob attn_mma (with gqa_shared): the

@@ -316,6 +316,17 @@
  *                         attn_fa3 within 1e-3 of v3.  H200, same binary,
  *                         a 32k prompt: 9b 25,096 vs 24,977 tok/s
  *                         (+0.5%), 35b-a3b 31,101 vs 31,132 (-0.1%, noise).
+ *   attn_split_blocks = 2 (1..32)  decode attention's split-K plan cuts
+ *                         the context into enough chunks for about this
+ *                         many blocks a multiprocessor (none shorter than
+ *                         64 positions).  2 is what fits at once of the
+ *                         f16 cache's tensor-core core at head_dim 256
+ *                         (83 KB of shared memory a block): 4 made two
+ *                         waves, each paying q's norm and rope and the
+ *                         first tile's latency.  H200, same binary, bs 1:
+ *                         ctx 32768 9b 323.2 tok/s (4: 311.3 / 310.7,
+ *                         1: 305.6, 8: 304.9), 35b-a3b 322.8 (4: 308.1 /
+ *                         308.4, 1: 314.1, 8: 301.8); ctx 4096 even.
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -496,6 +507,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
     int gemv_st6 = 2;       /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
+    int split_bps = 2;      /* attn_split_blocks = 1..32 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -553,6 +565,15 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         if (strcmp(ft, "v1") != 0 && strcmp(ft, "v2") != 0 && strcmp(ft, "v3") != 0)
             return si_err_set(err, SI_EINVAL, "[%s] attn_fa_tile = '%s': expected one of v1|v2|v3", section, ft);
         attn_fa_tile = ft[1] - '0';
+    }
+    const char *sbv = h->cfg_get(h, section, "attn_split_blocks");
+    if (sbv != NULL) {
+        char *end = NULL;
+        const long v = strtol(sbv, &end, 10);
+        if (end == sbv || *end != '\0' || v < 1 || v > 32)
+            return si_err_set(err, SI_EINVAL, "[%s] attn_split_blocks = '%s': expected a block count in 1..32", section,
+                              sbv);
+        split_bps = (int)v;
     }
     const char *s6 = h->cfg_get(h, section, "gemv_staged_q6");
     if (s6 != NULL) {
@@ -639,6 +660,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gdn_fused = gdn_dec && clusters;
     b->gdn_early = gdn_early;
     b->n_sm = p.multiProcessorCount;
+    b->attn_split_bps = split_bps;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         b->stream = NULL;
@@ -853,6 +875,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->fa_tile = b->attn_fa_tile;
     a->fa3_overlap = b->attn_fa3_ov;
     a->n_sm = b->n_sm;
+    a->split_bps = b->attn_split_bps;
     a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;
     size_t bytes = si_cu_attn_part_bytes(a);

@@ -751,6 +751,17 @@ START_TEST(test_attn_long_split_nofa)
 }
 END_TEST
 
+/* The split plan at other attn_split_blocks values: the 40-token batch
+ * of attn_long_steps (attn_prefill = split) is cut into 3 chunks of 448
+ * positions at 1 block a multiprocessor of a 132-SM H200, into 64-position
+ * chunks at 32 (7 at the default 2); each against the cpu. */
+START_TEST(test_attn_split_blocks)
+{
+    attn_long("backend.cpu16", "backend.cuda16_split_sb1", 8, 1, 256, 1e-3);
+    attn_long("backend.cpu16", "backend.cuda16_split_sb32", 8, 1, 256, 1e-3);
+}
+END_TEST
+
 /* 9B-like for the flash-attention core: 16 query heads on 4 kv heads. */
 START_TEST(test_attn_long_fa_9b)
 {
@@ -1481,8 +1492,8 @@ START_TEST(test_gdn_prefill_9b_timing)
 }
 END_TEST
 
-/* An unknown gdn_prefill or gemv_staged_q6 value is refused at open,
- * naming key and value. */
+/* An unknown gdn_prefill, gemv_staged_q6 or attn_split_blocks value is
+ * refused at open, naming key and value. */
 START_TEST(test_gdn_prefill_knob)
 {
     if (as_cpu)
@@ -1495,6 +1506,13 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_int_eq(ops->open(&host, "backend.cuda_st6_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_staged_q6") != NULL && strstr(err.msg, "'some'") != NULL, "message: %s",
                   err.msg);
+    static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
+    static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ops->open(&host, sb_bad[i], &b, &err), SI_EINVAL);
+        ck_assert_msg(strstr(err.msg, "attn_split_blocks") != NULL && strstr(err.msg, sb_val[i]) != NULL,
+                      "message: %s", err.msg);
+    }
 }
 END_TEST
 
@@ -2310,6 +2328,9 @@ int main(void)
              "[backend.cuda16_fa2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
              "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
+             /* (attn_split_blocks: test_attn_split_blocks) */
+             "[backend.cuda16_split_sb1]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s%s"
+             "[backend.cuda16_split_sb32]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s%s"
              "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 0\n"
@@ -2319,6 +2340,9 @@ int main(void)
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
              "[backend.cuda_st6_bad]\npath = cuda_sm120.so\ngemv_staged_q6 = some\n"
+             "[backend.cuda_sb_bad0]\npath = cuda_sm120.so\nattn_split_blocks = 0\n"
+             "[backend.cuda_sb_bad33]\npath = cuda_sm120.so\nattn_split_blocks = 33\n"
+             "[backend.cuda_sb_badx]\npath = cuda_sm120.so\nattn_split_blocks = 2x\n"
              "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
@@ -2353,7 +2377,8 @@ int main(void)
              "[backend.cuda_moe_fuse5]\npath = cuda_sm120.so\nkv_type = f32\n%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
-             cu_extra, nofa, perhead, dp_extra,
+             cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
+             as_cpu ? "" : "attn_split_blocks = 32\n", cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
              v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w4w_extra, nost6_extra, st6_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
@@ -2440,6 +2465,7 @@ int main(void)
     tcase_add_test(ta, test_attn_f16_cache);
     tcase_add_test(ta, test_attn_long_split);
     tcase_add_test(ta, test_attn_long_split_nofa);
+    tcase_add_test(ta, test_attn_split_blocks);
     tcase_add_test(ta, test_attn_long_fa_9b);
     tcase_add_test(ta, test_attn_fa_tiles);
     tcase_add_test(ta, test_attn_long_simple);
