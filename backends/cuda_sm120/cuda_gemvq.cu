@@ -361,6 +361,18 @@ __host__ __device__ __forceinline__ int gs_ring(int units) { return units < GS_N
 // (nt columns of x, then the rings)
 #define GS_SMEM(in, R, nt) ((size_t)(in) * (nt) + (size_t)GQ_WARPS * gs_ring((R) * (int)((in) / 2048)) * GS_UNIT)
 
+// This lane's copies of the oldest unit in flight landed: of the groups
+// committed, the nb - 1 after it may still fly (nb is warp-uniform).
+__device__ __forceinline__ void gs_wait(int nb)
+{
+    switch (nb) {
+    case 1: cp_async_wait_group<0>(); break;
+    case 2: cp_async_wait_group<1>(); break;
+    case 3: cp_async_wait_group<2>(); break;
+    default: cp_async_wait_group<GS_NB - 1>(); break;
+    }
+}
+
 // Unit k ((row, step) pair k of the warp, UNIT bytes a step) into ring
 // buffer k % nb, or an empty group past the last unit.
 template <int UNIT>
@@ -433,14 +445,7 @@ __device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const
     for (int c = 0; c < NT; c++)
         acc[c] = 0.0f;
     for (int k = 0; k < units; k++) {
-        // this lane's copies of unit k landed: of the nb + k groups
-        // committed, the nb - 1 after it may still fly (nb is uniform)
-        switch (nb) {
-        case 1: cp_async_wait_group<0>(); break;
-        case 2: cp_async_wait_group<1>(); break;
-        case 3: cp_async_wait_group<2>(); break;
-        default: cp_async_wait_group<GS_NB - 1>(); break;
-        }
+        gs_wait(nb);
         __syncwarp();   // everyone's copies of unit k landed
         const int i = k / steps, st = k - i * steps;
         uint32_t w[17];
@@ -502,12 +507,7 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) g6_kernel(cu_mm mm, const int8_
     gq_fill_x(gq_xsm, xq, mm.in);
     float acc = 0.0f;
     for (int k = 0; k < units; k++) {
-        switch (nb) {   // (unit k's copies landed; as gs_body)
-        case 1: cp_async_wait_group<0>(); break;
-        case 2: cp_async_wait_group<1>(); break;
-        case 3: cp_async_wait_group<2>(); break;
-        default: cp_async_wait_group<GS_NB - 1>(); break;
-        }
+        gs_wait(nb);
         __syncwarp();
         const int i = k / steps, st = k - i * steps;
         gq_part w;

@@ -399,6 +399,7 @@
  * Kernel plugins ([kernel.NAME] with backend = "cuda_sm120") replace one op
  * kind each where their supports() says so (cuda_kernels.c; the contract
  * they build against is include/sparkinfer/cuda_ext.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,6 +461,44 @@ static void cuda_close(si_backend *b)
     free(b);
 }
 
+/* Integer knob key of section into *out when set (else *out stays): a
+ * whole decimal number in lo..hi, or SI_EINVAL naming key, value and
+ * what was expected (what: "a page count"). */
+static int knob_int(const si_host *h, const char *section, const char *key, const char *what, long long lo,
+                    long long hi, long long *out, si_err *err)
+{
+    const char *v = h->cfg_get(h, section, key);
+    if (v == NULL)
+        return SI_OK;
+    char *end = NULL;
+    errno = 0;
+    const long long n = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || n < lo || n > hi)
+        return si_err_set(err, SI_EINVAL, "[%s] %s = '%s': expected %s in %lld..%lld", section, key, v, what, lo, hi);
+    *out = n;
+    return SI_OK;
+}
+
+/* Knob key of section, one of the n values vals[] when set: *out becomes
+ * its index (else *out stays), or SI_EINVAL listing them. */
+static int knob_pick(const si_host *h, const char *section, const char *key, const char *const *vals, int n,
+                     int *out, si_err *err)
+{
+    const char *v = h->cfg_get(h, section, key);
+    if (v == NULL)
+        return SI_OK;
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v, vals[i]) == 0) {
+            *out = i;
+            return SI_OK;
+        }
+        const size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%s", i ? "|" : "", vals[i]);
+    }
+    return si_err_set(err, SI_EINVAL, "[%s] %s = '%s': expected one of %s", section, key, v, list);
+}
+
 static int cuda_open(const si_host *h, const char *section, si_backend **out, si_err *err)
 {
     if (h == NULL || out == NULL)
@@ -468,33 +507,21 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_EABI, CU_NAME ": open: host table of %u bytes lacks services of ABI 1.0", h->size);
     if (section == NULL)
         section = "backend." CU_NAME;
-    int device = 0;
-    const char *dv = h->cfg_get(h, section, "device");
-    if (dv != NULL) {
-        char *end = NULL;
-        long v = strtol(dv, &end, 10);
-        if (end == dv || *end != '\0' || v < 0 || v > 64)
-            return si_err_set(err, SI_EINVAL, "[%s] device = '%s': not a device index", section, dv);
-        device = (int)v;
-    }
+    long long dev = 0, kv_pages = 0;   /* kv_pages 0: n_seq x ceil(n_ctx / 16), see cuda_kv.c */
+    int rc = knob_int(h, section, "device", "a device index", 0, 64, &dev, err);
+    if (rc != SI_OK)
+        return rc;
+    const int device = (int)dev;
     static const si_kvknob kvk = { CU_NAME, SI_TYPE_F16, SI_TYPE_F16, true, true };
     uint32_t kv_type;
     int krc = si_kvknob_resolve(h, section, &kvk, &kv_type, err);
     if (krc != SI_OK)
         return krc;
-    uint32_t kv_pages = 0;   /* 0: n_seq x ceil(n_ctx / 16), see cuda_kv.c */
-    const char *kp = h->cfg_get(h, section, "kv_pages");
-    if (kp != NULL) {
-        char *end = NULL;
-        unsigned long long v = strtoull(kp, &end, 10);
-        if (end == kp || *end != '\0' || kp[0] == '-' || v < 1 || v > 0x7fffffffULL)
-            return si_err_set(err, SI_EINVAL, "[%s] kv_pages = '%s': expected a page count in 1..2147483647",
-                              section, kp);
-        kv_pages = (uint32_t)v;
-        if (kv_type != SI_TYPE_I8)
-            h->log(h, SI_LOG_WARN, CU_NAME, "[%s] kv_pages = %s has no effect: only kv_type = i8 is paged", section,
-                   kp);
-    }
+    if ((rc = knob_int(h, section, "kv_pages", "a page count", 1, 0x7fffffff, &kv_pages, err)) != SI_OK)
+        return rc;
+    if (kv_pages != 0 && kv_type != SI_TYPE_I8)
+        h->log(h, SI_LOG_WARN, CU_NAME, "[%s] kv_pages = %lld has no effect: only kv_type = i8 is paged", section,
+               kv_pages);
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
@@ -505,9 +532,9 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
-    int attn_fa_tile = 3;   /* attn_fa_tile = v1 | v2 | v3: 1, 2, 3 */
-    int gemv_st6 = 2;       /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
-    int split_bps = 2;      /* attn_split_blocks = 1..32 */
+    int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
+    int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
+    long long split_bps = 2;   /* attn_split_blocks = 1..32 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -560,28 +587,11 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                               two[i].yes, two[i].no);
         *two[i].out = strcmp(v, two[i].yes) == 0;
     }
-    const char *ft = h->cfg_get(h, section, "attn_fa_tile");
-    if (ft != NULL) {
-        if (strcmp(ft, "v1") != 0 && strcmp(ft, "v2") != 0 && strcmp(ft, "v3") != 0)
-            return si_err_set(err, SI_EINVAL, "[%s] attn_fa_tile = '%s': expected one of v1|v2|v3", section, ft);
-        attn_fa_tile = ft[1] - '0';
-    }
-    const char *sbv = h->cfg_get(h, section, "attn_split_blocks");
-    if (sbv != NULL) {
-        char *end = NULL;
-        const long v = strtol(sbv, &end, 10);
-        if (end == sbv || *end != '\0' || v < 1 || v > 32)
-            return si_err_set(err, SI_EINVAL, "[%s] attn_split_blocks = '%s': expected a block count in 1..32", section,
-                              sbv);
-        split_bps = (int)v;
-    }
-    const char *s6 = h->cfg_get(h, section, "gemv_staged_q6");
-    if (s6 != NULL) {
-        if (strcmp(s6, "false") != 0 && strcmp(s6, "true") != 0 && strcmp(s6, "large") != 0)
-            return si_err_set(err, SI_EINVAL, "[%s] gemv_staged_q6 = '%s': expected one of large|true|false", section,
-                              s6);
-        gemv_st6 = s6[0] == 'f' ? 0 : s6[0] == 't' ? 1 : 2;
-    }
+    static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" };
+    if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
+        (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
+        return rc;
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
     if (e != cudaSuccess)
@@ -595,7 +605,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     unsigned *probe_buf = NULL;
     if ((e = cudaMalloc((void **)&probe_buf, 256 * sizeof(unsigned))) != cudaSuccess)
         return si_err_set(err, SI_ENOMEM, "cudaMalloc: %s", cudaGetErrorString(e));
-    int rc = si_cuda_selftest_launch(probe_buf, 256);
+    rc = si_cuda_selftest_launch(probe_buf, 256);
     unsigned host_copy[256];
     if (rc == 0)
         rc = (int)cudaMemcpy(host_copy, probe_buf, sizeof host_copy, cudaMemcpyDeviceToHost);
@@ -615,7 +625,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     cu_opcheck_init(b);
     b->device = device;
     b->kv_type = kv_type;
-    b->kv_pages = kv_pages;
+    b->kv_pages = (uint32_t)kv_pages;
     b->mm_dp4a = dp4a;
     b->mm_prefill_mma = prefill_mma;
     b->gemv_v2 = gemv_v2;
@@ -645,7 +655,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->pdl = pdl;
     b->attn_split = attn_split;
     b->attn_fa = attn_fa;
-    b->attn_fa_tile = attn_fa_tile;
+    b->attn_fa_tile = fa_tile_i + 1;
     b->attn_fa3_ov = attn_fa3_ov;
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
@@ -660,7 +670,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gdn_fused = gdn_dec && clusters;
     b->gdn_early = gdn_early;
     b->n_sm = p.multiProcessorCount;
-    b->attn_split_bps = split_bps;
+    b->attn_split_bps = (int)split_bps;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         b->stream = NULL;
