@@ -202,7 +202,7 @@ void cu_prof_close(si_backend *b);
  * cu_graph_stage: h2d staging while capturing. */
 typedef struct cu_graphs cu_graphs;
 #define CU_GRAPH_DECLINED 1
-int   cu_graph_open(si_backend *b, si_err *err);
+int   cu_graph_open(si_backend *b, bool timing, si_err *err);
 void  cu_graph_close(si_backend *b);
 int   cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
 void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err);

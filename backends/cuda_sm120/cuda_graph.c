@@ -36,6 +36,7 @@
  * pointers and are recaptured on their next use. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_backend.h"
 #include "cuda_gsig.h"
@@ -43,6 +44,7 @@
 
 #define STAGE_ALIGN 16   /* as cu_pin_reserve: the h2d copies of one op list */
 #define GROW_RETRIES 3
+#define TIMED_LISTS  8    /* profile = graph: op-list lengths timed apart */
 
 typedef struct cu_graph {
     cudaGraphExec_t exec;
@@ -61,6 +63,11 @@ struct cu_graphs {
     bool      get_rows;
     bool      told;              /* a capture failure was logged            */
     uint64_t  n_seen, n_capture, n_replay, n_fail;
+    /* profile = graph: device time of each replay, by op-list length */
+    cudaEvent_t t0, t1;          /* NULL: not timing                        */
+    struct { size_t n_ops; uint64_t count; double ms, min_ms, host_ms; } timed[TIMED_LISTS];
+    double host_ms;              /* this exec's host time up to its launch  */
+    uint64_t n_untimed;          /* replays of lengths past TIMED_LISTS     */
 };
 
 static size_t stage_rnd(size_t n) { return (n + STAGE_ALIGN - 1) & ~(size_t)(STAGE_ALIGN - 1); }
@@ -81,13 +88,58 @@ static void graph_free(void *ctx, void *payload)
     free(g);
 }
 
-int cu_graph_open(si_backend *b, si_err *err)
+int cu_graph_open(si_backend *b, bool timing, si_err *err)
 {
-    b->graphs = calloc(1, sizeof *b->graphs);
-    if (b->graphs == NULL)
+    cu_graphs *G = calloc(1, sizeof *G);
+    if (G == NULL)
         return si_err_set(err, SI_ENOMEM, "out of host memory");
-    b->graphs->cache.drop = graph_free;
+    G->cache.drop = graph_free;
+    b->graphs = G;
+    if (timing) {
+        cudaError_t ce = cudaEventCreate(&G->t0);
+        if (ce == cudaSuccess && (ce = cudaEventCreate(&G->t1)) != cudaSuccess) {
+            cudaEventDestroy(G->t0);
+            G->t0 = NULL;
+        }
+        if (ce != cudaSuccess) {
+            cudaGetLastError();
+            return si_err_set(err, SI_EDEVICE, "profile = graph: cudaEventCreate: %s", cudaGetErrorString(ce));
+        }
+    }
     return SI_OK;
+}
+
+static double ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* profile = graph: waits for the replay just enqueued between t0 and t1
+ * and adds its device time to its op-list length's row (the host's next
+ * exec then no longer overlaps this one: for finding where a step's time
+ * goes — device time against the wall time of the step — not for
+ * headline figures). */
+static void time_replay(cu_graphs *G, size_t n_ops)
+{
+    float ms = 0.0f;
+    if (cudaEventSynchronize(G->t1) != cudaSuccess || cudaEventElapsedTime(&ms, G->t0, G->t1) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    for (int i = 0; i < TIMED_LISTS; i++) {
+        if (G->timed[i].count > 0 && G->timed[i].n_ops != n_ops)
+            continue;
+        if (G->timed[i].count == 0 || ms < G->timed[i].min_ms)
+            G->timed[i].min_ms = ms;
+        G->timed[i].n_ops = n_ops;
+        G->timed[i].count++;
+        G->timed[i].ms += ms;
+        G->timed[i].host_ms += G->host_ms;
+        return;
+    }
+    G->n_untimed++;
 }
 
 void cu_graph_close(si_backend *b)
@@ -100,6 +152,20 @@ void cu_graph_close(si_backend *b)
                      "graphs: %llu op lists seen, %llu captured, %llu replays, %llu not capturable",
                      (unsigned long long)G->n_seen, (unsigned long long)G->n_capture,
                      (unsigned long long)G->n_replay, (unsigned long long)G->n_fail);
+    for (int i = 0; i < TIMED_LISTS && G->timed[i].count > 0; i++)
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
+                     "profile: graphs of %zu ops: %llu replays, %.1f us mean, %.1f us min device time; "
+                     "%.1f us mean host time to the launch",
+                     G->timed[i].n_ops, (unsigned long long)G->timed[i].count,
+                     1000.0 * G->timed[i].ms / (double)G->timed[i].count, 1000.0 * G->timed[i].min_ms,
+                     1000.0 * G->timed[i].host_ms / (double)G->timed[i].count);
+    if (G->n_untimed > 0)
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME, "profile: %llu replays of more op-list lengths not timed",
+                     (unsigned long long)G->n_untimed);
+    if (G->t0 != NULL) {
+        cudaEventDestroy(G->t0);
+        cudaEventDestroy(G->t1);
+    }
     cu_gcache_clear(&G->cache);
     cu_gsig_free(&G->sig);
     free(G->host);
@@ -235,7 +301,14 @@ static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, s
     if (ce == cudaSuccess) {
         if (G->host_used > 0)
             memcpy(g->stage, G->host, G->host_used);
-        ce = cudaGraphLaunch(g->exec, b->stream);
+        if (G->t0 != NULL) {
+            G->host_ms = ms_now() - G->host_ms;   /* (cu_graph_exec set the start) */
+            ce = cudaEventRecord(G->t0, b->stream);
+        }
+        if (ce == cudaSuccess)
+            ce = cudaGraphLaunch(g->exec, b->stream);
+        if (ce == cudaSuccess && G->t0 != NULL && cudaEventRecord(G->t1, b->stream) == cudaSuccess)
+            time_replay(G, n_ops);
     }
     if (ce != cudaSuccess) {
         cu_attn_uncommit(ops, n_ops, n_ops);
@@ -346,6 +419,8 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
 int cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
 {
     cu_graphs *G = b->graphs;
+    if (G != NULL && G->t0 != NULL)
+        G->host_ms = ms_now();
     if (G == NULL || n_ops == 0 || scan(b, G, ops, n_ops) != SI_OK)
         return CU_GRAPH_DECLINED;
     cu_gentry *e = cu_gcache_find(&G->cache, &G->sig);

@@ -382,8 +382,13 @@
  *                         kernel plugin, and any list whose capture
  *                         fails, run op by op.  false: always op by op.
  *                         profile = true turns graphs off.
- *   profile = false | true  device time per kind of op, logged at close
- *                         (cuda_prof.c); forces graph = false.
+ *   profile = false | true | graph  true: device time per kind of op,
+ *                         logged at close (cuda_prof.c); forces graph =
+ *                         false.  graph: graphs stay on and each replay's
+ *                         device time is taken with events, logged at
+ *                         close per op-list length (cuda_graph.c): set
+ *                         against a step's wall time it says how much of
+ *                         the step the host and the syncs take.
  *
  * Exec enqueues without host round trips: per-op host data goes through a
  * pinned staging arena, GET_ROWS checks its ids on the device and the
@@ -525,7 +530,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     /* Two-way knobs: key, the value meaning true, the one meaning false,
      * the default (the header comment says what each does). */
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
-         gdn_chunked = true, gdn_rows = true, gdn_tc = true, profile = false;
+         gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false,
@@ -534,6 +539,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
+    int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
     const struct {
         const char *key, *yes, *no;
@@ -575,7 +581,6 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gdn_tc", "true", "false", &gdn_tc },
         { "gdn_dec", "fused", "split", &gdn_dec },
         { "gdn_early", "true", "false", &gdn_early },
-        { "profile", "true", "false", &profile },
         { "graph", "true", "false", &graph },
     };
     for (size_t i = 0; i < sizeof two / sizeof two[0]; i++) {
@@ -587,11 +592,14 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                               two[i].yes, two[i].no);
         *two[i].out = strcmp(v, two[i].yes) == 0;
     }
-    static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" };
+    static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" },
+                             *const profs[] = { "false", "true", "graph" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;
+    const bool profile = prof_i == 1;
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
     if (e != cudaSuccess)
@@ -705,7 +713,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return rc;
     }
     /* profile times op by op: a graph would hide the ops from it. */
-    if (graph && !profile && (rc = cu_graph_open(b, err)) != SI_OK) {
+    if (graph && !profile && (rc = cu_graph_open(b, prof_i == 2, err)) != SI_OK) {
         cuda_close(b);
         return rc;
     }

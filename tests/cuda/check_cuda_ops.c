@@ -1506,6 +1506,8 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_int_eq(ops->open(&host, "backend.cuda_st6_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_staged_q6") != NULL && strstr(err.msg, "'some'") != NULL, "message: %s",
                   err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_prof_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "profile") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2340,6 +2342,7 @@ int main(void)
              "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
              "[backend.cuda_st6_bad]\npath = cuda_sm120.so\ngemv_staged_q6 = some\n"
+             "[backend.cuda_prof_bad]\npath = cuda_sm120.so\nprofile = often\n"
              "[backend.cuda_sb_bad0]\npath = cuda_sm120.so\nattn_split_blocks = 0\n"
              "[backend.cuda_sb_bad33]\npath = cuda_sm120.so\nattn_split_blocks = 33\n"
              "[backend.cuda_sb_badx]\npath = cuda_sm120.so\nattn_split_blocks = 2x\n"
