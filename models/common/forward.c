@@ -25,10 +25,12 @@
 #include "hybrid.h"
 
 #define OPS_PER_LAYER 14u   /* norm + 6 (GDN) + add + norm + 4 (dense) + add */
+#define HEAD_OPS      4u    /* GET_ROWS + RMSNORM + MATMUL + TOPK (forward_step) */
+#define STEP_IDS      64u   /* forward_step: ids + wanted rows in one upload up to this */
 
 size_t sih_plan_max_ops(const si_model *m)
 {
-    return 1 + (size_t)m->hp.n_layer * OPS_PER_LAYER;
+    return 1 + (size_t)m->hp.n_layer * OPS_PER_LAYER + HEAD_OPS;
 }
 
 void sih_acts_init(const si_model *m, uint32_t n, sih_acts *t)
@@ -227,8 +229,8 @@ int sih_plan_check(const si_model *m, const si_op *ops, const int32_t *op_layer,
         char where[48] = "the output head", tn[32];
         if (op_layer != NULL && op_layer[i] >= 0)
             snprintf(where, sizeof where, "layer %d", (int)op_layer[i]);
-        else if (op_layer != NULL)
-            snprintf(where, sizeof where, "the embedding");
+        else if (op_layer != NULL && op_layer[i] == -1)
+            snprintf(where, sizeof where, "the embedding");   /* (HEAD_LAYER: the output head) */
         uint32_t type = 0;
         const char *w = weight_of(m, &ops[i], &type);
         if (w != NULL)
@@ -242,16 +244,19 @@ int sih_plan_check(const si_model *m, const si_op *ops, const int32_t *op_layer,
     return SI_OK;
 }
 
-/* The output head for `n_out` gathered rows: GET_ROWS + RMSNORM. */
-static size_t plan_head(si_model *m, const si_tensor *x, const si_tensor *oids,
-                        const si_tensor *xo, const si_tensor *xn)
+/* The op_layer of the output head's ops where they follow the trunk in
+ * one list (forward_step); -1 is the embedding's. */
+#define HEAD_LAYER (-2)
+
+/* The output head for `n_out` gathered rows, appended to p: GET_ROWS +
+ * RMSNORM. */
+static void plan_head(plan *p, const si_model *m, const si_tensor *x, const si_tensor *oids,
+                      const si_tensor *xo, const si_tensor *xn)
 {
-    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
-    si_op *op = emit(&p, SI_OP_GET_ROWS, xo);
+    si_op *op = emit(p, SI_OP_GET_ROWS, xo);
     op->src[0] = x;
     op->src[1] = oids;
-    rmsnorm(&p, xn, xo, &m->out_norm, m->hp.eps);
-    return p.n;
+    rmsnorm(p, xn, xo, &m->out_norm, m->hp.eps);
 }
 
 int sih_plan_validate(si_model *m, si_err *err)
@@ -266,7 +271,9 @@ int sih_plan_validate(si_model *m, si_err *err)
     si_tensor oids = sih_ids(m->sc.buf, m->sc.oids, 1);
     si_tensor xo = sih_act(m->sc.buf, m->sc.xo, m->hp.n_embd, 1);
     si_tensor xn = sih_act(m->sc.buf, m->sc.xn, m->hp.n_embd, 1);
-    n = plan_head(m, &t.x[xf], &oids, &xo, &xn);
+    plan ph = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+    plan_head(&ph, m, &t.x[xf], &oids, &xo, &xn);
+    n = ph.n;
     si_tensor lg = sih_act(m->sc.buf, m->sc.lg, m->hp.n_vocab, 1);
     plan p = { .ops = m->ops + n, .layer = m->op_layer + n, .n = 0, .cur = -1 };
     matmul(&p, &lg, &m->output, &xn);
@@ -344,32 +351,45 @@ typedef struct sih_out {
     uint32_t              row;
 } sih_out;
 
-/* Runs TOPK on c logit rows in `lg` and copies the result out (rows r of
- * the step's wanted rows from o->row on). */
-static int chunk_topk(si_model *m, const si_tensor *lg, uint32_t c, sih_out *o, si_err *err)
+/* Appends TOPK over the c logit rows in `lg` (o's parameters) to p. */
+static void plan_topk(plan *p, const si_model *m, const si_tensor *lg, uint32_t c, const sih_out *o,
+                      si_tensor *tk)
 {
-    const sih_scratch *sc = &m->sc;
-    const uint32_t k = o->tp->k;
-    si_tensor tk = sih_act(sc->buf, sc->tk, 2 * (int64_t)k, c);
-    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
-    si_op *op = emit(&p, SI_OP_TOPK, &tk);
+    *tk = sih_act(m->sc.buf, m->sc.tk, 2 * (int64_t)o->tp->k, c);
+    si_op *op = emit(p, SI_OP_TOPK, tk);
     op->src[0] = lg;
     op->p.topk = *o->tp;
     if (o->tp->pen_off != NULL)
         op->p.topk.pen_off = o->tp->pen_off + o->row;   /* absolute offsets: a slice is a pointer */
+}
+
+/* Copies the TOPK results of c rows out (rows o->row on). */
+static int topk_fetch(si_model *m, uint32_t c, sih_out *o, si_err *err)
+{
+    const uint32_t k = o->tp->k;
     float tmp[2 * SI_TOPK_MAX];   /* one row: decode steps have one */
-    int rc;
-    if ((rc = sih_plan_check(m, m->ops, NULL, 1, c, err)) != SI_OK || (rc = run(m, m->ops, 1, err)) != SI_OK)
-        return rc;
     for (uint32_t r = 0; r < c; r++, o->row++) {
-        rc = m->bops->download(m->b, tmp, sc->buf, sc->tk + (uint64_t)r * 2 * k * sizeof(float),
-                               (uint64_t)2 * k * sizeof(float), err);
+        int rc = m->bops->download(m->b, tmp, m->sc.buf, m->sc.tk + (uint64_t)r * 2 * k * sizeof(float),
+                                   (uint64_t)2 * k * sizeof(float), err);
         if (rc != SI_OK)
             return rc;
         memcpy(o->vals + (size_t)o->row * k, tmp, k * sizeof(float));
         memcpy(o->ids + (size_t)o->row * k, tmp + k, k * sizeof(int32_t));
     }
     return SI_OK;
+}
+
+/* Runs TOPK on c logit rows in `lg` and copies the result out (rows r of
+ * the step's wanted rows from o->row on). */
+static int chunk_topk(si_model *m, const si_tensor *lg, uint32_t c, sih_out *o, si_err *err)
+{
+    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+    si_tensor tk;
+    plan_topk(&p, m, lg, c, o, &tk);
+    int rc;
+    if ((rc = sih_plan_check(m, m->ops, NULL, 1, c, err)) != SI_OK || (rc = run(m, m->ops, 1, err)) != SI_OK)
+        return rc;
+    return topk_fetch(m, c, o, err);
 }
 
 /* Logits (or their top-K) of the wanted rows of one chunk, SIH_LOGIT_ROWS
@@ -384,7 +404,9 @@ static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, sih_out
     int rc = m->bops->upload(m->b, sc->buf, sc->oids, m->oids, (uint64_t)n_out * sizeof(int32_t), err);
     if (rc != SI_OK)
         return rc;
-    size_t n = plan_head(m, x, &oids, &xo, &xn);
+    plan ph = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = -1 };
+    plan_head(&ph, m, x, &oids, &xo, &xn);
+    size_t n = ph.n;
     if ((rc = sih_plan_check(m, m->ops, NULL, n, n_out, err)) != SI_OK ||
         (rc = run(m, m->ops, n, err)) != SI_OK)
         return rc;
@@ -410,8 +432,73 @@ static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, sih_out
     return SI_OK;
 }
 
+/* A batch of one chunk wanting 1..SIH_LOGIT_ROWS rows (every decode
+ * step): the trunk, the output head, the LM head and, for forward_topk
+ * without penalties, TOPK as one exec — one graph and one sync where the
+ * chunk path makes four execs, each ended by a sync (the GPU idle while
+ * the host plans and launches the next).  The same ops on the same
+ * tensors in the same order.  (TOPK with penalties stays an exec of its
+ * own: its per-step lists keep a list from being graphed.) */
+static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out *o, bool *touched, si_err *err)
+{
+    const sih_scratch *sc = &m->sc;
+    sih_acts t;
+    int xf;
+    sih_acts_init(m, bt->n, &t);
+    /* A decode step's ids and wanted rows go up as one upload (each is a
+     * round trip the GPU idles through): the rows right after the ids,
+     * in the ids region, where it has room. */
+    int32_t both[STEP_IDS];
+    uint64_t oids_at = sc->oids;
+    int rc;
+    if (bt->n + n_out <= STEP_IDS && bt->n + n_out <= sc->cap) {
+        memcpy(both, bt->tokens, bt->n * sizeof(int32_t));
+        memcpy(both + bt->n, m->oids, n_out * sizeof(int32_t));
+        oids_at = sc->ids + (uint64_t)bt->n * sizeof(int32_t);
+        rc = m->bops->upload(m->b, sc->buf, sc->ids, both, (uint64_t)(bt->n + n_out) * sizeof(int32_t), err);
+    } else {
+        rc = m->bops->upload(m->b, sc->buf, sc->ids, bt->tokens, (uint64_t)bt->n * sizeof(int32_t), err);
+        if (rc == SI_OK)
+            rc = m->bops->upload(m->b, sc->buf, sc->oids, m->oids, (uint64_t)n_out * sizeof(int32_t), err);
+    }
+    if (rc != SI_OK)
+        return rc;
+    plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = HEAD_LAYER };
+    p.n = sih_plan_trunk(m, &t, bt->pos, bt->seq, &xf);
+    si_tensor oids = sih_ids(sc->buf, oids_at, n_out);
+    si_tensor xo = sih_act(sc->buf, sc->xo, m->hp.n_embd, n_out);
+    si_tensor xn = sih_act(sc->buf, sc->xn, m->hp.n_embd, n_out);
+    si_tensor lg = sih_act(sc->buf, sc->lg, m->hp.n_vocab, n_out), tk;
+    plan_head(&p, m, &t.x[xf], &oids, &xo, &xn);
+    matmul(&p, &lg, &m->output, &xn);
+    const bool topk_in = o->tp != NULL && o->tp->pen_off == NULL;
+    if (topk_in)
+        plan_topk(&p, m, &lg, n_out, o, &tk);
+    if ((rc = sih_plan_check(m, m->ops, m->op_layer, p.n, bt->n, err)) != SI_OK)
+        return rc;
+    *touched = true;
+    if ((rc = run(m, m->ops, p.n, err)) != SI_OK)
+        return rc;
+    if (topk_in)
+        return topk_fetch(m, n_out, o, err);
+    if (o->tp != NULL)
+        return chunk_topk(m, &lg, n_out, o, err);
+    rc = m->bops->download(m->b, o->logits + (size_t)o->row * m->hp.n_vocab, sc->buf, sc->lg,
+                           (uint64_t)n_out * m->hp.n_vocab * sizeof(float), err);
+    o->row += n_out;
+    return rc;
+}
+
 static int forward_chunks(si_model *m, const si_batch *bt, sih_out *o, bool *touched, si_err *err)
 {
+    if (bt->n <= m->sc.cap) {
+        uint32_t n_out = 0;
+        for (uint32_t i = 0; i < bt->n; i++)
+            if (bt->want_logits != NULL && bt->want_logits[i])
+                m->oids[n_out++] = (int32_t)i;
+        if (n_out >= 1 && n_out <= SIH_LOGIT_ROWS)
+            return forward_step(m, bt, n_out, o, touched, err);
+    }
     for (uint32_t t0 = 0; t0 < bt->n; t0 += m->sc.cap) {
         uint32_t T = bt->n - t0 < m->sc.cap ? bt->n - t0 : m->sc.cap;
         sih_acts t;

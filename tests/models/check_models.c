@@ -723,6 +723,30 @@ static int tk_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* ids/vals of `rows` TOPK rows against the logits lg with tp's
+ * penalties (P per row, from pid/pcnt) applied as the spec says. */
+static void topk_expect(const float *lg, uint32_t V, uint32_t rows, const si_topk_params *tp, uint32_t P,
+                        const int32_t *pid, const int32_t *pcnt, const float *vals, const int32_t *ids, tk_ent *row)
+{
+    const uint32_t K = tp->k;
+    for (uint32_t r = 0; r < rows; r++) {
+        for (uint32_t i = 0; i < V; i++)
+            row[i] = (tk_ent){ lg[(size_t)r * V + i], (int32_t)i };
+        for (uint32_t j = 0; tp->pen_off != NULL && j < P; j++) {
+            float l = row[pid[r * P + j]].v;
+            l = l <= 0.0f ? l * tp->repeat_penalty : l / tp->repeat_penalty;
+            float sub = (float)pcnt[r * P + j] * tp->frequency_penalty;
+            sub = sub + tp->presence_penalty;
+            row[pid[r * P + j]].v = l - sub;
+        }
+        qsort(row, V, sizeof *row, tk_cmp);
+        for (uint32_t i = 0; i < K; i++)
+            ck_assert_msg(ids[r * K + i] == row[i].id && memcmp(&vals[r * K + i], &row[i].v, 4) == 0,
+                          "row %u entry %u: (%g, %d) vs (%g, %d)", r, i, (double)vals[r * K + i], ids[r * K + i],
+                          (double)row[i].v, row[i].id);
+    }
+}
+
 START_TEST(test_forward_topk)
 {
     env e;
@@ -756,21 +780,22 @@ START_TEST(test_forward_topk)
     si_topk_params tp = { .k = K, .repeat_penalty = 1.5f, .frequency_penalty = 0.25f, .presence_penalty = 0.5f,
                           .pen_off = off, .pen_id = pid, .pen_count = pcnt };
     ck_assert_msg(e.mops->forward_topk(e.m, &bt, &tp, vals, ids, &err) == SI_OK, "%s", err.msg);
-    for (uint32_t r = 0; r < N; r++) {
-        for (uint32_t i = 0; i < V; i++)
-            row[i] = (tk_ent){ lg[(size_t)r * V + i], (int32_t)i };
-        for (uint32_t j = 0; j < P; j++) {
-            float l = row[pid[r * P + j]].v;
-            l = l <= 0.0f ? l * tp.repeat_penalty : l / tp.repeat_penalty;
-            float sub = (float)pcnt[r * P + j] * tp.frequency_penalty;
-            sub = sub + tp.presence_penalty;
-            row[pid[r * P + j]].v = l - sub;
-        }
-        qsort(row, V, sizeof *row, tk_cmp);
-        for (uint32_t i = 0; i < K; i++)
-            ck_assert_msg(ids[r * K + i] == row[i].id && memcmp(&vals[r * K + i], &row[i].v, 4) == 0,
-                          "row %u entry %u: (%g, %d) vs (%g, %d)", r, i, (double)vals[r * K + i], ids[r * K + i],
-                          (double)row[i].v, row[i].id);
+    topk_expect(lg, V, N, &tp, P, pid, pcnt, vals, ids, row);
+    /* 20 rows (<= SIH_LOGIT_ROWS): the trunk, the head and (without
+     * penalties) TOPK run as one exec (forward_step); with penalties TOPK
+     * follows as its own.  Reference: the same 20 tokens' logits. */
+    for (int pen = 0; pen < 2; pen++) {
+        enum { N2 = 20 };
+        ck_assert_int_eq(e.mops->seq_reset(e.m, 0, &err), SI_OK);
+        ck_assert_int_eq(e.mops->seq_reset(e.m, 1, &err), SI_OK);
+        ck_assert_msg(fwd_seq(&e, 0, 0, toks, N2, lg, &err) == SI_OK, "%s", err.msg);
+        si_topk_params t2 = tp;
+        if (!pen)
+            t2 = (si_topk_params){ .k = K, .repeat_penalty = 1.0f };
+        bt.n = N2;
+        ck_assert_msg(e.mops->forward_topk(e.m, &bt, &t2, vals, ids, &err) == SI_OK, "%s", err.msg);
+        topk_expect(lg, V, N2, &t2, P, pid, pcnt, vals, ids, row);
+        bt.n = N;
     }
     tp.k = V + 1;
     ck_assert_int_eq(e.mops->forward_topk(e.m, &bt, &tp, vals, ids, &err), SI_EINVAL);
