@@ -1,14 +1,15 @@
 // backends/cuda_sm120/cuda_attn.cu — SI_OP_ATTN on the device (spec
 // qwen35-gguf.md §3.4, §6.12), launched on the op's stream:
-//   1. rope_kernel:   per token, cos/sin of every rotated pair in double
-//                     (static YaRN when yarn_factor > 0), the cpu formula;
-//   2. append_kernel: per (token, kv head) k = rope(rms(k) * k_norm) and v
+//   1. append_kernel: per (token, kv head) the token's rope table (cos/sin
+//                     of every rotated pair in double, static YaRN when
+//                     yarn_factor > 0, the cpu formula; kv head 0 stores it
+//                     for step 2's q), k = rope(rms(k) * k_norm) and v
 //                     written to the cache at (seq, pos) as f16 or f32, or,
 //                     for the paged int8 cache, quantised per (token, kv
 //                     head): scale = max|x| / 127, x_i = rint(x_i / scale)
 //                     (k and v each), into the slot of the page that the
 //                     host assigned to the position;
-//   3. the attention core, q = rope(rms(q) * q_norm), causal softmax over
+//   2. the attention core, q = rope(rms(q) * q_norm), causal softmax over
 //      positions 0..pos of the token's sequence in f32, GQA, scale
 //      1/sqrt(hd), output times sigmoid(gate), one of:
 //      split (knob attn = split, the default): split_kernel per (token,
@@ -40,9 +41,9 @@
 //   and the softmax weights to f16 for the tensor cores.
 // The host has already checked that every position is the next free one of
 // its sequence and < n_ctx, and (int8) that its page is in the page table,
-// so (2) never writes outside the cache and (3) reads only filled rows
-// (positions of earlier tokens of the same batch are appended by (2)
-// before (3) runs).
+// so (1) never writes outside the cache and (2) reads only filled rows
+// (positions of earlier tokens of the same batch are appended by (1)
+// before (2) runs).
 // Dense cache layout of one layer: [seq][ctx][kv_head][head_dim].
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -54,10 +55,10 @@
 #define ATTN_THREADS 128
 #define ATTN_CHUNK   128   /* positions scored per online-softmax step */
 
-__global__ void rope_kernel(cu_attn a)
+// The rope table of token t (cos, sin of every rotated pair, in double,
+// the cpu formula) into cs[0..n_rot), the block's threads in turn.
+__device__ void rope_table(const cu_attn &a, int64_t t, float *cs)
 {
-    cu_pdl_enter();
-    const int64_t t = blockIdx.x;
     const int half = a.n_rot / 2;
     const double base = a.rope_base, nr = a.n_rot, factor = a.yarn_factor;
     double lo = 0.0, hi = 0.0, mscale = 1.0;
@@ -77,8 +78,8 @@ __global__ void rope_kernel(cu_attn a)
             double ramp = 1.0 - (y < 0.0 ? 0.0 : y > 1.0 ? 1.0 : y);
             theta = (theta / factor) * (1.0 - ramp) + theta * ramp;
         }
-        a.rope[t * a.n_rot + 2 * i] = (float)(cos(theta) * mscale);
-        a.rope[t * a.n_rot + 2 * i + 1] = (float)(sin(theta) * mscale);
+        cs[2 * i] = (float)(cos(theta) * mscale);
+        cs[2 * i + 1] = (float)(sin(theta) * mscale);
     }
 }
 
@@ -130,13 +131,18 @@ __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
     __shared__ float redf[33];
     const int64_t t = blockIdx.x;
     const int g = blockIdx.y, hd = a.head_dim;
-    float *x = sm;
+    float *x = sm, *cs = sm + hd;   // k's row, then the token's rope table
     const float *k = a.k + t * a.k_stride + (uint64_t)g * hd;
     const float *v = a.v + t * a.v_stride + (uint64_t)g * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         x[i] = k[i];
+    rope_table(a, t, cs);
     __syncthreads();
-    norm_rope_rows(x, 1, a.k_norm, a, a.rope + t * a.n_rot);
+    // (kv head 0's block also stores the table for the attention core's q,
+    // which runs after this kernel: one launch fewer than a table kernel)
+    for (int i = threadIdx.x; g == 0 && i < a.n_rot; i += blockDim.x)
+        a.rope[t * a.n_rot + i] = cs[i];
+    norm_rope_rows(x, 1, a.k_norm, a, cs);
     if (a.i8) {
         const uint64_t row = kv_page_row(a, a.seq[t], a.pos[t], g);
         quant_row(x, hd, (int8_t *)a.kc + row * hd, a.ks + row, redf);
@@ -482,9 +488,7 @@ extern "C" int si_cu_attn_front(const cu_attn *a, float *q, void *stream)
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned n = (unsigned)a->n;
     const size_t sm_row = (size_t)a->head_dim * sizeof(float);
-    if (a->n_rot > 0)
-        rope_kernel<<<n, 64, 0, s>>>(*a);
-    append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_row, s>>>(*a);
+    append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_row + (size_t)a->n_rot * sizeof(float), s>>>(*a);
     qprep_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_row, s>>>(*a, q);
     return (int)cudaGetLastError();
 }
@@ -497,7 +501,7 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned n = (unsigned)a->n;
-    size_t sm_app = (size_t)a->head_dim * sizeof(float);
+    size_t sm_app = ((size_t)a->head_dim + (size_t)a->n_rot) * sizeof(float);
     size_t sm_att = (2 * (size_t)a->head_dim + ATTN_CHUNK) * sizeof(float);
     if (sm_att > 48 * 1024)
         return (int)cudaErrorInvalidValue;   // head_dim > ~6000: refused by the checker first
@@ -505,8 +509,6 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
     if (si_cu_fa_plan(a, &fp)) {
         if (fp.n_split > 1 && a->part == NULL)
             return (int)cudaErrorInvalidValue;   // si_cu_attn_part_bytes() said it needs a workspace
-        if (a->n_rot > 0)
-            rope_kernel<<<n, 64, 0, s>>>(*a);
         append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_app, s>>>(*a);
         int rc = si_cu_fa(a, &fp, s);
         if (rc != 0)
@@ -523,8 +525,6 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         return (int)cudaErrorInvalidValue;   // si_cu_attn_part_bytes() said it needs a workspace
     // (decode's path: its launches through cu_launch, knob pdl; a failed
     // launch shows in cudaGetLastError below)
-    if (a->n_rot > 0)
-        cu_launch(rope_kernel, dim3(n), dim3(64), 0, s, *a);
     cu_launch(append_kernel, dim3(n, (unsigned)a->n_head_kv), dim3(ATTN_THREADS), sm_app, s, *a);
     if (!split) {
         attend_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_att, s>>>(*a);

@@ -1,7 +1,7 @@
 // backends/cuda_sm120/cuda_attn_fa.cu — the attention core of SI_OP_ATTN
 // for prefill over the dense f16 cache (knob attn_prefill = fa): flash
 // attention on the f16 tensor cores (mma.sync m16n8k16, f32 accumulate).
-// si_cu_attn (cuda_attn.cu) has run rope_kernel and append_kernel before,
+// si_cu_attn (cuda_attn.cu) has run append_kernel (rope table, K/V) before,
 // so every position 0..pos of each token's sequence is in the cache.
 // Two tilings of the same per-row arithmetic (knob attn_fa_tile: v2, the
 // default, and v1, kept for A/B); both are built from the pieces in

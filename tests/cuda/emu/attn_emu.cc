@@ -27,12 +27,11 @@
 //   3 = that with attn_mma
 //   (else simple), NSM multiprocessors
 //   (sizes the split grid: small = many splits), PF 0 = the prefill op runs
-//   rope + append only (long contexts: its attention is not checked).
+//   append (rope table, K/V) only (long contexts: its attention is not checked).
 #include "cuda_runtime.h"
 #include "cuda_fp16.h"
 #include "cuda_internal.h"
 #include "ptx_emu.h"
-__global__ void rope_kernel(cu_attn a);
 __global__ void append_kernel(cu_attn a);
 extern "C" int si_cu_attn_front(const cu_attn *a, float *q, void *stream);
 static uint32_t rs = 12345;
@@ -167,8 +166,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
             if (rc != 0) { printf("  %s: si_cu_attn (per_head) returned %d\n", what, rc); return 1; }
         }
     } else {
-        if (C.nrot > 0) emu_launch(dim3(n), dim3(64), 0, [&] { rope_kernel(a); });
-        emu_launch(dim3(n, nkv), dim3(128), hd * 4, [&] { append_kernel(a); });
+        emu_launch(dim3(n, nkv), dim3(128), (hd + C.nrot) * 4, [&] { append_kernel(a); });
     }
     // the front half alone, as cuda_ext's attn_prepare runs it for a kernel
     // plugin: rope and append again (they rewrite the same rows with the
