@@ -71,16 +71,21 @@ static __device__ __forceinline__ void cu_gdn_gnorm(const float *o, const float 
 // it, so their conv outputs are the same bits.  Weights, state and input
 // loaded at once, then the sum: a loop that read state entries after
 // writing others would be a round trip each.
-static __device__ __forceinline__ float cu_gdn_conv_dec(const float *w, const float *st, float x, int K,
-                                                        float sv[GDN_CONV_REG])
+static __device__ __forceinline__ void cu_gdn_conv_load(const float *w, const float *st, int K,
+                                                        float wv[GDN_CONV_REG], float sv[GDN_CONV_REG])
 {
     const int H = K - 1;
-    float wv[GDN_CONV_REG];
 #pragma unroll
     for (int j = 0; j < GDN_CONV_REG; j++) {
         wv[j] = j < K ? w[j] : 0.0f;
         sv[j] = j < H ? st[j] : 0.0f;
     }
+}
+
+static __device__ __forceinline__ float cu_gdn_conv_sum(const float wv[GDN_CONV_REG], const float sv[GDN_CONV_REG],
+                                                       float x, int K)
+{
+    const int H = K - 1;
     float wh = 0.0f;   // w[H] without a dynamic index into registers
 #pragma unroll
     for (int j = 0; j < GDN_CONV_REG; j++)
@@ -91,6 +96,16 @@ static __device__ __forceinline__ float cu_gdn_conv_dec(const float *w, const fl
         if (j < H)
             acc += wv[j] * sv[j];
     return cu_silu(acc);
+}
+
+// (the two halves above: the fused decode kernel issues every channel's
+// loads before the first sum)
+static __device__ __forceinline__ float cu_gdn_conv_dec(const float *w, const float *st, float x, int K,
+                                                        float sv[GDN_CONV_REG])
+{
+    float wv[GDN_CONV_REG];
+    cu_gdn_conv_load(w, st, K, wv, sv);
+    return cu_gdn_conv_sum(wv, sv, x, K);
 }
 
 // The last run whose field F (t0 or chunk0, rising with the index) is <= v.

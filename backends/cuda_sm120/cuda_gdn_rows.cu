@@ -51,13 +51,18 @@ __device__ __forceinline__ void warp_l2norm(const float *x, int el, float eps, f
 
 // The gates of token t, v-head j: beta = sigmoid(b), the decay alpha =
 // exp(ssm_a * softplus(a + dt_bias)).
+// (gr_gates_of: from the four values, loaded earlier by the caller)
+__device__ __forceinline__ void gr_gates_of(float bt, float at, float dtb, float sa, float &beta, float &alpha)
+{
+    beta = 1.0f / (1.0f + expf(-bt));
+    const float sp_in = at + dtb;
+    const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
+    alpha = expf(sa * sp);
+}
+
 __device__ __forceinline__ void gr_gates(const cu_gdn &g, int64_t t, int j, float &beta, float &alpha)
 {
-    const float bt = g.b[t * g.b_stride + j], at = g.a[t * g.a_stride + j];
-    beta = 1.0f / (1.0f + expf(-bt));
-    const float sp_in = at + g.dt_bias[j];
-    const float sp = sp_in > 20.0f ? sp_in : log1pf(expf(sp_in));
-    alpha = expf(g.ssm_a[j] * sp);
+    gr_gates_of(g.b[t * g.b_stride + j], g.a[t * g.a_stride + j], g.dt_bias[j], g.ssm_a[j], beta, alpha);
 }
 
 // One state row (lane l holding elements l, l+32, ...) through one token:
@@ -325,6 +330,17 @@ __device__ __forceinline__ float gf_remote(const float *p, int) { return *p; }
 // which it did before letting this one launch (cu_pdl_enter); the run
 // descriptors come by a copy, which the launch fully waits for.  Every
 // input the kernel before writes (u, z, b, a) is read after the wait.
+// The conv channel of the block's i-th: the k-head's q channels [0, dk),
+// its k channels [dk, 2 dk), then the block's own v rows.
+__device__ __forceinline__ int64_t gf_channel(const cu_gdn &g, int i, int kh, int j, int m0, int nqk)
+{
+    const int dk = g.dk;
+    const int64_t key_dim = (int64_t)g.n_k_head * dk;
+    return i < dk ? (int64_t)kh * dk + i
+         : i < nqk ? key_dim + (int64_t)kh * dk + (i - dk)
+                   : 2 * key_dim + (int64_t)j * g.dv + m0 + (i - nqk);
+}
+
 template <int N, bool EARLY>
 __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
 {
@@ -348,38 +364,54 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
         cu_pdl_enter();
     float *qk = sm, *vc = qk + 2 * dk, *os = vc + GF_ROWS, *nst = os + GF_ROWS;
     const int nqk = 2 * dk, part = nqk / C, p0 = rank * part;
-    for (int i = tid; i < nqk + GF_ROWS; i += GF_THREADS) {
-        const int64_t c = i < dk    ? (int64_t)kh * dk + i
-                          : i < nqk ? key_dim + (int64_t)kh * dk + (i - dk)
-                                    : 2 * key_dim + (int64_t)j * dv + m0 + (i - nqk);
-        float *st = cs + c * H;
-        float sv[GDN_CONV_REG];
-        const float x = g.u[t * g.u_stride + c];
-        const float yv = cu_gdn_conv_dec(g.conv_w + c * g.conv_w_stride, st, x, K, sv);
+    // Every channel's input, weights and state, and the gates' operands,
+    // are loaded before the first sum: in one loop the state stores of a
+    // channel ordered the next channel's loads after them (one DRAM round
+    // trip a channel, as far as the compiler knew they could alias).
+    constexpr int IT = (2 * 32 * N + GF_ROWS + GF_THREADS - 1) / GF_THREADS;   // channels a thread
+    float xin[IT], wv[IT][GDN_CONV_REG], sv[IT][GDN_CONV_REG];
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
+        const int i = tid + it * GF_THREADS;
+        if (i < nqk + GF_ROWS) {
+            const int64_t c = gf_channel(g, i, kh, j, m0, nqk);
+            xin[it] = g.u[t * g.u_stride + c];
+            cu_gdn_conv_load(g.conv_w + c * g.conv_w_stride, cs + c * H, K, wv[it], sv[it]);
+        }
+    }
+    const float g_b = g.b[t * g.b_stride + j], g_a = g.a[t * g.a_stride + j], g_dt = g.dt_bias[j], g_sa = g.ssm_a[j];
+    // (warp 0's operands of the norm, read while the rest runs)
+    const int64_t zo = t * (int64_t)g.z_stride + (int64_t)j * dv + m0 + lane;
+    const float zv = warp == 0 ? g.z[zo] : 0.0f, nw = warp == 0 ? g.norm_w[m0 + lane] : 0.0f;
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
+        const int i = tid + it * GF_THREADS;
+        if (i >= nqk + GF_ROWS)
+            continue;
+        float *st = cs + gf_channel(g, i, kh, j, m0, nqk) * H;
+        const float x = xin[it];
+        const float yv = cu_gdn_conv_sum(wv[it], sv[it], x, K);
         if (i >= nqk) {
             vc[i - nqk] = yv;
 #pragma unroll
             for (int e = 0; e < GDN_CONV_REG; e++)
                 if (e < H)
-                    st[e] = e + 1 < H ? sv[e + 1] : x;   // (the block's own channel)
+                    st[e] = e + 1 < H ? sv[it][e + 1] : x;   // (the block's own channel)
         } else {
             qk[i] = yv;
             if ((unsigned)(i - p0) < (unsigned)part)
 #pragma unroll
                 for (int e = 0; e < GDN_CONV_REG; e++)
                     if (e < H)
-                        nst[(i - p0) * H + e] = e + 1 < H ? sv[e + 1] : x;
+                        nst[(i - p0) * H + e] = e + 1 < H ? sv[it][e + 1] : x;
         }
     }
-    // (warp 0's operands of the norm, read while the rest runs)
-    const int64_t zo = t * (int64_t)g.z_stride + (int64_t)j * dv + m0 + lane;
-    const float zv = warp == 0 ? g.z[zo] : 0.0f, nw = warp == 0 ? g.norm_w[m0 + lane] : 0.0f;
     gf_sync();
     float q[N], k[N];
     warp_l2norm<N>(qk, el, g.eps, 1.0f / sqrtf((float)dk), q);
     warp_l2norm<N>(qk + dk, el, g.eps, 1.0f, k);
     float beta, alpha;
-    gr_gates(g, t, j, beta, alpha);
+    gr_gates_of(g_b, g_a, g_dt, g_sa, beta, alpha);
 #pragma unroll
     for (int r = 0; r < GF_ROWS_W; r++) {
         const float o = gr_row<N>(s[r], q, k, alpha, beta, vc[warp * GF_ROWS_W + r]);
