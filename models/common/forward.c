@@ -432,6 +432,17 @@ static int chunk_logits(si_model *m, const si_tensor *x, uint32_t n_out, sih_out
     return SI_OK;
 }
 
+/* The tokens of [t0, t0 + T) that want logits, as indices within the
+ * chunk, into m->oids; returns their count. */
+static uint32_t wanted_rows(si_model *m, const si_batch *bt, uint32_t t0, uint32_t T)
+{
+    uint32_t n_out = 0;
+    for (uint32_t i = 0; i < T; i++)
+        if (bt->want_logits != NULL && bt->want_logits[t0 + i])
+            m->oids[n_out++] = (int32_t)i;
+    return n_out;
+}
+
 /* A batch of one chunk wanting 1..SIH_LOGIT_ROWS rows (every decode
  * step): the trunk, the output head, the LM head and, for forward_topk
  * without penalties, TOPK as one exec — one graph and one sync where the
@@ -492,10 +503,7 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
 static int forward_chunks(si_model *m, const si_batch *bt, sih_out *o, bool *touched, si_err *err)
 {
     if (bt->n <= m->sc.cap) {
-        uint32_t n_out = 0;
-        for (uint32_t i = 0; i < bt->n; i++)
-            if (bt->want_logits != NULL && bt->want_logits[i])
-                m->oids[n_out++] = (int32_t)i;
+        const uint32_t n_out = wanted_rows(m, bt, 0, bt->n);
         if (n_out >= 1 && n_out <= SIH_LOGIT_ROWS)
             return forward_step(m, bt, n_out, o, touched, err);
     }
@@ -514,10 +522,7 @@ static int forward_chunks(si_model *m, const si_batch *bt, sih_out *o, bool *tou
         *touched = true;
         if ((rc = run(m, m->ops, n, err)) != SI_OK)
             return rc;
-        uint32_t n_out = 0;
-        for (uint32_t i = 0; i < T; i++)
-            if (bt->want_logits != NULL && bt->want_logits[t0 + i])
-                m->oids[n_out++] = (int32_t)i;
+        const uint32_t n_out = wanted_rows(m, bt, t0, T);
         if (n_out > 0 && (rc = chunk_logits(m, &t.x[xf], n_out, o, err)) != SI_OK)
             return rc;
     }
