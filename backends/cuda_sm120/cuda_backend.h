@@ -40,6 +40,7 @@ struct si_backend {
     bool           gemv_v2;         /* knob gemv = v2 (else v1, cuda_mmq.cu) */
     bool           gemv_fuse;       /* knob gemv_fuse: MATMULs of one input in one v1 launch */
     bool           fuse_norm;       /* knob fuse_norm: ADD+RMSNORM(+int8 copy) in one kernel */
+    bool           norm_v2;         /* knob norm = v2 (cuda_elem.cu rms2_kernel) */
     bool           fuse_gdn_q;      /* knob fuse_gdn_q: GDN's norm kernel makes the int8 copy */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */

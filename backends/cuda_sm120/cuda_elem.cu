@@ -197,6 +197,150 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
     }
 }
 
+// Knob norm = v2 (default): rows of ne0 % 512 == 0, ne0 <= 4096, every
+// row and the weight 16-byte aligned.  ncu on the H200 put rmsnorm_kernel
+// at ~8,500 cycles of one SM a decode norm (5.3-5.9 us; ~65 a 9b step,
+// ~80 a 35b-a3b step): ~1,400 instructions a warp issued one every ~6
+// cycles, a dependent chain (64-bit index arithmetic per element, the
+// 32-step serial block sum by only 4 of 8 warps, three barriers).  Here
+// thread t owns the 16 consecutive elements 16t .. 16t+15 (blockDim =
+// ne0 / 16): four 16-byte loads of each operand, the weight's before the
+// programmatic-launch wait (a norm weight is never written in a step);
+// a block of 32 is lanes 2g and 2g+1, so the int8 copy needs one shuffle
+// for its max and one to pass the first half's sum on (the cpu's order:
+// element 0 first, as cu_q8_block32), its 32 values stored as two 16-byte
+// words.  The sum of squares: four double partials per thread (elements
+// k = j mod 4, in order), (p0 + p1) + (p2 + p3), the warps' butterfly,
+// then every thread adds the warps' sums in order: one barrier a row.
+// Another order than rmsnorm_kernel's, so other bits (both within the
+// cpu's tolerance); the plain RMSNORM of these rows takes this kernel too,
+// so fuse_norm's fused and split forms still give the same bits.
+#define RMS2_E 16
+__device__ __forceinline__ void rms2_ld(const float *p, float v[RMS2_E])
+{
+#pragma unroll
+    for (int k = 0; k < RMS2_E; k += 4) {
+        const float4 t = *(const float4 *)(p + k);
+        v[k] = t.x;
+        v[k + 1] = t.y;
+        v[k + 2] = t.z;
+        v[k + 3] = t.w;
+    }
+}
+
+__device__ __forceinline__ void rms2_st(float *p, const float v[RMS2_E])
+{
+#pragma unroll
+    for (int k = 0; k < RMS2_E; k += 4)
+        *(float4 *)(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+}
+
+__device__ __forceinline__ uint32_t rms2_q4(const float *v, float id)
+{
+    uint32_t word = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int qi = __float2int_rn(__fmul_rn(v[k], id));
+        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+        word |= ((uint32_t)qi & 0xffu) << (8 * k);
+    }
+    return word;
+}
+
+__global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
+                            cu_norm_fuse f)
+{
+    __shared__ double red[2][32];
+    const int t = (int)threadIdx.x, lane = t & 31, warp = t >> 5, nw = (int)(blockDim.x >> 5);
+    const int e0 = RMS2_E * t;
+    float wv[RMS2_E];
+    {
+        const float4 *w4 = (const float4 *)(w + e0);
+#pragma unroll
+        for (int k = 0; k < RMS2_E / 4; k++) {
+            const float4 u = __ldg(w4 + k);
+            wv[4 * k] = u.x;
+            wv[4 * k + 1] = u.y;
+            wv[4 * k + 2] = u.z;
+            wv[4 * k + 3] = u.w;
+        }
+    }
+    cu_pdl_enter();
+    int par = 0;
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x, par ^= 1) {
+        float xv[RMS2_E];
+        rms2_ld(row_ptr(a, r) + e0, xv);
+        if (f.b.p != NULL) {
+            float bv[RMS2_E];
+            rms2_ld(row_ptr(f.b, r) + e0, bv);
+#pragma unroll
+            for (int k = 0; k < RMS2_E; k++)
+                xv[k] = xv[k] + bv[k];
+            rms2_st(row_ptr(f.r, r) + e0, xv);
+        }
+        double ps[4] = { 0.0, 0.0, 0.0, 0.0 };
+#pragma unroll
+        for (int k = 0; k < RMS2_E; k++)
+            ps[k & 3] += (double)xv[k] * (double)xv[k];
+        const double sw = cu_warp_sumd((ps[0] + ps[1]) + (ps[2] + ps[3]));
+        if (lane == 0)
+            red[par][warp] = sw;
+        __syncthreads();   // (red[par] is next written two rows on, after the next row's barrier)
+        double ss = 0.0;
+        for (int i = 0; i < nw; i++)
+            ss += red[par][i];
+        const float scale = (float)(1.0 / sqrt(ss / (double)ne0 + (double)eps));
+        float yv[RMS2_E];
+#pragma unroll
+        for (int k = 0; k < RMS2_E; k++)
+            yv[k] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
+        rms2_st(row_ptr(d, r) + e0, yv);
+        if (f.q != NULL) {
+            float amax = fabsf(yv[0]), s = 0.0f;   // (NaNs drop out of fmaxf as in cu_q8_block32)
+#pragma unroll
+            for (int k = 1; k < RMS2_E; k++)
+                amax = fmaxf(amax, fabsf(yv[k]));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+#pragma unroll
+            for (int k = 0; k < RMS2_E; k++)
+                s = __fadd_rn(s, yv[k]);
+            // the odd lane continues the block's sum from the even lane's
+            const float first = __shfl_sync(0xffffffffu, s, lane & ~1);
+            if (lane & 1) {
+                s = first;
+#pragma unroll
+                for (int k = 0; k < RMS2_E; k++)
+                    s = __fadd_rn(s, yv[k]);
+            }
+            const float dd = __fdiv_rn(amax, 127.0f);
+            const float id = dd > 0.0f ? __frcp_rn(dd) : 0.0f;
+            uint4 qw;
+            qw.x = rms2_q4(yv, id);
+            qw.y = rms2_q4(yv + 4, id);
+            qw.z = rms2_q4(yv + 8, id);
+            qw.w = rms2_q4(yv + 12, id);
+            *(uint4 *)(f.q + r * ne0 + e0) = qw;
+            if (lane & 1) {
+                const int64_t bk = r * (ne0 / 32) + (t >> 1);
+                f.qd[bk] = dd + (s - s);
+                f.qs[bk] = s;
+            }
+        }
+    }
+}
+
+static bool rows_al16(const cu_rows *t);
+
+// Whether rms2_kernel takes these rows (knob norm = v2).
+static bool rms2_ok(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, const cu_norm_fuse *f)
+{
+    if (ne0 % 512 != 0 || ne0 > 4096 || (uintptr_t)w % 16 != 0 || !rows_al16(a) || !rows_al16(d))
+        return false;
+    if (f != NULL && f->b.p != NULL && (!rows_al16(&f->b) || !rows_al16(&f->r)))
+        return false;
+    return f == NULL || f->q == NULL || (uintptr_t)f->q % 16 == 0;
+}
+
 __device__ __forceinline__ float binary_op(int op, float x, float y)
 {
     if (op == 4)
@@ -236,7 +380,7 @@ static bool rows_al16(const cu_rows *t)
 }
 
 extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
-                          int64_t nrows, float eps, void *stream)
+                          int64_t nrows, float eps, bool norm_v2, void *stream)
 {
     if (nrows <= 0 || ne0 <= 0)
         return 0;
@@ -244,8 +388,11 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
     if (op == 3) {
         unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
         const cu_norm_fuse none = {};
-        cudaError_t e = cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, s, *a, (const float *)b->p, *d, ne0, nrows,
-                                  eps, none);
+        const float *w = (const float *)b->p;
+        cudaError_t e = norm_v2 && rms2_ok(a, w, d, ne0, NULL)
+                            ? cu_launch(rms2_kernel, dim3(grid), dim3((unsigned)(ne0 / RMS2_E)), 0, s, *a, w, *d, ne0,
+                                        nrows, eps, none)
+                            : cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, s, *a, w, *d, ne0, nrows, eps, none);
         if (e != cudaSuccess)
             return (int)e;
     } else {
@@ -297,13 +444,16 @@ extern "C" bool si_cu_norm_fuse_ok(int64_t ne0)
 }
 
 extern "C" int si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, int64_t nrows,
-                                float eps, const cu_norm_fuse *f, void *stream)
+                                float eps, const cu_norm_fuse *f, bool norm_v2, void *stream)
 {
     if (nrows <= 0 || ne0 <= 0)
         return 0;
     if (!si_cu_norm_fuse_ok(ne0))
         return (int)cudaErrorInvalidValue;
     unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
+    if (norm_v2 && rms2_ok(a, w, d, ne0, f))
+        return (int)cu_launch(rms2_kernel, dim3(grid), dim3((unsigned)(ne0 / RMS2_E)), 0, (cudaStream_t)stream, *a, w,
+                              *d, ne0, nrows, eps, *f);
     return (int)cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, (cudaStream_t)stream, *a, w, *d, ne0, nrows, eps, *f);
 }
 

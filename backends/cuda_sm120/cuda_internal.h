@@ -297,9 +297,11 @@ typedef struct cu_rows {
 int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int64_t n_rows, const int32_t *ids,
                    uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
                    unsigned *flag, void *stream);
-/* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU. */
+/* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU.  norm_v2
+ * (knob norm = v2): RMSNORM rows of ne0 % 512 == 0, <= 4096, 16-byte
+ * aligned, on rms2_kernel (another summation order than v1's). */
 int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
-               int64_t nrows, float eps, void *stream);
+               int64_t nrows, float eps, bool norm_v2, void *stream);
 /* RMSNORM fused with the ADD before it and/or the int8 quantisation of its
  * output (cuda_ops.c norm_fused).  b.p != NULL: the norm's input is
  * a + b (rows of a), also stored to r.  q != NULL: y is also quantised
@@ -316,7 +318,7 @@ bool si_cu_norm_fuse_ok(int64_t ne0);
 int  si_cu_swiglu_q(const cu_rows *g, const cu_rows *u, const cu_rows *d, int64_t ne0, int64_t nrows, int8_t *q,
                     float *qd, float *qs, void *stream);
 int  si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, int64_t nrows, float eps,
-                      const cu_norm_fuse *f, void *stream);
+                      const cu_norm_fuse *f, bool norm_v2, void *stream);
 
 /* ---- ATTN --------------------------------------------------------------- */
 /* Positions per page of the paged int8 KV cache (kv_type = i8). */

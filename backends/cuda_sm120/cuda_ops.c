@@ -498,7 +498,7 @@ static int norm_fused_exec(si_backend *b, const si_op *ops, size_t n, bool quant
         xq_parts(b, ne0, nrows, 0, &f.q, &f.qd, &f.qs);
     }
     int rc = launched(si_cu_norm_fused(&a, (const float *)dptr(norm->src[1]), &d, ne0, nrows, norm->p.norm.eps, &f,
-                                       b->stream),
+                                       b->norm_v2, b->stream),
                       n == 2 ? "ADD+RMSNORM" : "RMSNORM", err);
     if (rc != SI_OK)
         return rc;
@@ -561,7 +561,7 @@ static int elem_exec(si_backend *b, const si_op *op, si_err *err)
     const si_tensor *d = &op->dst;
     cu_rows a = rows_of(op->src[0]), c = rows_of(op->src[1]), y = rows_of(d);
     int64_t nrows = si_oc_ne(d, 1) * si_oc_ne(d, 2) * si_oc_ne(d, 3);
-    return launched(si_cu_elem((int)op->kind, &a, &c, &y, d->ne[0], nrows, op->p.norm.eps, b->stream),
+    return launched(si_cu_elem((int)op->kind, &a, &c, &y, d->ne[0], nrows, op->p.norm.eps, b->norm_v2, b->stream),
                     si_oc_elem_name(op->kind), err);
 }
 

@@ -262,6 +262,16 @@
  *   fuse_norm = true | false  a residual ADD and the RMSNORM of its sum,
  *                         and the int8 copy of the norm's output that the
  *                         products after it read, as one kernel; same bits.
+ *   norm = v2 | v1        RMSNORM rows of ne0 % 512 == 0 up to 4096, 16-byte
+ *                         aligned (the hidden-size norms of both
+ *                         families), plain and fused: v2 (default) on
+ *                         cuda_elem.cu's rms2_kernel, a thread 16
+ *                         consecutive elements, one barrier a row; v1 on
+ *                         rmsnorm_kernel (256 threads, 3 barriers and a
+ *                         32-step block sum by half the warps).  Another
+ *                         summation order of the sum of squares: other
+ *                         bits, both within the cpu's tolerance (fuse_norm's
+ *                         forms agree bit for bit under either).
  *   attn_prefill = fa | split  ATTN ops over the f16 dense cache whose
  *                         tokens come in runs of >= 16 consecutive
  *                         positions on average (prefill): fa (default) runs
@@ -535,7 +545,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
-    bool gdn_dec = true, gdn_early = false;
+    bool gdn_dec = true, gdn_early = false, norm_v2 = true;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
@@ -560,6 +570,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_staged", "true", "false", &gemv_st },
         { "gemv_prefetch", "true", "false", &gemv_prefetch },
         { "fuse_norm", "true", "false", &fuse_norm },
+        { "norm", "v2", "v1", &norm_v2 },
         { "fuse_gdn_q", "true", "false", &fuse_gdn },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
@@ -639,6 +650,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_v2 = gemv_v2;
     b->gemv_fuse = gemv_fuse;
     b->fuse_norm = fuse_norm;
+    b->norm_v2 = norm_v2;
     b->fuse_gdn_q = fuse_gdn;
     b->mm_mma_v2 = mma_v2;
     b->mm_w8 = mma_w8;

@@ -429,6 +429,106 @@ START_TEST(test_elementwise)
 }
 END_TEST
 
+/* ADD (h = a + b) -> RMSNORM (y = norm(h) * w) -> MATMUL (out = W y), one
+ * exec on each side of p: the decode layer's residual, norm and the product
+ * that quantises the norm's output (fuse_norm's one kernel where the
+ * section fuses).  tol < 0: the two sides are expected bit-identical (two
+ * cuda sections); else h exact, y within tol and out within the dp4a
+ * tolerance of a cpu reference. */
+static void norm_list_case(pair *p, uint32_t wt, int64_t ne0, int64_t n, double tol, const char *label)
+{
+    dt a, b, w, h, y, W, out;
+    dt_rand(p, &a, SI_TYPE_F32, ne0, n, 1, 3.0f);
+    dt_rand(p, &b, SI_TYPE_F32, ne0, n, 1, 1.0f);
+    dt_rand(p, &w, SI_TYPE_F32, ne0, 1, 1, 1.0f);
+    dt_make(p, &h, SI_TYPE_F32, ne0, n, 1, NULL);
+    dt_make(p, &y, SI_TYPE_F32, ne0, n, 1, NULL);
+    dt_rand(p, &W, wt, ne0, 96, 1, 1.0f);
+    dt_make(p, &out, SI_TYPE_F32, 96, n, 1, NULL);
+    const dt *src[3][2] = { { &a, &b }, { &h, &w }, { &W, &y } }, *dst[3] = { &h, &y, &out };
+    const uint32_t kinds[3] = { SI_OP_ADD, SI_OP_RMSNORM, SI_OP_MATMUL };
+    si_op c[3], g[3];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 3; i++) {
+        c[i].kind = kinds[i];
+        c[i].p.norm.eps = 1e-6f;   /* (read by RMSNORM only) */
+        g[i] = c[i];
+        for (int k = 0; k < 2; k++) {
+            c[i].src[k] = &src[i][k]->c;
+            g[i].src[k] = &src[i][k]->g;
+        }
+        c[i].dst = dst[i]->c;
+        g[i].dst = dst[i]->g;
+    }
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = p->co->exec(p->cb, c, 3, &ec);
+    if (rc == SI_OK && p->co->sync != NULL)
+        rc = p->co->sync(p->cb, &ec);
+    int rg = p->go->exec(p->gb, g, 3, &eg);
+    if (rg == SI_OK && p->go->sync != NULL)
+        rg = p->go->sync(p->gb, &eg);
+    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
+    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+    char what[160];
+    snprintf(what, sizeof what, "ADD+RMSNORM+MATMUL %s %s ne0 %lld n %lld: sum", label, host.type_name(wt),
+             (long long)ne0, (long long)n);
+    dt_compare(p, &h, 0.0, what);
+    snprintf(what, sizeof what, "ADD+RMSNORM+MATMUL %s %s ne0 %lld n %lld: norm", label, host.type_name(wt),
+             (long long)ne0, (long long)n);
+    dt_compare(p, &y, tol < 0 ? 0.0 : tol, what);
+    snprintf(what, sizeof what, "ADD+RMSNORM+MATMUL %s %s ne0 %lld n %lld: product", label, host.type_name(wt),
+             (long long)ne0, (long long)n);
+    if (tol < 0)
+        dt_compare(p, &out, 0.0, what);
+    else
+        dt_compare_rms(p, &out, DP4A_RMS, what);
+    const dt *all[] = { &a, &b, &w, &h, &y, &W, &out };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dt_free(p, (dt *)all[i]);
+}
+
+/* Knob norm: v2 (rms2_kernel, the default) and v1 on the rows v2 takes
+ * (the 9b's 4096 and the 35b-a3b's 2048, one row as in decode and a few):
+ * the plain RMSNORM and the fused ADD + RMSNORM + int8 copy against the
+ * cpu, and fuse_norm's fused form against its split form (ADD, RMSNORM and
+ * the product's own quantisation) bit for bit under each. */
+START_TEST(test_norm_v2)
+{
+    static const int64_t shapes[][2] = { { 4096, 1 }, { 4096, 3 }, { 2048, 1 }, { 2048, 5 }, { 512, 2 } };
+    static const char *secs[][2] = { { "backend.cuda_nrm2", "backend.cuda_nrm2_split" },
+                                     { "backend.cuda_nrm1", "backend.cuda_nrm1_split" } };
+    for (int v = 0; v < 2; v++) {
+        pair p;
+        pair_open(&p, "backend.cpu_fast", secs[v][0]);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            dt x, w, y;
+            dt_rand(&p, &x, SI_TYPE_F32, shapes[k][0], shapes[k][1], 1, 3.0f);
+            dt_rand(&p, &w, SI_TYPE_F32, shapes[k][0], 1, 1, 1.0f);
+            dt_make(&p, &y, SI_TYPE_F32, shapes[k][0], shapes[k][1], 1, NULL);
+            opdt o = { .op = { .kind = SI_OP_RMSNORM, .p.norm.eps = 1e-6f }, .dst = &y, .src = { &x, &w } };
+            run_ok(&p, &o);
+            char what[96];
+            snprintf(what, sizeof what, "RMSNORM norm = v%d [%lld, %lld]", 2 - v, (long long)shapes[k][0],
+                     (long long)shapes[k][1]);
+            dt_compare(&p, &y, 1e-6, what);
+            dt_free(&p, &x);
+            dt_free(&p, &w);
+            dt_free(&p, &y);
+            norm_list_case(&p, SI_TYPE_Q4_K, shapes[k][0], shapes[k][1], 1e-6, v ? "v1 vs cpu" : "v2 vs cpu");
+        }
+        pair_close(&p);
+        if (as_cpu)
+            continue;
+        pair_open_cu2(&p, secs[v][1], secs[v][0]);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            norm_list_case(&p, SI_TYPE_Q4_K, shapes[k][0], shapes[k][1], -1, v ? "v1 fused vs split" : "v2 fused vs split");
+            norm_list_case(&p, SI_TYPE_Q8_0, shapes[k][0], shapes[k][1], -1, v ? "v1 fused vs split" : "v2 fused vs split");
+        }
+        pair_close(&p);
+    }
+}
+END_TEST
+
 /* ---- ATTN ----------------------------------------------------------------- */
 
 typedef struct attn_env {
@@ -2314,6 +2414,8 @@ int main(void)
      * least runs test_gdn_dec_fused's steps) */
     const char *gdn_split = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = split\n";
     const char *gdn_fused = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = fused\n";
+    /* (the int8 products whose input the fused norm quantises) */
+    const char *dq_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
     char text[16384];
     const int text_len = snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
@@ -2377,7 +2479,12 @@ int main(void)
              "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
              /* (moe_dec_fuse: test_moe_dec_fuse) */
              "[backend.cuda_moe_fuse]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_moe_fuse5]\npath = cuda_sm120.so\nkv_type = f32\n%s",
+             "[backend.cuda_moe_fuse5]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             /* (norm = v2 | v1, each fused and split: test_norm_v2) */
+             "[backend.cuda_nrm2]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_nrm2_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_nrm1]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_nrm1_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2388,7 +2495,8 @@ int main(void)
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
              gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
-             mdf_extra, mdf5_extra);
+             mdf_extra, mdf5_extra, dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
+             as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2463,6 +2571,11 @@ int main(void)
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);
     tcase_add_test(tm, test_elementwise);
+    /* (knob norm: its own case, seconds: CK_RUN_CASE=norm) */
+    TCase *tn = tcase_create("norm");
+    tcase_set_timeout(tn, 600);
+    tcase_add_test(tn, test_norm_v2);
+    suite_add_tcase(s, tn);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);

@@ -9,12 +9,16 @@
 // every output bit for bit (sum, norm, int8 values, scales, block sums),
 // for row widths of 32 .. 4096 (the register path's limit) and several
 // rows; and rmsnorm_kernel's register and memory paths (ne0 above 4096)
-// against a double-precision host norm.  Usage: elem_emu (no arguments).
+// against a double-precision host norm.  The same for knob norm = v2's
+// rms2_kernel (rows of a multiple of 512 up to 4096; its fused and plain
+// forms, with quant_x_kernel after the plain).  Usage: elem_emu.
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
 
 __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
                                cu_norm_fuse f);
+__global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
+                            cu_norm_fuse f);
 template <int V> __global__ void binary_kernel(int op, cu_rows a, cu_rows b, cu_rows d, int64_t ne0, int64_t nrows);
 __global__ void swiglu_q_kernel(cu_rows g, cu_rows u, cu_rows d, int64_t ne0, int64_t nrows, int8_t *q, float *qd,
                                 float *qs);
@@ -45,8 +49,20 @@ static void quant(const std::vector<float> &x, int64_t ne0, int64_t n, std::vect
                [&] { quant_x_kernel(x.data(), ne0, ne0, n, q.data(), d.data(), s.data()); });
 }
 
+// The norm kernel of knob norm (v2: rms2_kernel, ne0 / 16 threads a row;
+// v1: rmsnorm_kernel, 256), n rows.
+static void norm_run(bool v2, int64_t ne0, int64_t n, const float *x, const float *w, float *y, cu_norm_fuse f)
+{
+    emu_launch(dim3((unsigned)n), dim3(v2 ? (unsigned)(ne0 / 16) : 256u), 0, [&] {
+        if (v2)
+            rms2_kernel(rows_w((float *)x, n, ne0), w, rows_w(y, n, ne0), ne0, n, 1e-6f, f);
+        else
+            rmsnorm_kernel(rows_w((float *)x, n, ne0), w, rows_w(y, n, ne0), ne0, n, 1e-6f, f);
+    });
+}
+
 // ADD + RMSNORM (+ int8) fused vs plain; add = false: RMSNORM (+ int8).
-static int norm_case(int64_t ne0, int64_t n, bool add)
+static int norm_case(int64_t ne0, int64_t n, bool add, bool v2 = false)
 {
     const int64_t N = ne0 * n;
     std::vector<float> a(N), b(N), w(ne0), r1(N, NAN), r2(N, NAN), y1(N, NAN), y2(N, NAN);
@@ -56,7 +72,6 @@ static int norm_case(int64_t ne0, int64_t n, bool add)
     if (ne0 >= 64) a[5] = 0.0f, a[ne0 + 7] = 1e-30f;   // a zero, a denormal-ish value
     std::vector<int8_t> q1(N), q2(N);
     std::vector<float> d1(N / 32), d2(N / 32), s1(N / 32), s2(N / 32);
-    const unsigned grid = (unsigned)n;
     cu_norm_fuse none = {};
     // plain: ADD, RMSNORM, quantise
     const float *x1 = a.data();
@@ -67,20 +82,18 @@ static int norm_case(int64_t ne0, int64_t n, bool add)
         });
         x1 = r1.data();
     }
-    emu_launch(dim3(grid), dim3(256), 0,
-               [&] { rmsnorm_kernel(rows_w((float *)x1, n, ne0), w.data(), rows_w(y1.data(), n, ne0), ne0, n, 1e-6f, none); });
+    norm_run(v2, ne0, n, x1, w.data(), y1.data(), none);
     quant(y1, ne0, n, q1, d1, s1);
     // fused
     cu_norm_fuse f = {};
     if (add) { f.b = rows_w(b.data(), n, ne0); f.r = rows_w(r2.data(), n, ne0); }
     f.q = q2.data(); f.qd = d2.data(); f.qs = s2.data();
-    emu_launch(dim3(grid), dim3(256), 0,
-               [&] { rmsnorm_kernel(rows_w(a.data(), n, ne0), w.data(), rows_w(y2.data(), n, ne0), ne0, n, 1e-6f, f); });
+    norm_run(v2, ne0, n, a.data(), w.data(), y2.data(), f);
     int bad = 0;
     if (add) bad += diff(r1, r2, "sum");
     bad += diff(y1, y2, "norm") + diff(q1, q2, "int8") + diff(d1, d2, "scales") + diff(s1, s2, "block sums");
-    printf("  %s ne0 %5ld rows %ld: %s\n", add ? "ADD+RMSNORM+int8" : "RMSNORM+int8    ", (long)ne0, (long)n,
-           bad ? "FAIL" : "bit-identical");
+    printf("  %s%s ne0 %5ld rows %ld: %s\n", add ? "ADD+RMSNORM+int8" : "RMSNORM+int8    ", v2 ? " v2" : "   ",
+           (long)ne0, (long)n, bad ? "FAIL" : "bit-identical");
     return bad ? 1 : 0;
 }
 
@@ -107,15 +120,14 @@ static int swiglu_case(int64_t ne0, int64_t n)
 
 // rmsnorm_kernel alone (register path up to 4096, memory path above) vs a
 // double host norm: within a few f32 ulps.
-static int plain_case(int64_t ne0, int64_t n)
+static int plain_case(int64_t ne0, int64_t n, bool v2 = false)
 {
     const int64_t N = ne0 * n;
     std::vector<float> x(N), w(ne0), y(N, NAN);
     for (auto &v : x) v = 2.0f * fr();
     for (auto &v : w) v = 1.0f + 0.5f * fr();
     cu_norm_fuse none = {};
-    emu_launch(dim3((unsigned)n), dim3(256), 0,
-               [&] { rmsnorm_kernel(rows_w(x.data(), n, ne0), w.data(), rows_w(y.data(), n, ne0), ne0, n, 1e-6f, none); });
+    norm_run(v2, ne0, n, x.data(), w.data(), y.data(), none);
     double worst = 0;
     for (int64_t r = 0; r < n; r++) {
         double ss = 0;
@@ -127,7 +139,7 @@ static int plain_case(int64_t ne0, int64_t n)
         }
     }
     const bool ok = worst < 1e-6;
-    printf("  RMSNORM          ne0 %5ld rows %ld: max rel err %.2g vs double %s\n", (long)ne0, (long)n, worst,
+    printf("  RMSNORM       %s ne0 %5ld rows %ld: max rel err %.2g vs double %s\n", v2 ? " v2" : "   ", (long)ne0, (long)n, worst,
            ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
@@ -142,6 +154,14 @@ int main()
         rc |= swiglu_case(c[0], c[1]);
     }
     rc |= swiglu_case(12288, 1);
+    // knob norm = v2: rows of a multiple of 512 up to 4096 (the 9b's and
+    // 35b-a3b's hidden sizes; several rows: the loop's two reduction slots)
+    const int64_t w2[][2] = { { 512, 3 }, { 2048, 1 }, { 2048, 5 }, { 4096, 1 }, { 4096, 4 } };
+    for (auto &c : w2) {
+        rc |= norm_case(c[0], c[1], true, true);
+        rc |= norm_case(c[0], c[1], false, true);
+        rc |= plain_case(c[0], c[1], true);
+    }
     rc |= plain_case(4096, 2);
     rc |= plain_case(5120, 2);   // above RMS_REG * 256: the memory path
     rc |= plain_case(100, 3);
