@@ -31,6 +31,12 @@ struct si_backend {
     int            device;
     char           device_name[256];
     cudaStream_t   stream;          /* every op of exec runs on it, in order */
+    /* knob moe_overlap (cuda_ops.c moe_overlapped): a second stream that a
+     * decode MOE forks its shared expert onto (ev_fork recorded on stream)
+     * and joins back (ev_join) before its combine; NULL: no overlap */
+    cudaStream_t   side;
+    cudaEvent_t    ev_fork, ev_join;
+    int            moe_overlap;     /* 0 false, 1 true, 2 batch (>= 2 tokens) */
     uint32_t       kv_type;         /* SI_TYPE_F16 (default), F32 or I8 (paged) */
     uint32_t       kv_pages;        /* knob kv_pages: pool pages (0 = default) */
     void          *ws;              /* device workspace of the running op    */

@@ -1205,6 +1205,92 @@ static int moe_fused(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bo
     return rc;
 }
 
+/* Knob moe_overlap (batch, the default: 2..8 tokens; true: any count): a
+ * decode MOE whose shared expert has the routed experts' width runs the
+ * shared expert's launches (gate/up,
+ * SwiGLU + int8 copy, down) on b->side, forked from the stream before the
+ * router and joined back before the combine, so they run beside the
+ * router and the routed products instead of in line with them (each of
+ * these small launches leaves most of the GPU idle; issue 5 asks for the
+ * shared expert overlapped with the routed ones).  Neither branch writes
+ * what the other reads: both read h's int8 copy in slot 0 (made before the
+ * fork), the two SwiGLU copies go to disjoint rows of slot 1 (routed rows
+ * 0..NK, shared NK..NK+n), gu/gus and y/ys are apart, and gamma (the
+ * shared gate row) comes from the router's launch on the main stream.  The
+ * same kernels on the same values as the in-line path: the same bits.
+ * The routed gate/up now follows the router directly, so it reads its
+ * picks after its programmatic-launch wait (expert_early off for it). */
+static bool moe_overlap_ok(const si_backend *b, const si_oc_moe_dims *d, bool one_act, bool fuse_q)
+{
+    return (b->moe_overlap == 1 || (b->moe_overlap == 2 && d->n >= 2)) && d->shared && one_act && fuse_q && d->n <= SI_CU_MMQ_MAX_COLS && !b->gemv_v2 &&
+           ((d->n * d->K) * (d->F / 32)) % 4 == 0;
+}
+
+static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *d, const cu_mm *router,
+                          bool gate_with_router, float *gu, float *y, int32_t *sel, float *wts, float *ys,
+                          float *gamma, si_err *err)
+{
+    const si_tensor *const *W = op->src;
+    const int64_t n = d->n, K = d->K, F = d->F, H = d->H, NK = n * K, nb = F / 32;
+    const float *h = router->x;
+    const int64_t hs = router->x_stride;
+    float *gus = gu + NK * 2 * F;
+    /* room first (a larger scratch drops slot 0's copy), then h's copy */
+    const size_t need = xq_bytes(F, NK + n) > xq_bytes(H, n) ? xq_bytes(F, NK + n) : xq_bytes(H, n);
+    int rc = cu_xq_reserve(b, need, err);
+    int8_t *q, *q1;
+    float *qd, *qs, *qd1, *qs1;
+    if (rc == SI_OK)
+        rc = xq_get(b, h, hs, H, n, 0, 32, &q, &qd, &qs, err);
+    if (rc != SI_OK)
+        return rc;
+    xq_parts(b, F, NK + n, 1, &q1, &qd1, &qs1);
+    cu_mm sd = mm_of(W[8], 0, gus, 2 * F, 1, ys, H, n, H, NULL);
+    cu_mm dn = mm_of(W[4], 0, gu, 2 * F, 1, y, H, NK, H, sel);
+    mm_knobs(b, &sd);
+    mm_knobs(b, &dn);
+    dn.expert_early = b->expert_early;   /* (gate/up and SwiGLU launches between it and the router) */
+    const uint64_t st = (uint64_t)(2 * F) * sizeof(float);
+    const cu_rows rg = { (uint8_t *)gu, NK, 1, st, 0, 0 }, ru = { (uint8_t *)(gu + F), NK, 1, st, 0, 0 };
+    const cu_rows sg = { (uint8_t *)gus, n, 1, st, 0, 0 }, su = { (uint8_t *)(gus + F), n, 1, st, 0, 0 };
+    cudaStream_t main_s = b->stream;
+    rc = launched(cudaEventRecord(b->ev_fork, main_s), "MOE (fork)", err);
+    if (rc == SI_OK)
+        rc = launched(cudaStreamWaitEvent(b->side, b->ev_fork, 0), "MOE (fork)", err);
+    if (rc != SI_OK)
+        return rc;
+    /* the shared expert, on the side stream */
+    b->stream = b->side;
+    rc = moe_shared_gu(b, op, d, gate_with_router, gus, gamma, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_swiglu_q(&sg, &su, &sg, F, n, q1 + NK * F, qd1 + NK * nb, qs1 + NK * nb, b->stream),
+                      "MOE (shared SwiGLU)", err);
+    if (rc == SI_OK)
+        rc = mm_run_q(b, &sd, q1 + NK * F, qd1 + NK * nb, qs1 + NK * nb, err);
+    b->stream = main_s;
+    /* (recorded and waited for whatever happened: a capture must join) */
+    int rj = launched(cudaEventRecord(b->ev_join, b->side), "MOE (join)", err);
+    /* the router and the routed experts, on the main stream */
+    if (rc == SI_OK)
+        rc = moe_router(b, router, (int)K, sel, wts, err);
+    if (rc == SI_OK)
+        rc = gate_up_run(b, W[2], 0, d->fused ? W[2] : W[3], d->fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel,
+                         false, err);
+    if (rc == SI_OK)
+        rc = launched(si_cu_swiglu_q(&rg, &ru, &rg, F, NK, q1, qd1, qs1, main_s), "MOE (SwiGLU)", err);
+    if (rc == SI_OK)
+        rc = mm_run_q(b, &dn, q1, qd1, qs1, err);
+    if (rj == SI_OK)
+        rj = launched(cudaStreamWaitEvent(main_s, b->ev_join, 0), "MOE (join)", err);
+    if (rc == SI_OK)
+        rc = rj;
+    if (rc == SI_OK)
+        rc = launched(si_cu_moe_combine((float *)dptr(&op->dst), row_stride(&op->dst) / 4, y, wts, ys, gamma, n,
+                                        (int)K, H, main_s),
+                      "MOE", err);
+    return rc;
+}
+
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     si_oc_moe_dims d;
@@ -1259,6 +1345,10 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
         mm.more[0] = (cu_mm_part){ dptr(W[5]), gamma, 1, W[5]->nb[1], 1 };
         mm.n_more = 1;
     }
+    const bool one_act = d.shared && Fs == F;
+    const bool fuse_q = b->fuse_norm && b->mm_dp4a && F % 32 == 0;
+    if (!fuse && moe_overlap_ok(b, &d, one_act, fuse_q))
+        return moe_overlapped(b, op, &d, &mm, gate_with_router, gu, y, sel, wts, ys, gamma, err);
     int rc = moe_router(b, &mm, (int)K, sel, wts, err);
     if (fuse) {
         if (rc == SI_OK)
@@ -1292,8 +1382,6 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
      * knob fuse_norm on the int8 paths one kernel computes the SwiGLU
      * and its int8 copy into slot 0 for both downs (h's copy there is
      * done with: the gate/up products are enqueued). */
-    const bool one_act = d.shared && Fs == F;
-    const bool fuse_q = b->fuse_norm && b->mm_dp4a && F % 32 == 0;
     const int dslot = fuse_q ? 0 : 1;
     if (rc == SI_OK)
         rc = fuse_q ? moe_swiglu_q(b, gu, F, one_act ? NK + n : NK, err)

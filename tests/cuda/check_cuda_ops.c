@@ -1606,6 +1606,9 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_int_eq(ops->open(&host, "backend.cuda_st6_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_staged_q6") != NULL && strstr(err.msg, "'some'") != NULL, "message: %s",
                   err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_ovl_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "moe_overlap") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s",
+                  err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_prof_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "profile") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
@@ -1782,6 +1785,54 @@ START_TEST(test_moe_quad_experts)
     moe_E = 8;
     moe_K = 2;
     moe_fs_same = false;
+}
+END_TEST
+
+/* Knob moe_overlap: the decode MOE's shared expert on the side stream
+ * beside the router and routed experts (cuda_ops.c moe_overlapped)
+ * against the in-line launches (cuda_v1_noovl), bit for bit, at
+ * Qwen3.6-35B-A3B's MOE (E 256, K 8, H 2048, F = Fs 512): a Q8_0 shared
+ * expert (the UD-Q4_K_M file's) with moe_overlap = true (the fork at one
+ * token too), a Q4_K one with the default (batch: in line at one token),
+ * for 1, 3, 8 tokens and 1 again. */
+START_TEST(test_moe_overlap)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    const int64_t E = 256, K = 8, H = 2048, F = 512;
+    static const uint32_t st[] = { SI_TYPE_Q8_0, SI_TYPE_Q4_K };
+    for (size_t t = 0; t < 2; t++) {
+        pair p;
+        pair_open_cu2(&p, "backend.cuda_v1_noovl", t == 0 ? "backend.cuda_v1_ovl" : "backend.cuda_dp4a_v1");
+        dt router, gate, down, sgi, sg, su, sd;
+        dt_rand(&p, &router, SI_TYPE_F32, H, E, 1, 1.0f);
+        dt_rand(&p, &gate, SI_TYPE_Q4_K, H, 2 * F, E, 0.3f);
+        dt_rand(&p, &down, SI_TYPE_Q5_K, F, H, E, 0.3f);
+        dt_rand(&p, &sgi, SI_TYPE_F32, H, 1, 1, 0.3f);
+        dt_rand(&p, &sg, st[t], H, F, 1, 0.3f);
+        dt_rand(&p, &su, st[t], H, F, 1, 0.3f);
+        dt_rand(&p, &sd, st[t], F, H, 1, 0.3f);
+        static const int64_t ns[] = { 1, 3, 8, 1 };
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            dt h, y;
+            dt_rand(&p, &h, SI_TYPE_F32, H, ns[k], 1, 1.0f);
+            dt_make(&p, &y, SI_TYPE_F32, H, ns[k], 1, NULL);
+            opdt o = { .op = { .kind = SI_OP_MOE, .p.moe = { .n_expert = (uint32_t)E, .n_used = (uint32_t)K } },
+                       .dst = &y, .src = { &h, &router, &gate, NULL, &down, &sgi, &sg, &su, &sd } };
+            run_ok(&p, &o);
+            char what[112];
+            snprintf(what, sizeof what, "MOE moe_overlap A/B, 35b shapes, shared %s, n %lld (run %zu)",
+                     host.type_name(st[t]), (long long)ns[k], k);
+            dt_compare(&p, &y, 0.0, what);
+            dt_free(&p, &h);
+            dt_free(&p, &y);
+        }
+        dt_free(&p, &router);
+        dt_free(&p, &gate);
+        dt_free(&p, &down);
+        moe_shared_free(&p, &sgi, &sg, &su, &sd);
+        pair_close(&p);
+    }
 }
 END_TEST
 
@@ -2445,6 +2496,7 @@ int main(void)
              "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
              "[backend.cuda_st6_bad]\npath = cuda_sm120.so\ngemv_staged_q6 = some\n"
              "[backend.cuda_prof_bad]\npath = cuda_sm120.so\nprofile = often\n"
+             "[backend.cuda_ovl_bad]\npath = cuda_sm120.so\nmoe_overlap = often\n"
              "[backend.cuda_sb_bad0]\npath = cuda_sm120.so\nattn_split_blocks = 0\n"
              "[backend.cuda_sb_bad33]\npath = cuda_sm120.so\nattn_split_blocks = 33\n"
              "[backend.cuda_sb_badx]\npath = cuda_sm120.so\nattn_split_blocks = 2x\n"
@@ -2480,6 +2532,8 @@ int main(void)
              /* (moe_dec_fuse: test_moe_dec_fuse) */
              "[backend.cuda_moe_fuse]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_moe_fuse5]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_v1_noovl]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_v1_ovl]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              /* (norm = v2 | v1, each fused and split: test_norm_v2) */
              "[backend.cuda_nrm2]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_nrm2_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
@@ -2495,7 +2549,8 @@ int main(void)
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
              gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
-             mdf_extra, mdf5_extra, dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
+             mdf_extra, mdf5_extra, v1_extra, as_cpu ? "" : "moe_overlap = false\n", v1_extra,
+             as_cpu ? "" : "moe_overlap = true\n", dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
              as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
@@ -2571,6 +2626,11 @@ int main(void)
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);
     tcase_add_test(tm, test_elementwise);
+    /* (knob moe_overlap: its own case, seconds: CK_RUN_CASE=moe_overlap) */
+    TCase *tov = tcase_create("moe_overlap");
+    tcase_set_timeout(tov, 600);
+    tcase_add_test(tov, test_moe_overlap);
+    suite_add_tcase(s, tov);
     /* (knob norm: its own case, seconds: CK_RUN_CASE=norm) */
     TCase *tn = tcase_create("norm");
     tcase_set_timeout(tn, 600);
