@@ -196,12 +196,14 @@
  *                         instead of in line.  true: at every batch;
  *                         batch (default): 2..8 tokens; false: in line
  *                         (A/B; same bits).  H200 35b-a3b ctx 4096, same
- *                         binary: bs 8 1,069.0 / 1,056.5 tok/s vs 1,037.8
- *                         in line, but bs 1 343.1 / 334.3 vs 352.1: one
- *                         token's branches are too short to hide the
- *                         fork/join (full graph edges, no programmatic
- *                         overlap) and the routed gate/up no longer reads
- *                         its picks early.
+ *                         binary: bs 8 1,081.3 / 1,094.5 tok/s (batch) vs
+ *                         1,059.6 (false), bs 2 and 4 even (560.9 / 572.8
+ *                         vs 563.9; 777.6 / 794.3 vs 795.8); with true at
+ *                         bs 1 343.1 / 334.3 vs 352.1: one token's
+ *                         branches are too short to hide the fork/join
+ *                         (full graph edges, no programmatic overlap) and
+ *                         the routed gate/up no longer reads its picks
+ *                         early.
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
