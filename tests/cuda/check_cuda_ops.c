@@ -1788,86 +1788,35 @@ START_TEST(test_moe_quad_experts)
 }
 END_TEST
 
-/* Knob moe_overlap: the decode MOE's shared expert on the side stream
- * beside the router and routed experts (cuda_ops.c moe_overlapped)
- * against the in-line launches (cuda_v1_noovl), bit for bit, at
- * Qwen3.6-35B-A3B's MOE (E 256, K 8, H 2048, F = Fs 512): a Q8_0 shared
- * expert (the UD-Q4_K_M file's) with moe_overlap = true (the fork at one
- * token too), a Q4_K one with the default (batch: in line at one token),
- * for 1, 3, 8 tokens and 1 again. */
-START_TEST(test_moe_overlap)
+/* A cuda_sm120 knob's A/B on the decode MOE, bit for bit, at
+ * Qwen3.6-35B-A3B's shapes (E 256, K 8, H 2048, F = Fs 512; Q4_K gate/up
+ * experts as one matrix, `dtype` down experts, an F32 shared gate row
+ * stored as the router, shared expert of `stype`) for each token count of
+ * ns[]; the weights made once. */
+static void moe_ab_35b(const char *ref_sec, const char *sec, uint32_t dtype, uint32_t stype, const int64_t *ns,
+                       size_t n_ns, const char *label)
 {
-    if (as_cpu)
-        return;   /* a cuda_sm120 knob A/B */
-    const int64_t E = 256, K = 8, H = 2048, F = 512;
-    static const uint32_t st[] = { SI_TYPE_Q8_0, SI_TYPE_Q4_K };
-    for (size_t t = 0; t < 2; t++) {
-        pair p;
-        pair_open_cu2(&p, "backend.cuda_v1_noovl", t == 0 ? "backend.cuda_v1_ovl" : "backend.cuda_dp4a_v1");
-        dt router, gate, down, sgi, sg, su, sd;
-        dt_rand(&p, &router, SI_TYPE_F32, H, E, 1, 1.0f);
-        dt_rand(&p, &gate, SI_TYPE_Q4_K, H, 2 * F, E, 0.3f);
-        dt_rand(&p, &down, SI_TYPE_Q5_K, F, H, E, 0.3f);
-        dt_rand(&p, &sgi, SI_TYPE_F32, H, 1, 1, 0.3f);
-        dt_rand(&p, &sg, st[t], H, F, 1, 0.3f);
-        dt_rand(&p, &su, st[t], H, F, 1, 0.3f);
-        dt_rand(&p, &sd, st[t], F, H, 1, 0.3f);
-        static const int64_t ns[] = { 1, 3, 8, 1 };
-        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-            dt h, y;
-            dt_rand(&p, &h, SI_TYPE_F32, H, ns[k], 1, 1.0f);
-            dt_make(&p, &y, SI_TYPE_F32, H, ns[k], 1, NULL);
-            opdt o = { .op = { .kind = SI_OP_MOE, .p.moe = { .n_expert = (uint32_t)E, .n_used = (uint32_t)K } },
-                       .dst = &y, .src = { &h, &router, &gate, NULL, &down, &sgi, &sg, &su, &sd } };
-            run_ok(&p, &o);
-            char what[112];
-            snprintf(what, sizeof what, "MOE moe_overlap A/B, 35b shapes, shared %s, n %lld (run %zu)",
-                     host.type_name(st[t]), (long long)ns[k], k);
-            dt_compare(&p, &y, 0.0, what);
-            dt_free(&p, &h);
-            dt_free(&p, &y);
-        }
-        dt_free(&p, &router);
-        dt_free(&p, &gate);
-        dt_free(&p, &down);
-        moe_shared_free(&p, &sgi, &sg, &su, &sd);
-        pair_close(&p);
-    }
-}
-END_TEST
-
-/* Knob route_fused (the default): the MOE decode router's product, shared
- * gate row and top-K in one launch (cuda_matmul.cu rr_kernel) against the
- * two launches (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE (E
- * 256, K 8, H 2048, F = Fs 512, Q4_K experts: gemv_quad_experts reads the
- * picks before its programmatic-launch wait, expert_early) for 1 and 8
- * tokens, then 1 again (each launch must leave its block count at 0 for
- * the next); the weights made once. */
-START_TEST(test_moe_route_fused)
-{
-    if (as_cpu)
-        return;   /* a cuda_sm120 knob A/B */
     const int64_t E = 256, K = 8, H = 2048, F = 512;
     pair p;
-    pair_open_cu2(&p, "backend.cuda_v1_rr_off", "backend.cuda_dp4a_v1");
+    pair_open_cu2(&p, ref_sec, sec);
     dt router, gate, down, sgi, sg, su, sd;
     dt_rand(&p, &router, SI_TYPE_F32, H, E, 1, 1.0f);
     dt_rand(&p, &gate, SI_TYPE_Q4_K, H, 2 * F, E, 0.3f);   /* gate and up as one matrix */
-    dt_rand(&p, &down, SI_TYPE_Q4_K, F, H, E, 0.3f);
+    dt_rand(&p, &down, dtype, F, H, E, 0.3f);
     dt_rand(&p, &sgi, SI_TYPE_F32, H, 1, 1, 0.3f);   /* (stored as the router: in its launch) */
-    dt_rand(&p, &sg, SI_TYPE_Q4_K, H, F, 1, 0.3f);
-    dt_rand(&p, &su, SI_TYPE_Q4_K, H, F, 1, 0.3f);
-    dt_rand(&p, &sd, SI_TYPE_Q4_K, F, H, 1, 0.3f);
-    static const int64_t ns[] = { 1, 8, 1 };
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+    dt_rand(&p, &sg, stype, H, F, 1, 0.3f);
+    dt_rand(&p, &su, stype, H, F, 1, 0.3f);
+    dt_rand(&p, &sd, stype, F, H, 1, 0.3f);
+    for (size_t k = 0; k < n_ns; k++) {
         dt h, y;
         dt_rand(&p, &h, SI_TYPE_F32, H, ns[k], 1, 1.0f);
         dt_make(&p, &y, SI_TYPE_F32, H, ns[k], 1, NULL);
         opdt o = { .op = { .kind = SI_OP_MOE, .p.moe = { .n_expert = (uint32_t)E, .n_used = (uint32_t)K } },
                    .dst = &y, .src = { &h, &router, &gate, NULL, &down, &sgi, &sg, &su, &sd } };
         run_ok(&p, &o);
-        char what[96];
-        snprintf(what, sizeof what, "MOE route_fused A/B, 35b shapes, n %lld (run %zu)", (long long)ns[k], k);
+        char what[128];
+        snprintf(what, sizeof what, "MOE %s A/B, 35b shapes, shared %s, n %lld (run %zu)", label,
+                 host.type_name(stype), (long long)ns[k], k);
         dt_compare(&p, &y, 0.0, what);
         dt_free(&p, &h);
         dt_free(&p, &y);
@@ -1877,6 +1826,36 @@ START_TEST(test_moe_route_fused)
     dt_free(&p, &down);
     moe_shared_free(&p, &sgi, &sg, &su, &sd);
     pair_close(&p);
+}
+
+/* Knob moe_overlap: the decode MOE's shared expert on the side stream
+ * beside the router and routed experts (cuda_ops.c moe_overlapped)
+ * against the in-line launches (cuda_v1_noovl): a Q8_0 shared expert (the
+ * UD-Q4_K_M file's) with moe_overlap = true (the fork at one token too),
+ * a Q4_K one with the default (batch: in line at one token), Q5_K down
+ * experts, for 1, 3, 8 tokens and 1 again. */
+START_TEST(test_moe_overlap)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const int64_t ns[] = { 1, 3, 8, 1 };
+    moe_ab_35b("backend.cuda_v1_noovl", "backend.cuda_v1_ovl", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 4, "moe_overlap");
+    moe_ab_35b("backend.cuda_v1_noovl", "backend.cuda_dp4a_v1", SI_TYPE_Q5_K, SI_TYPE_Q4_K, ns, 4, "moe_overlap");
+}
+END_TEST
+
+/* Knob route_fused (the default): the MOE decode router's product, shared
+ * gate row and top-K in one launch (cuda_matmul.cu rr_kernel) against the
+ * two launches (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE
+ * (gemv_quad_experts reads the picks before its programmatic-launch wait,
+ * expert_early) for 1 and 8 tokens, then 1 again (each launch must leave
+ * its block count at 0 for the next). */
+START_TEST(test_moe_route_fused)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const int64_t ns[] = { 1, 8, 1 };
+    moe_ab_35b("backend.cuda_v1_rr_off", "backend.cuda_dp4a_v1", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 3, "route_fused");
 }
 END_TEST
 
@@ -2408,6 +2387,15 @@ START_TEST(test_topk)
 }
 END_TEST
 
+/* A case of one test (CK_RUN_CASE=name runs it alone), 600 s allowed. */
+static void single_case(Suite *s, const char *name, const TTest *t)
+{
+    TCase *c = tcase_create(name);
+    tcase_set_timeout(c, 600);
+    tcase_add_test(c, t);
+    suite_add_tcase(s, c);
+}
+
 int main(void)
 {
     const char *top = getenv("SI_TOP_BUILDDIR");
@@ -2613,29 +2601,16 @@ int main(void)
     tcase_set_timeout(td, 600);
     tcase_add_test(td, test_gdn_dec_fused);
     /* (its own case: a few seconds, where gdn_dec takes minutes) */
-    TCase *te = tcase_create("gdn_early");
-    tcase_set_timeout(te, 600);
-    tcase_add_test(te, test_gdn_dec_early);
-    suite_add_tcase(s, te);
+    single_case(s, "gdn_early", test_gdn_dec_early);
     /* (knob moe_dec_fuse's A/B and cpu check: CK_RUN_CASE=moe_dec_fuse) */
-    TCase *tmf = tcase_create("moe_dec_fuse");
-    tcase_set_timeout(tmf, 600);
-    tcase_add_test(tmf, test_moe_dec_fuse);
-    suite_add_tcase(s, tmf);
+    single_case(s, "moe_dec_fuse", test_moe_dec_fuse);
     tcase_add_test(tm, test_matmul);
     tcase_add_test(tm, test_matmul_dp4a);
     tcase_add_test(tm, test_get_rows);
     tcase_add_test(tm, test_elementwise);
-    /* (knob moe_overlap: its own case, seconds: CK_RUN_CASE=moe_overlap) */
-    TCase *tov = tcase_create("moe_overlap");
-    tcase_set_timeout(tov, 600);
-    tcase_add_test(tov, test_moe_overlap);
-    suite_add_tcase(s, tov);
-    /* (knob norm: its own case, seconds: CK_RUN_CASE=norm) */
-    TCase *tn = tcase_create("norm");
-    tcase_set_timeout(tn, 600);
-    tcase_add_test(tn, test_norm_v2);
-    suite_add_tcase(s, tn);
+    /* (knobs moe_overlap and norm: cases of their own, seconds each) */
+    single_case(s, "moe_overlap", test_moe_overlap);
+    single_case(s, "norm", test_norm_v2);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);
