@@ -254,17 +254,7 @@ __global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, i
     const int t = (int)threadIdx.x, lane = t & 31, warp = t >> 5, nw = (int)(blockDim.x >> 5);
     const int e0 = RMS2_E * t;
     float wv[RMS2_E];
-    {
-        const float4 *w4 = (const float4 *)(w + e0);
-#pragma unroll
-        for (int k = 0; k < RMS2_E / 4; k++) {
-            const float4 u = __ldg(w4 + k);
-            wv[4 * k] = u.x;
-            wv[4 * k + 1] = u.y;
-            wv[4 * k + 2] = u.z;
-            wv[4 * k + 3] = u.w;
-        }
-    }
+    rms2_ld(w + e0, wv);
     cu_pdl_enter();
     int par = 0;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x, par ^= 1) {
@@ -332,13 +322,24 @@ __global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, i
 static bool rows_al16(const cu_rows *t);
 
 // Whether rms2_kernel takes these rows (knob norm = v2).
-static bool rms2_ok(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, const cu_norm_fuse *f)
+static bool rms2_ok(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, const cu_norm_fuse &f)
 {
     if (ne0 % 512 != 0 || ne0 > 4096 || (uintptr_t)w % 16 != 0 || !rows_al16(a) || !rows_al16(d))
         return false;
-    if (f != NULL && f->b.p != NULL && (!rows_al16(&f->b) || !rows_al16(&f->r)))
+    if (f.b.p != NULL && (!rows_al16(&f.b) || !rows_al16(&f.r)))
         return false;
-    return f == NULL || f->q == NULL || (uintptr_t)f->q % 16 == 0;
+    return f.q == NULL || (uintptr_t)f.q % 16 == 0;
+}
+
+// The RMSNORM launch of si_cu_elem and si_cu_norm_fused: a block a row,
+// on rms2_kernel where norm_v2 and the rows allow it.
+static cudaError_t norm_launch(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, int64_t nrows,
+                               float eps, const cu_norm_fuse &f, bool norm_v2, cudaStream_t s)
+{
+    const unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
+    if (norm_v2 && rms2_ok(a, w, d, ne0, f))
+        return cu_launch(rms2_kernel, dim3(grid), dim3((unsigned)(ne0 / RMS2_E)), 0, s, *a, w, *d, ne0, nrows, eps, f);
+    return cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, s, *a, w, *d, ne0, nrows, eps, f);
 }
 
 __device__ __forceinline__ float binary_op(int op, float x, float y)
@@ -386,13 +387,8 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
     if (op == 3) {
-        unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
         const cu_norm_fuse none = {};
-        const float *w = (const float *)b->p;
-        cudaError_t e = norm_v2 && rms2_ok(a, w, d, ne0, NULL)
-                            ? cu_launch(rms2_kernel, dim3(grid), dim3((unsigned)(ne0 / RMS2_E)), 0, s, *a, w, *d, ne0,
-                                        nrows, eps, none)
-                            : cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, s, *a, w, *d, ne0, nrows, eps, none);
+        cudaError_t e = norm_launch(a, (const float *)b->p, d, ne0, nrows, eps, none, norm_v2, s);
         if (e != cudaSuccess)
             return (int)e;
     } else {
@@ -450,11 +446,7 @@ extern "C" int si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows 
         return 0;
     if (!si_cu_norm_fuse_ok(ne0))
         return (int)cudaErrorInvalidValue;
-    unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
-    if (norm_v2 && rms2_ok(a, w, d, ne0, f))
-        return (int)cu_launch(rms2_kernel, dim3(grid), dim3((unsigned)(ne0 / RMS2_E)), 0, (cudaStream_t)stream, *a, w,
-                              *d, ne0, nrows, eps, *f);
-    return (int)cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, (cudaStream_t)stream, *a, w, *d, ne0, nrows, eps, *f);
+    return (int)norm_launch(a, w, d, ne0, nrows, eps, *f, norm_v2, (cudaStream_t)stream);
 }
 
 extern "C" const char *si_cu_errstr(int e)

@@ -1207,8 +1207,8 @@ static int moe_fused(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bo
 
 /* Knob moe_overlap (batch, the default: 2..8 tokens; true: any count): a
  * decode MOE whose shared expert has the routed experts' width runs the
- * shared expert's launches (gate/up,
- * SwiGLU + int8 copy, down) on b->side, forked from the stream before the
+ * shared expert's launches (gate/up, SwiGLU + int8 copy, down) on
+ * b->side, forked from the stream before the
  * router and joined back before the combine, so they run beside the
  * router and the routed products instead of in line with them (each of
  * these small launches leaves most of the GPU idle; issue 5 asks for the
@@ -1222,8 +1222,20 @@ static int moe_fused(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bo
  * picks after its programmatic-launch wait (expert_early off for it). */
 static bool moe_overlap_ok(const si_backend *b, const si_oc_moe_dims *d, bool one_act, bool fuse_q)
 {
-    return (b->moe_overlap == 1 || (b->moe_overlap == 2 && d->n >= 2)) && d->shared && one_act && fuse_q && d->n <= SI_CU_MMQ_MAX_COLS && !b->gemv_v2 &&
+    const bool on = b->moe_overlap == 1 || (b->moe_overlap == 2 && d->n >= 2);
+    /* (the shared rows' scales in slot 1 16-byte aligned, as xq_hit asks) */
+    return on && d->shared && one_act && fuse_q && d->n <= SI_CU_MMQ_MAX_COLS && !b->gemv_v2 &&
            ((d->n * d->K) * (d->F / 32)) % 4 == 0;
+}
+
+/* SwiGLU of `rows` rows of gu [rows][2F] (gate, up) into the gate half,
+ * with its int8 copy at q/qd/qs: swiglu_q_kernel. */
+static int moe_swiglu_to(si_backend *b, float *gu, int64_t F, int64_t rows, int8_t *q, float *qd, float *qs,
+                         const char *what, si_err *err)
+{
+    const uint64_t st = (uint64_t)(2 * F) * sizeof(float);
+    const cu_rows g = { (uint8_t *)gu, rows, 1, st, 0, 0 }, u = { (uint8_t *)(gu + F), rows, 1, st, 0, 0 };
+    return launched(si_cu_swiglu_q(&g, &u, &g, F, rows, q, qd, qs, b->stream), what, err);
 }
 
 static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *d, const cu_mm *router,
@@ -1250,9 +1262,6 @@ static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *
     mm_knobs(b, &sd);
     mm_knobs(b, &dn);
     dn.expert_early = b->expert_early;   /* (gate/up and SwiGLU launches between it and the router) */
-    const uint64_t st = (uint64_t)(2 * F) * sizeof(float);
-    const cu_rows rg = { (uint8_t *)gu, NK, 1, st, 0, 0 }, ru = { (uint8_t *)(gu + F), NK, 1, st, 0, 0 };
-    const cu_rows sg = { (uint8_t *)gus, n, 1, st, 0, 0 }, su = { (uint8_t *)(gus + F), n, 1, st, 0, 0 };
     cudaStream_t main_s = b->stream;
     rc = launched(cudaEventRecord(b->ev_fork, main_s), "MOE (fork)", err);
     if (rc == SI_OK)
@@ -1263,8 +1272,7 @@ static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *
     b->stream = b->side;
     rc = moe_shared_gu(b, op, d, gate_with_router, gus, gamma, err);
     if (rc == SI_OK)
-        rc = launched(si_cu_swiglu_q(&sg, &su, &sg, F, n, q1 + NK * F, qd1 + NK * nb, qs1 + NK * nb, b->stream),
-                      "MOE (shared SwiGLU)", err);
+        rc = moe_swiglu_to(b, gus, F, n, q1 + NK * F, qd1 + NK * nb, qs1 + NK * nb, "MOE (shared SwiGLU)", err);
     if (rc == SI_OK)
         rc = mm_run_q(b, &sd, q1 + NK * F, qd1 + NK * nb, qs1 + NK * nb, err);
     b->stream = main_s;
@@ -1277,7 +1285,7 @@ static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *
         rc = gate_up_run(b, W[2], 0, d->fused ? W[2] : W[3], d->fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel,
                          false, err);
     if (rc == SI_OK)
-        rc = launched(si_cu_swiglu_q(&rg, &ru, &rg, F, NK, q1, qd1, qs1, main_s), "MOE (SwiGLU)", err);
+        rc = moe_swiglu_to(b, gu, F, NK, q1, qd1, qs1, "MOE (SwiGLU)", err);
     if (rc == SI_OK)
         rc = mm_run_q(b, &dn, q1, qd1, qs1, err);
     if (rj == SI_OK)
