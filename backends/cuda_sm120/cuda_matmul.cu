@@ -64,6 +64,7 @@ __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
         return;
     const int64_t n8 = mm.in / 8;
     const int64_t g0 = KS == 1 ? lane : (int64_t)warp * 32 + lane;
+    const bool x4 = ((uintptr_t)mm.x | (uint64_t)mm.x_stride * 4) % 16 == 0;
     for (int64_t j0 = (int64_t)blockIdx.y * NT; j0 < mm.ncols; j0 += (int64_t)gridDim.y * NT) {
         const int nt = mm.ncols - j0 < NT ? (int)(mm.ncols - j0) : NT;
         const uint8_t *w = mm.w + (uint64_t)r * mm.row_bytes;
@@ -78,18 +79,39 @@ __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
         }
         // unrolled so that several groups' loads are in flight per lane:
         // the small f32 products of decode otherwise wait one round trip
-        // per group
+        // per group.  x4: a group's 8 activations as two 16-byte loads
+        // (the router's 2048-wide x took 16 scalar loads a lane, ncu's
+        // LG-throttle stall); the same values, so the same bits.
+        if (x4) {
 #pragma unroll 4
-        for (int64_t g = g0; g < n8; g += 32 * KS) {
-            float wv[8];
-            cu_deq8<T>(w, g * 8, wv);
+            for (int64_t g = g0; g < n8; g += 32 * KS) {
+                float wv[8];
+                cu_deq8<T>(w, g * 8, wv);
 #pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    const float *xp = xs[t] + g * 8;
+                for (int t = 0; t < NT; t++) {
+                    if (t < nt) {
+                        const float4 *xp = (const float4 *)(xs[t] + g * 8);
+                        const float4 a = xp[0], c = xp[1];
+                        const float xv[8] = { a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w };
 #pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        acc[t] = fmaf(wv[j], xp[j], acc[t]);
+                        for (int j = 0; j < 8; j++)
+                            acc[t] = fmaf(wv[j], xv[j], acc[t]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (int64_t g = g0; g < n8; g += 32 * KS) {
+                float wv[8];
+                cu_deq8<T>(w, g * 8, wv);
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    if (t < nt) {
+                        const float *xp = xs[t] + g * 8;
+#pragma unroll
+                        for (int j = 0; j < 8; j++)
+                            acc[t] = fmaf(wv[j], xp[j], acc[t]);
+                    }
                 }
             }
         }

@@ -22,3 +22,5 @@ plant() { emu_plant "$1" "$2" MM_KERNELS "$here/mm_emu.cc" "$here/emu.cc"; }
 plant more-w 's/mm.w = mm.more\[k\].w;/;/'
 # the first barrier of the k loop (the previous tile still read)
 plant no-sync 's/__syncthreads\(\);   \/\/ every thread is done with the previous tile/;/'
+# mm_body's 16-byte x loads a group in the wrong order
+plant x4-order 's/const float4 a = xp\[0\], c = xp\[1\];/const float4 a = xp[1], c = xp[0];/'
