@@ -7,17 +7,7 @@
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
-
-// (a row within dim 1, every decode row: no 64-bit division, which is a
-// ~100-instruction routine on the GPU and sat on every kernel's critical
-// path here, per element in swiglu_q_kernel)
-__device__ __forceinline__ float *row_ptr(const cu_rows &t, int64_t r)
-{
-    if (r < t.ne1)
-        return (float *)(t.p + (uint64_t)r * t.nb1);
-    int64_t i1 = r % t.ne1, i2 = (r / t.ne1) % t.ne2, i3 = r / (t.ne1 * t.ne2);
-    return (float *)(t.p + (uint64_t)i1 * t.nb1 + (uint64_t)i2 * t.nb2 + (uint64_t)i3 * t.nb3);
-}
+#include "cuda_rms.cuh"   // row_ptr, rms2_*
 
 template <int T>
 __global__ void get_rows_kernel(const uint8_t *table, uint64_t row_bytes, int64_t n_rows, const int32_t *ids,
@@ -215,43 +205,12 @@ __global__ void rmsnorm_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0
 // Another order than rmsnorm_kernel's, so other bits (both within the
 // cpu's tolerance); the plain RMSNORM of these rows takes this kernel too,
 // so fuse_norm's fused and split forms still give the same bits.
-#define RMS2_E 16
-__device__ __forceinline__ void rms2_ld(const float *p, float v[RMS2_E])
-{
-#pragma unroll
-    for (int k = 0; k < RMS2_E; k += 4) {
-        const float4 t = *(const float4 *)(p + k);
-        v[k] = t.x;
-        v[k + 1] = t.y;
-        v[k + 2] = t.z;
-        v[k + 3] = t.w;
-    }
-}
-
-__device__ __forceinline__ void rms2_st(float *p, const float v[RMS2_E])
-{
-#pragma unroll
-    for (int k = 0; k < RMS2_E; k += 4)
-        *(float4 *)(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
-}
-
-__device__ __forceinline__ uint32_t rms2_q4(const float *v, float id)
-{
-    uint32_t word = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int qi = __float2int_rn(__fmul_rn(v[k], id));
-        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
-        word |= ((uint32_t)qi & 0xffu) << (8 * k);
-    }
-    return word;
-}
-
+// (cuda_rms.cuh holds the arithmetic, shared with knob norm_tail)
 __global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, int64_t nrows, float eps,
                             cu_norm_fuse f)
 {
-    __shared__ double red[2][32];
-    const int t = (int)threadIdx.x, lane = t & 31, warp = t >> 5, nw = (int)(blockDim.x >> 5);
+    __shared__ double red[2][8];
+    const int t = (int)threadIdx.x, warp = t >> 5;
     const int e0 = RMS2_E * t;
     float wv[RMS2_E];
     rms2_ld(w + e0, wv);
@@ -268,65 +227,24 @@ __global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, i
                 xv[k] = xv[k] + bv[k];
             rms2_st(row_ptr(f.r, r) + e0, xv);
         }
-        double ps[4] = { 0.0, 0.0, 0.0, 0.0 };
-#pragma unroll
-        for (int k = 0; k < RMS2_E; k++)
-            ps[k & 3] += (double)xv[k] * (double)xv[k];
-        const double sw = cu_warp_sumd((ps[0] + ps[1]) + (ps[2] + ps[3]));
-        if (lane == 0)
+        const double sw = rms2_ss(xv);
+        if ((t & 31) == 0)
             red[par][warp] = sw;
         __syncthreads();   // (red[par] is next written two rows on, after the next row's barrier)
-        double ss = 0.0;
-        for (int i = 0; i < nw; i++)
-            ss += red[par][i];
-        const float scale = (float)(1.0 / sqrt(ss / (double)ne0 + (double)eps));
-        float yv[RMS2_E];
-#pragma unroll
-        for (int k = 0; k < RMS2_E; k++)
-            yv[k] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
-        rms2_st(row_ptr(d, r) + e0, yv);
-        if (f.q != NULL) {
-            float amax = fabsf(yv[0]), s = 0.0f;   // (NaNs drop out of fmaxf as in cu_q8_block32)
-#pragma unroll
-            for (int k = 1; k < RMS2_E; k++)
-                amax = fmaxf(amax, fabsf(yv[k]));
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-#pragma unroll
-            for (int k = 0; k < RMS2_E; k++)
-                s = __fadd_rn(s, yv[k]);
-            // the odd lane continues the block's sum from the even lane's
-            const float first = __shfl_sync(0xffffffffu, s, lane & ~1);
-            if (lane & 1) {
-                s = first;
-#pragma unroll
-                for (int k = 0; k < RMS2_E; k++)
-                    s = __fadd_rn(s, yv[k]);
-            }
-            const float dd = __fdiv_rn(amax, 127.0f);
-            const float id = dd > 0.0f ? __frcp_rn(dd) : 0.0f;
-            uint4 qw;
-            qw.x = rms2_q4(yv, id);
-            qw.y = rms2_q4(yv + 4, id);
-            qw.z = rms2_q4(yv + 8, id);
-            qw.w = rms2_q4(yv + 12, id);
-            *(uint4 *)(f.q + r * ne0 + e0) = qw;
-            if (lane & 1) {
-                const int64_t bk = r * (ne0 / 32) + (t >> 1);
-                f.qd[bk] = dd + (s - s);
-                f.qs[bk] = s;
-            }
-        }
+        const float scale = rms2_scale(red[par], ne0, eps);
+        if (f.q != NULL)
+            rms2_out(xv, wv, scale, row_ptr(d, r) + e0, t, f.q + r * ne0, f.qd + r * (ne0 / 32), f.qs + r * (ne0 / 32));
+        else
+            rms2_out(xv, wv, scale, row_ptr(d, r) + e0, t, NULL, NULL, NULL);
     }
 }
-
-static bool rows_al16(const cu_rows *t);
 
 // Whether rms2_kernel takes these rows (knob norm = v2).
 static bool rms2_ok(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, const cu_norm_fuse &f)
 {
-    if (ne0 % 512 != 0 || ne0 > 4096 || (uintptr_t)w % 16 != 0 || !rows_al16(a) || !rows_al16(d))
+    if (ne0 % 512 != 0 || ne0 > 4096 || (uintptr_t)w % 16 != 0 || !cu_rows_al16(a) || !cu_rows_al16(d))
         return false;
-    if (f.b.p != NULL && (!rows_al16(&f.b) || !rows_al16(&f.r)))
+    if (f.b.p != NULL && (!cu_rows_al16(&f.b) || !cu_rows_al16(&f.r)))
         return false;
     return f.q == NULL || (uintptr_t)f.q % 16 == 0;
 }
@@ -375,11 +293,6 @@ __global__ void binary_kernel(int op, cu_rows a, cu_rows b, cu_rows d, int64_t n
     }
 }
 
-static bool rows_al16(const cu_rows *t)
-{
-    return ((uintptr_t)t->p | t->nb1 | t->nb2 | t->nb3) % 16 == 0;
-}
-
 extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
                           int64_t nrows, float eps, bool norm_v2, void *stream)
 {
@@ -392,7 +305,7 @@ extern "C" int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_r
         if (e != cudaSuccess)
             return (int)e;
     } else {
-        const bool v4 = ne0 % 4 == 0 && rows_al16(a) && rows_al16(b) && rows_al16(d);
+        const bool v4 = ne0 % 4 == 0 && cu_rows_al16(a) && cu_rows_al16(b) && cu_rows_al16(d);
         const int64_t per = 256 * (v4 ? 4 : 1), gx = (ne0 + per - 1) / per;
         const dim3 grid((unsigned)(gx < 1024 ? gx : 1024), (unsigned)(nrows < 65535 ? nrows : 65535));
         cudaError_t e = v4 ? cu_launch(binary_kernel<4>, grid, dim3(256), 0, s, op, *a, *b, *d, ne0, nrows)

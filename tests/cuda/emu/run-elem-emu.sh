@@ -13,21 +13,21 @@ out=${1:-${TMPDIR:-/tmp}}/elem-emu.$$
 mkdir -p "$out"
 trap 'rm -rf "$out"' EXIT
 # the kernels only (each from its first line to the closing brace at
-# column 0), not the launchers (<<<>>>)
+# column 0), not the launchers (<<<>>>); cuda_rms.cuh as it is
 {
     echo '#include "cuda_internal.h"'
     echo '#include "cuda_quant.cuh"'
-    awk '/^__device__ __forceinline__ float \*row_ptr|^__device__ void norm_quant_row|^__global__ void (rmsnorm_kernel|rms2_kernel|swiglu_q_kernel)\(/ { on = 1 }
-         /^__device__ __forceinline__ (void rms2_ld|void rms2_st|uint32_t rms2_q4)\(/ { on = 1 }
+    echo '#include "cuda_rms.cuh"'
+    awk '/^__device__ void norm_quant_row|^__global__ void (rmsnorm_kernel|rms2_kernel|swiglu_q_kernel)\(/ { on = 1 }
          /^__device__ __forceinline__ float binary_op\(|^template <int V>$/ { on = 1 }
-         /^#define (RMS_REG|RMS2_E)/ { print; next }
+         /^#define RMS_REG/ { print; next }
          on { print } on && /^}/ { on = 0 }' "$src/cuda_elem.cu"
     awk '/^__global__ void quant_x_kernel\(/ { on = 1 } on { print } on && /^}/ { on = 0 }' "$src/cuda_mmq.cu"
     # (the forms elem_emu.cc runs)
     echo 'template void binary_kernel<1>(int, cu_rows, cu_rows, cu_rows, int64_t, int64_t);'
     echo 'template void binary_kernel<4>(int, cu_rows, cu_rows, cu_rows, int64_t, int64_t);'
 } > "$out/elem.cc"
-for k in row_ptr norm_quant_row rmsnorm_kernel rms2_kernel rms2_ld rms2_st rms2_q4 RMS2_E binary_op binary_kernel swiglu_q_kernel quant_x_kernel RMS_REG; do
+for k in norm_quant_row rmsnorm_kernel rms2_kernel binary_op binary_kernel swiglu_q_kernel quant_x_kernel RMS_REG; do
     grep -q "$k" "$out/elem.cc" || { echo "run-elem-emu: $k not found; update the awk lines" >&2; exit 1; }
 done
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
