@@ -47,6 +47,10 @@ struct si_backend {
     bool           gemv_fuse;       /* knob gemv_fuse: MATMULs of one input in one v1 launch */
     bool           fuse_norm;       /* knob fuse_norm: ADD+RMSNORM(+int8 copy) in one kernel */
     bool           norm_v2;         /* knob norm = v2 (cuda_elem.cu rms2_kernel) */
+    int            norm_tail;       /* knob norm_tail: 0 false, 1 true (<= 8
+                                     * columns), 2 one (cuda_ops.c mm_norm) */
+    unsigned      *norm_ctr;        /* norm_tail: blocks done (device, 0
+                                     * between launches)                    */
     bool           fuse_gdn_q;      /* knob fuse_gdn_q: GDN's norm kernel makes the int8 copy */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */

@@ -470,7 +470,7 @@ extern "C" int si_cu_matmul_q8(const cu_mm *mm, const int8_t *xq, const float *x
 {
     if (mm->rows <= 0 || mm->ncols <= 0)
         return 0;
-    if (mm->x_div < 1 || !si_cu_gemv_ok(mm))
+    if (mm->x_div < 1 || !si_cu_gemv_ok(mm) || mm->norm.ctr != NULL)   // (a norm tail: cuda_gemvq.cu only)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {

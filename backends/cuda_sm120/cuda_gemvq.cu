@@ -42,6 +42,7 @@
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ptx.cuh"
+#include "cuda_rms.cuh"
 
 #define GQ_WARPS 4
 // K-quant blocks of 8 warps where mm->gemv_warps == 8 (knob gemv_warps):
@@ -267,6 +268,127 @@ __device__ __forceinline__ void gq_fill_xn(uint4 *xsm, const int8_t *xq, int64_t
     __syncthreads();   // x's copy whole before any lane reads it
 }
 
+// ---- knob norm_tail: the product's ADD + RMSNORM + int8 copy (mm.norm,
+// cuda_internal.h cu_norm_tail) by the launch's last block.  A decode
+// norm on its own (rms2_kernel) is a launch of ~5 us alone on the H200 for
+// 16 KB of work, one of ~65 a 9b step; here it follows the product's last
+// rows without a launch boundary between.  Every block counts itself once
+// its rows are stored (made visible device-wide by __threadfence first, as
+// rr_kernel does); the block that takes the last ticket reads the rows
+// back from the L2 and runs rms2_kernel's arithmetic on them (cuda_rms.cuh,
+// the same bits): chunk c of 16 elements on thread c, c + blockDim, ...
+// (blockDim a multiple of 32, so a warp's 32 chunks are rms2_kernel's
+// warp's), the sum r = y + b stored first and read back (its own stores)
+// for the output pass, which keeps the registers of this rarely taken
+// path off the product's.  The int8 copy goes to slot 0, which x's copy
+// may occupy: every block has finished with x by the time the last one
+// counts.  The count is put back to 0 for the next launch (after its
+// programmatic-launch wait, so after this grid completed).  Measured on
+// the H200 it does not pay (cuda_sm120.c, norm_tail: off by default): the
+// tail made the 9b's 4096-row product 5.4 us longer alone (ncu), about a
+// norm kernel's whole time, and behind the product, where the norm
+// kernel's launch overlapped it.
+// The tail's other operands asked of the L2 early (before the
+// programmatic-launch wait; the L2 is where global memory is coherent, so
+// a line fetched before its last write is still current): the norm's
+// weight and the residual rows are otherwise HBM round trips on the path
+// of the tail, after the last block counts.
+__device__ __forceinline__ void gq_norm_prefetch(const cu_mm &mm)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    const cu_norm_tail &nt = mm.norm;
+    cu_prefetch_l2(nt.w, (uint64_t)mm.rows * 4);
+    if (nt.f.b.p != NULL)
+        for (int64_t c = 0; c < mm.ncols; c++)
+            cu_prefetch_l2(nt.f.b.p + c * nt.f.b.nb1, (uint64_t)mm.rows * 4);
+}
+
+__device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
+{
+    __shared__ unsigned ticket;
+    __shared__ double red[2][8];
+    const cu_norm_tail &nt = mm.norm;
+    __threadfence();   // this block's rows visible before it counts
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(nt.ctr, 1u);
+    __syncthreads();
+    if (ticket != gridDim.x * gridDim.y - 1)
+        return;
+    __threadfence();
+    const int t = (int)threadIdx.x, nthr = (int)blockDim.x, nch = (int)(mm.rows / RMS2_E);
+    const cu_norm_fuse &f = nt.f;
+    // (row c of each view at p + c * nb1: si_cu_gemvq_norm_ok checks ne1 >= ncols)
+    for (int64_t c = 0; c < mm.ncols; c++) {
+        const int par = (int)(c & 1);
+        const float *a = mm.y + c * mm.y_stride;
+        float *r = f.b.p != NULL ? (float *)(f.r.p + c * f.r.nb1) : NULL;
+        float *d = (float *)(nt.d.p + c * nt.d.nb1);
+        int8_t *q = f.q != NULL ? f.q + c * mm.rows : NULL;
+        float *qd = f.q != NULL ? f.qd + c * (mm.rows / 32) : NULL, *qs = f.q != NULL ? f.qs + c * (mm.rows / 32) : NULL;
+        if (nch <= nthr) {
+            // a chunk a thread at most (the defaults: 256 threads for the
+            // 9b's 4096, 128 for the 35b-a3b's 2048): the sum stays in
+            // registers across the barrier (the weight is read after it,
+            // from the L2: held across, it took the kernel to 100
+            // registers, two blocks of 256 an SM)
+            float xv[RMS2_E];
+            if (t < nch) {
+                rms2_ld<true>(a + t * RMS2_E, xv);
+                if (r != NULL) {
+                    float bv[RMS2_E];
+                    rms2_ld((const float *)(f.b.p + c * f.b.nb1) + t * RMS2_E, bv);
+#pragma unroll
+                    for (int k = 0; k < RMS2_E; k++)
+                        xv[k] = xv[k] + bv[k];
+                    rms2_st(r + t * RMS2_E, xv);
+                }
+                const double sw = rms2_ss(xv);
+                if ((t & 31) == 0)
+                    red[par][t >> 5] = sw;
+            }
+            __syncthreads();   // (red[par] is next written two columns on, after the next barrier)
+            if (t < nch) {
+                float wv[RMS2_E];
+                rms2_ld(nt.w + t * RMS2_E, wv);
+                rms2_out(xv, wv, rms2_scale(red[par], mm.rows, nt.eps), d + t * RMS2_E, t, q, qd, qs);
+            }
+            continue;
+        }
+#pragma unroll 1
+        for (int ch = t; ch < nch; ch += nthr) {
+            float xv[RMS2_E];
+            rms2_ld<true>(a + ch * RMS2_E, xv);
+            if (r != NULL) {
+                float bv[RMS2_E];
+                rms2_ld((const float *)(f.b.p + c * f.b.nb1) + ch * RMS2_E, bv);
+#pragma unroll
+                for (int k = 0; k < RMS2_E; k++)
+                    xv[k] = xv[k] + bv[k];
+                rms2_st(r + ch * RMS2_E, xv);
+            }
+            const double sw = rms2_ss(xv);
+            if ((t & 31) == 0)
+                red[par][ch >> 5] = sw;
+        }
+        __syncthreads();   // (as above)
+        const float scale = rms2_scale(red[par], mm.rows, nt.eps);
+#pragma unroll 1
+        for (int ch = t; ch < nch; ch += nthr) {
+            float xv[RMS2_E], wv[RMS2_E];
+            if (r != NULL)
+                rms2_ld(r + ch * RMS2_E, xv);   // (this thread's own stores)
+            else
+                rms2_ld<true>(a + ch * RMS2_E, xv);
+            rms2_ld(nt.w + ch * RMS2_E, wv);
+            rms2_out(xv, wv, scale, d + ch * RMS2_E, ch, q, qd, qs);
+        }
+    }
+    if (t == 0)
+        *nt.ctr = 0;
+}
+
 // Rows past the end are computed on the last row and not stored, so every
 // lane takes part in the shuffles.
 // XS: x comes into shared memory first (gq_x16; dynamic, nt * mm.in bytes).
@@ -274,9 +396,8 @@ __device__ __forceinline__ void gq_fill_xn(uint4 *xsm, const int8_t *xq, int64_t
 // part's weights, loaded and unpacked once, are dotted with every column's
 // x; v1 took these products before, its lanes reading each column's x
 // from global memory (16 L1 wavefronts a load, NT times a unit).
-template <int T, int R, bool XS, int NT>
-__global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                                const float *xs)
+template <int T, int R, bool XS, int NT, bool NORM>
+__device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const float *xd, const float *xs)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
@@ -298,6 +419,8 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const i
         gq_load<T>(wr[i], p, bl & 1, cur[i]);
     // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
     // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
+    if (NORM)
+        gq_norm_prefetch(mm);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
     if (XS) {
         if (NT == 1)
@@ -338,6 +461,26 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const i
             if (lane == 0 && r0 + i < rows)
                 y[(size_t)c * g.ys + r0 + i] = s;
         }
+    if (NORM)
+        gq_norm_tail(mm);
+}
+
+template <int T, int R, bool XS, int NT>
+__global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                const float *xs)
+{
+    gq_body<T, R, XS, NT, false>(mm, xq, xd, xs);
+}
+
+// With the norm tail (knob norm_tail).  One row a warp: at most 64
+// registers, so that 4 blocks of 8 warps still fit an SM, the 9b's 4096
+// rows one wave of 512 blocks (the tail alone took it to 76; the bound on
+// gq_kernel itself changed the plain forms' registers too).
+template <int T, int R, bool XS, int NT>
+__global__ void __launch_bounds__(32 * GQ_WARPS_MAX, R == 1 ? 4 : 1) gqn_kernel(cu_mm mm, const int8_t *xq,
+                                                                              const float *xd, const float *xs)
+{
+    gq_body<T, R, XS, NT, true>(mm, xq, xd, xs);
 }
 
 // ---- Q8_0: weights staged through shared memory (knob gemv_staged) -----
@@ -423,7 +566,7 @@ __device__ __forceinline__ float gs_dot(const uint32_t w[17], int st, int lane, 
 
 // NT > 1: up to NT columns (mm.ncols, x_div 1), as gq_kernel's: each
 // unit's words read once for all of them.
-template <int R, int NT>
+template <int R, int NT, bool NORM = false>
 __device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const float *xd)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
@@ -435,6 +578,8 @@ __device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const
     uint8_t *ring = (uint8_t *)gq_xsm + (size_t)nt * mm.in + (size_t)warp * nb * GS_UNIT;
     for (int k = 0; k < nb; k++)
         gs_issue<GS_UNIT>(ring, nb, g, r0, steps, units, k, lane);
+    if (NORM)
+        gq_norm_prefetch(mm);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
     if (NT == 1)
         gq_fill_x(gq_xsm, xq, mm.in);
@@ -469,12 +614,14 @@ __device__ __forceinline__ void gs_body(const cu_mm &mm, const int8_t *xq, const
         gs_issue<GS_UNIT>(ring, nb, g, r0, steps, units, k + nb, lane);   // into it
     }
     cp_async_wait_group<0>();   // (only empty groups are left)
+    if (NORM)
+        gq_norm_tail(mm);
 }
 
-template <int R, int NT>
+template <int R, int NT, bool NORM = false>
 __global__ void __launch_bounds__(32 * GQ_WARPS) gs_kernel(cu_mm mm, const int8_t *xq, const float *xd)
 {
-    gs_body<R, NT>(mm, xq, xd);
+    gs_body<R, NT, NORM>(mm, xq, xd);
 }
 
 // ---- Q6_K: weights staged through shared memory (knob gemv_staged_q6) ---
@@ -872,12 +1019,21 @@ static int64_t gq_grid(const cu_mm *mm, int W, int R)
     return gx;
 }
 
+// (a norm tail, knob norm_tail: compiled only where x is in shared
+// memory, the other forms keep the registers they had)
 template <int T, int R, bool XS, int NT = 1>
 static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const int W = gq_warps(mm);
     const int64_t gx = gq_grid(mm, W, R);
     if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    if constexpr (XS) {
+        if (mm->norm.ctr != NULL)
+            return cu_launch(gqn_kernel<T, R, XS, NT>, dim3((unsigned)gx), dim3(32 * W),
+                             (size_t)(mm->in * mm->ncols), s, *mm, xq, xd, xs);
+    }
+    if (mm->norm.ctr != NULL)
         return cudaErrorInvalidValue;
     return cu_launch(gq_kernel<T, R, XS, NT>, dim3((unsigned)gx), dim3(32 * W),
                      XS ? (size_t)(mm->in * mm->ncols) : 0, s, *mm, xq, xd, xs);
@@ -895,6 +1051,13 @@ static cudaError_t gs_go(const cu_mm *mm, const int8_t *xq, const float *xd, cud
 {
     const int64_t gx = gq_grid(mm, GQ_WARPS, R);
     if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    if constexpr (R == 2) {   // (a norm tail: the default rows a warp only)
+        if (mm->norm.ctr != NULL)
+            return cu_launch(gs_kernel<R, NT, true>, dim3((unsigned)gx), dim3(32 * GQ_WARPS),
+                             GS_SMEM(mm->in, R, mm->ncols), s, *mm, xq, xd);
+    }
+    if (mm->norm.ctr != NULL)
         return cudaErrorInvalidValue;
     return cu_launch(gs_kernel<R, NT>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), GS_SMEM(mm->in, R, mm->ncols), s,
                      *mm, xq, xd);
@@ -1091,9 +1254,29 @@ extern "C" int si_cu_gemvq_gs(const cu_mm *mm, const int8_t *xq, const float *xd
     }
 }
 
+static bool al16(const void *p) { return (uintptr_t)p % 16 == 0; }
+
+extern "C" bool si_cu_gemvq_norm_ok(const cu_mm *mm)
+{
+    const cu_norm_tail &nt = mm->norm;
+    if (!si_cu_gemvq_ok(mm) || mm->expert != NULL || mm->n_more != 0 || mm->ncols > GQ_COLS_MAX)
+        return false;
+    if (mm->type == SI_TYPE_Q6_K && g6_ok(mm))   // (g6_kernel has no tail)
+        return false;
+    if (mm->type == SI_TYPE_Q8_0 ? gs_rows(mm) != 2 : !gq_xs(mm))   // (the forms compiled with one: gq_go, gs_go)
+        return false;
+    if (mm->rows % 512 != 0 || mm->rows > 4096 || !al16(mm->y) || mm->y_stride % 4 != 0 || !al16(nt.w) ||
+        !cu_rows_al16(&nt.d) || nt.d.ne1 < mm->ncols || nt.ctr == NULL)
+        return false;
+    if (nt.f.b.p != NULL && (!cu_rows_al16(&nt.f.b) || !cu_rows_al16(&nt.f.r) || nt.f.b.ne1 < mm->ncols ||
+                             nt.f.r.ne1 < mm->ncols))
+        return false;
+    return nt.f.q == NULL || (al16(nt.f.q) && al16(nt.f.qd) && al16(nt.f.qs));
+}
+
 extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
-    if (!si_cu_gemvq_ok(mm))
+    if (!si_cu_gemvq_ok(mm) || (mm->norm.ctr != NULL && !si_cu_gemvq_norm_ok(mm)))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     if (mm->expert != NULL) {

@@ -70,6 +70,37 @@ bool si_cu_pdl_get(void);
 /* Weight types the kernels decode (cuda_quant.cuh). */
 bool si_cu_type_ok(uint32_t type);
 
+typedef struct cu_rows {
+    uint8_t *p;                  /* device, first element                  */
+    int64_t  ne1, ne2;           /* to split a flat row index              */
+    uint64_t nb1, nb2, nb3;      /* byte strides                           */
+} cu_rows;
+
+/* RMSNORM fused with the ADD before it and/or the int8 quantisation of its
+ * output (cuda_ops.c norm_fused).  b.p != NULL: the norm's input is
+ * a + b (rows of a), also stored to r.  q != NULL: y is also quantised
+ * as si_cu_quantize_x would (q[row*ne0 + i], qd/qs[row*ne0/32 + i/32]).
+ * Rows of ne0 % 32 == 0, ne0 <= 4096 (si_cu_norm_fuse_ok). */
+typedef struct cu_norm_fuse {
+    cu_rows b, r;
+    int8_t *q;
+    float  *qd, *qs;
+} cu_norm_fuse;
+
+/* Knob norm_tail (cuda_ops.c mm_norm): a hidden-size decode product that
+ * ends with the ADD of its output and the residual, the RMSNORM of the sum
+ * and the int8 copy of that (cu_norm_fuse's, with a = the product's y,
+ * column c = row c): the launch's last block to finish does it (a count of
+ * finished blocks at *ctr, 0 between launches).  The same bits as
+ * rms2_kernel (cuda_rms.cuh).  ctr == NULL: no tail. */
+typedef struct cu_norm_tail {
+    unsigned     *ctr;           /* device, 0 between launches             */
+    const float  *w;             /* device: the norm's weight [rows]       */
+    cu_rows       d;             /* the norm's output                      */
+    float         eps;
+    cu_norm_fuse  f;             /* residual b, sum r, int8 copy q/qd/qs   */
+} cu_norm_tail;
+
 /* ---- MATMUL core -------------------------------------------------------
  * For every column j in [0, ncols) and weight row r in [0, rows):
  *   y[j*y_stride + r] = W_e[r] . x[(j / x_div)*x_stride + 0..in)
@@ -159,6 +190,8 @@ typedef struct cu_mm {
                                   * others): products 1.. of the launch   */
     cu_mm_part     more[CU_MM_MORE];   /* (same x, type, experts and
                                         * expert_bytes)                    */
+    cu_norm_tail   norm;         /* knob norm_tail: cuda_gemvq.cu only
+                                  * (si_cu_gemvq_norm_ok); ctr NULL: none */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);
@@ -197,6 +230,12 @@ int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, cons
  * another f32 order. */
 bool si_cu_gemvq_ok(const cu_mm *mm);
 int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* Whether si_cu_gemvq runs mm's norm tail (mm->norm, knob norm_tail): one
+ * product (no more[]), gq_kernel's or gs_kernel's (not g6_kernel's), rows
+ * of % 512 == 0 up to 4096, the rows and tensors 16-byte aligned as
+ * rms2_kernel wants them.  si_cu_gemvq refuses a cu_mm with a tail
+ * otherwise. */
+bool si_cu_gemvq_norm_ok(const cu_mm *mm);
 /* Knob moe_dec_fuse: the MOE decode's expert products with the work of
  * the launch after them done by their own blocks (gqe_tail_kernel): the
  * routed gate/up makes the SwiGLU and its int8 copy (swiglu_q_kernel's
@@ -284,12 +323,6 @@ int  si_cu_matmul_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const
                        void *stream);
 
 /* ---- elementwise (rows of up to 4 dims, contiguous ne0) ---------------- */
-typedef struct cu_rows {
-    uint8_t *p;                  /* device, first element                  */
-    int64_t  ne1, ne2;           /* to split a flat row index              */
-    uint64_t nb1, nb2, nb3;      /* byte strides                           */
-} cu_rows;
-
 /* dst rows = decoded rows ids[i] of the table (row_bytes apart).  An id
  * outside [0, n_rows) gives a row of zeros and, for the first such id,
  * flag[0] = 1, flag[1] = id, flag[2] = i, flag[3] = n_rows (device words,
@@ -302,16 +335,8 @@ int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int6
  * aligned, on rms2_kernel (another summation order than v1's). */
 int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
                int64_t nrows, float eps, bool norm_v2, void *stream);
-/* RMSNORM fused with the ADD before it and/or the int8 quantisation of its
- * output (cuda_ops.c norm_fused).  b.p != NULL: the norm's input is
- * a + b (rows of a), also stored to r.  q != NULL: y is also quantised
- * as si_cu_quantize_x would (q[row*ne0 + i], qd/qs[row*ne0/32 + i/32]).
- * Rows of ne0 % 32 == 0, ne0 <= 4096 (si_cu_norm_fuse_ok). */
-typedef struct cu_norm_fuse {
-    cu_rows b, r;
-    int8_t *q;
-    float  *qd, *qs;
-} cu_norm_fuse;
+/* (cu_norm_fuse: RMSNORM fused with the ADD before it and/or the int8
+ * quantisation of its output, above cu_mm) */
 bool si_cu_norm_fuse_ok(int64_t ne0);
 /* SWIGLU d = silu(g) * u whose output is also quantised like
  * si_cu_quantize_x (q[row*ne0 + i], qd/qs[row*ne0/32 + i/32]); ne0 % 32 == 0. */

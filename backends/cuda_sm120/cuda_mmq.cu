@@ -435,8 +435,8 @@ extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float
         return 0;
     if (mm->x_div < 1 || !si_cu_mmq_ok(mm))
         return (int)cudaErrorInvalidValue;
-    if (mm->gemv_quad && si_cu_gemvq_ok(mm))   // (knob gemv_quad: cuda_gemvq.cu)
-        return si_cu_gemvq(mm, xq, xd, xs, stream);
+    if ((mm->gemv_quad && si_cu_gemvq_ok(mm)) || mm->norm.ctr != NULL)   // (knob gemv_quad: cuda_gemvq.cu;
+        return si_cu_gemvq(mm, xq, xd, xs, stream);                       //  a norm tail: there or refused)
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
     CU_I8_TYPE_CASES(mmq_launch, mm, xq, xd, xs, s)

@@ -509,6 +509,78 @@ static int norm_fused_exec(si_backend *b, const si_op *ops, size_t n, bool quant
     return SI_OK;
 }
 
+/* ---- knob norm_tail: MATMUL + ADD + RMSNORM as one launch ---------------
+ * A decode layer's out-projection (or ffn down) is followed by the
+ * residual ADD and the next norm, which fuse_norm already makes one
+ * kernel.  With norm_tail that work runs as the product's own tail
+ * (cuda_gemvq.cu gq_norm_tail: the launch's last block), one launch
+ * boundary less each (~65 a 9b step): the product on gemv_quad's kernels
+ * (gemv = v1), one product alone, hidden-size rows rms2_kernel takes.
+ * one: one column; true: up to 8; false (the default: no gain measured,
+ * cuda_sm120.c).  Same bits as the fused norm after the product
+ * (rms2_kernel's arithmetic, cuda_rms.cuh). */
+
+/* ops[0..3) (MATMUL, ADD of its output, RMSNORM of the sum) as one
+ * product with its norm tail, the int8 copy (f.q) not yet placed. */
+static cu_mm mm_norm_mm(si_backend *b, const si_op *ops)
+{
+    const si_op *mo = &ops[0], *add = &ops[1], *norm = &ops[2];
+    cu_mm m = matmul_mm(mo);
+    mm_knobs(b, &m);
+    const si_tensor *res = same_tensor(add->src[0], &mo->dst) ? add->src[1] : add->src[0];
+    m.norm = (cu_norm_tail){ .ctr = b->norm_ctr, .w = (const float *)dptr(norm->src[1]), .d = rows_of(&norm->dst),
+                             .eps = norm->p.norm.eps, .f = { .b = rows_of(res), .r = rows_of(&add->dst) } };
+    return m;
+}
+
+/* Whether ops[i..i+3) run as mm_norm_mm's product; *quant: the op after
+ * quantises the norm's output. */
+static bool mm_norm_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel, bool *quant)
+{
+    if (b->norm_tail == 0 || b->norm_ctr == NULL || !b->norm_v2 || b->gemv_v2 || !b->gemv_quad || !b->mm_dp4a ||
+        i + 2 >= n_ops)
+        return false;
+    const si_op *mo = &ops[i], *add = &ops[i + 1];
+    if (mo->kind != SI_OP_MATMUL || add->kind != SI_OP_ADD ||
+        (!same_tensor(add->src[0], &mo->dst) && !same_tensor(add->src[1], &mo->dst)) ||
+        same_tensor(add->src[0], add->src[1]))
+        return false;
+    if (si_oc_check(&b->oc, mo, NULL) != SI_OK || (use_kernel && cu_kernel_for(b, mo) != NULL) ||
+        norm_fused_len(b, ops, n_ops, i + 1, use_kernel, quant) != 2)
+        return false;
+    const cu_mm m = mm_norm_mm(b, ops + i);
+    if (m.ncols > (b->norm_tail == 2 ? 1 : SI_CU_MMQ_MAX_COLS) || !si_cu_mmq_ok(&m))
+        return false;
+    return si_cu_gemvq_norm_ok(&m);   /* (the int8 copy's place is aligned: xq_parts) */
+}
+
+static int mm_norm_exec(si_backend *b, const si_op *ops, bool quant, si_err *err)
+{
+    cu_mm m = mm_norm_mm(b, ops);
+    const si_tensor *y = &ops[2].dst;
+    const int64_t ne0 = y->ne[0], nrows = m.ncols;
+    /* (the norm's int8 copy goes to slot 0, where x's may be: room for
+     * both first, so the slot does not move under the pointers) */
+    int rc = quant ? cu_xq_reserve(b, xq_bytes(ne0, nrows), err) : SI_OK;
+    int8_t *q;
+    float *d, *s;
+    if (rc == SI_OK)
+        rc = xq_get(b, m.x, m.x_stride, m.in, m.ncols, 0, 32, &q, &d, &s, err);
+    if (rc != SI_OK)
+        return rc;
+    if (quant)
+        xq_parts(b, ne0, nrows, 0, &m.norm.f.q, &m.norm.f.qd, &m.norm.f.qs);
+    b->xq_key = NULL;
+    rc = launched(si_cu_matmul_q8_v1(&m, q, d, s, b->stream), "MATMUL+ADD+RMSNORM", err);
+    if (rc != SI_OK)
+        return rc;
+    for (size_t k = 0; k < 3; k++)
+        xq_after(b, &ops[k]);
+    if (quant)
+        xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows, 32);
+    return SI_OK;
+}
+
 static int matmul_exec(si_backend *b, const si_op *op, si_err *err)
 {
     cu_mm mm = matmul_mm(op);
@@ -1513,7 +1585,7 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
 /* What runs from ops[i] as one unit, decided once per unit (the profiler's
  * events and the run both follow it). */
 typedef struct cu_unit {
-    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP } kind;
+    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP, CU_UNIT_MM_NORM } kind;
     size_t n;      /* ops it takes                                  */
     bool   quant;  /* CU_UNIT_NORM: also the int8 copy of its output */
 } cu_unit;
@@ -1521,7 +1593,9 @@ typedef struct cu_unit {
 static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
 {
     cu_unit u = { CU_UNIT_ONE, 1, false };
-    if ((u.n = norm_fused_len(b, ops, n_ops, i, true, &u.quant)) > 0)
+    if (mm_norm_ok(b, ops, n_ops, i, true, &u.quant))
+        u = (cu_unit){ CU_UNIT_MM_NORM, 3, u.quant };
+    else if ((u.n = norm_fused_len(b, ops, n_ops, i, true, &u.quant)) > 0)
         u.kind = CU_UNIT_NORM;
     else if (swiglu_q_ok(b, ops, n_ops, i, true))
         u = (cu_unit){ CU_UNIT_SWIGLU_Q, 1, false };
@@ -1539,6 +1613,7 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
     case CU_UNIT_SWIGLU_Q: return swiglu_q_exec(b, ops, err);
     case CU_UNIT_GDN_Q: return gdn_run(b, ops, true, err);
     case CU_UNIT_MM_GROUP: return cu_mm_group_exec(b, ops, u->n, err);
+    case CU_UNIT_MM_NORM: return mm_norm_exec(b, ops, u->quant, err);
     default: return cu_exec_one(b, ops, true, err);
     }
 }

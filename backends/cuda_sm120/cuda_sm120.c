@@ -204,6 +204,26 @@
  *                         (full graph edges, no programmatic overlap) and
  *                         the routed gate/up no longer reads its picks
  *                         early.
+ *   norm_tail = false | true | one  (with fuse_norm, norm = v2, gemv = v1
+ *                         and gemv_quad) a decode product whose output the
+ *                         residual ADD and an RMSNORM of hidden-size rows
+ *                         follow (the out-projections and ffn downs) does
+ *                         that ADD, RMSNORM and the int8 copy for the next
+ *                         product in its launch's last block (cuda_gemvq.cu
+ *                         gq_norm_tail) instead of a launch of its own:
+ *                         true: up to 8 columns; one: one column (decode
+ *                         at batch 1); false (default): the fused norm
+ *                         kernel after (A/B; same bits).  Not a gain on
+ *                         the H200, ctx 4096, same binary: bs 1 9b 359.3 /
+ *                         353.0 tok/s (one) vs 355.5 / 359.4 (graph device
+ *                         time 2,682 vs 2,631 us a step), 35b-a3b 328.7 /
+ *                         321.6 vs 341.1 / 349.4.  ncu (alone): the 9b's
+ *                         4096-row Q4_K product 5.8 -> 11.2 us with the
+ *                         tail, rms2_kernel 5.0 us: the tail's chain (fence
+ *                         and count, L2 reads, the barrier, the stores) is
+ *                         as long as the norm kernel's, and serialised
+ *                         behind the product where the norm kernel's start
+ *                         overlapped it (programmatic launch).
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
@@ -492,6 +512,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFree(b->route_ctr);
+    cudaFree(b->norm_ctr);
     cudaFree(b->moe_ctr);
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->pin);
@@ -572,6 +593,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool gdn_dec = true, gdn_early = false, norm_v2 = true;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
+    int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
@@ -630,11 +652,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" },
                              *const profs[] = { "false", "true", "graph" },
-                             *const ovls[] = { "false", "true", "batch" };
+                             *const ovls[] = { "false", "true", "batch" },
+                             *const ntails[] = { "false", "true", "one" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", ovls, 3, &moe_ovl, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;
     const bool profile = prof_i == 1;
@@ -678,6 +702,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_fuse = gemv_fuse;
     b->fuse_norm = fuse_norm;
     b->norm_v2 = norm_v2;
+    b->norm_tail = norm_tail;
     b->fuse_gdn_q = fuse_gdn;
     b->mm_mma_v2 = mma_v2;
     b->mm_w8 = mma_w8;
@@ -785,6 +810,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cudaGetLastError();
         cuda_close(b);
         return si_err_set(err, SI_ENOMEM, CU_NAME ": route_fused counter: %s", cudaGetErrorString(e));
+    }
+    /* (norm_tail's count, as route_ctr's) */
+    if (b->norm_tail > 0 && ((e = cudaMalloc((void **)&b->norm_ctr, sizeof(unsigned))) != cudaSuccess ||
+                             (e = cudaMemset(b->norm_ctr, 0, sizeof(unsigned))) != cudaSuccess)) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": norm_tail counter: %s", cudaGetErrorString(e));
     }
     /* (moe_dec_fuse's counts, CU_MOE_CTR for the gate/up's groups then as
      * many for the down's: zero between launches as route_ctr) */

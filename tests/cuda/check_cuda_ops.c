@@ -487,6 +487,111 @@ static void norm_list_case(pair *p, uint32_t wt, int64_t ne0, int64_t n, double 
         dt_free(p, (dt *)all[i]);
 }
 
+/* MATMUL (y = Wo x) -> ADD (h = y + r, or r + y with swap) -> RMSNORM
+ * (z = norm(h) * w) -> MATMUL (out = W2 z), one exec on each side of p:
+ * a decode layer's out-projection or ffn down, the residual, the next
+ * norm and the product after it (knob norm_tail: the first product's
+ * launch does the ADD, the norm and the int8 copy).  tol < 0: the two
+ * sides bit-identical (two cuda sections); else every output within the
+ * dp4a tolerance of the cpu's int8 path. */
+static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64_t n, bool swap, double tol,
+                              const char *label)
+{
+    dt x, Wo, y, r, h, w, z, W2, out;
+    dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
+    dt_rand(p, &Wo, wt, in, H, 1, 1.0f);
+    dt_make(p, &y, SI_TYPE_F32, H, n, 1, NULL);
+    dt_rand(p, &r, SI_TYPE_F32, H, n, 1, 3.0f);
+    dt_make(p, &h, SI_TYPE_F32, H, n, 1, NULL);
+    dt_rand(p, &w, SI_TYPE_F32, H, 1, 1, 1.0f);
+    dt_make(p, &z, SI_TYPE_F32, H, n, 1, NULL);
+    dt_rand(p, &W2, SI_TYPE_Q4_K, H, 96, 1, 1.0f);
+    dt_make(p, &out, SI_TYPE_F32, 96, n, 1, NULL);
+    const dt *src[4][2] = { { &Wo, &x }, { swap ? &r : &y, swap ? &y : &r }, { &h, &w }, { &W2, &z } };
+    const dt *dst[4] = { &y, &h, &z, &out };
+    const uint32_t kinds[4] = { SI_OP_MATMUL, SI_OP_ADD, SI_OP_RMSNORM, SI_OP_MATMUL };
+    si_op c[4], g[4];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 4; i++) {
+        c[i].kind = kinds[i];
+        c[i].p.norm.eps = 1e-6f;   /* (read by RMSNORM only) */
+        g[i] = c[i];
+        for (int k = 0; k < 2; k++) {
+            c[i].src[k] = &src[i][k]->c;
+            g[i].src[k] = &src[i][k]->g;
+        }
+        c[i].dst = dst[i]->c;
+        g[i].dst = dst[i]->g;
+    }
+    /* twice on each side: the second exec finds the count of finished
+     * blocks back at 0 (else its tail never runs and z stays stale) */
+    for (int rep = 0; rep < 2; rep++) {
+        si_err ec = { { 0 } }, eg = { { 0 } };
+        int rc = p->co->exec(p->cb, c, 4, &ec);
+        if (rc == SI_OK && p->co->sync != NULL)
+            rc = p->co->sync(p->cb, &ec);
+        int rg = p->go->exec(p->gb, g, 4, &eg);
+        if (rg == SI_OK && p->go->sync != NULL)
+            rg = p->go->sync(p->gb, &eg);
+        ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
+        ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+        const dt *outs[4] = { &y, &h, &z, &out };
+        static const char *names[4] = { "product", "sum", "norm", "next product" };
+        for (int i = 0; i < 4; i++) {
+            char what[200];
+            snprintf(what, sizeof what, "MATMUL+ADD+RMSNORM+MATMUL %s %s in %lld H %lld n %lld%s (exec %d): %s", label,
+                     host.type_name(wt), (long long)in, (long long)H, (long long)n, swap ? " r + y" : "", rep + 1,
+                     names[i]);
+            if (tol < 0)
+                dt_compare(p, outs[i], 0.0, what);
+            else
+                dt_compare_rms(p, outs[i], DP4A_RMS, what);
+        }
+        if (rep == 0) {   /* (new inputs for the second exec: a stale z shows) */
+            dt_free(p, &x);
+            dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
+            c[0].src[1] = &x.c;
+            g[0].src[1] = &x.g;
+        }
+    }
+    const dt *all[] = { &x, &Wo, &y, &r, &h, &w, &z, &W2, &out };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dt_free(p, (dt *)all[i]);
+}
+
+/* Knob norm_tail (true: up to 8 columns; default false) on the 9b's out-projection
+ * (Q4_K 4096 -> 4096) and ffn down (Q6_K 12288 -> 4096), the 35b-a3b's
+ * Q8_0 out-projection (4096 -> 2048), one token and a few, the ADD's
+ * operands either way round: against the cpu, and against norm_tail =
+ * false (the product, then fuse_norm's kernel) bit for bit.  A width the
+ * tail does not take (1280) runs unfused, the same values. */
+START_TEST(test_norm_tail)
+{
+    static const struct { uint32_t t; int64_t in, H, n; bool swap; } cs[] = {
+        { SI_TYPE_Q4_K, 4096, 4096, 1, false }, { SI_TYPE_Q4_K, 4096, 4096, 3, true },
+        { SI_TYPE_Q6_K, 12288, 4096, 1, false }, { SI_TYPE_Q8_0, 4096, 2048, 1, true },
+        { SI_TYPE_Q8_0, 2048, 2048, 8, false }, { SI_TYPE_Q5_K, 2048, 1280, 2, false },
+    };
+    const size_t n_cs = sizeof cs / sizeof cs[0];
+    pair p;
+    pair_open(&p, "backend.cpu_fast", "backend.cuda_ntail");
+    for (size_t k = 0; k < n_cs; k++)
+        mm_norm_list_case(&p, cs[k].t, cs[k].in, cs[k].H, cs[k].n, cs[k].swap, 1.0, "norm_tail vs cpu");
+    pair_close(&p);
+    if (as_cpu)
+        return;
+    pair_open_cu2(&p, "backend.cuda_ntail_off", "backend.cuda_ntail");
+    for (size_t k = 0; k < n_cs; k++)
+        mm_norm_list_case(&p, cs[k].t, cs[k].in, cs[k].H, cs[k].n, cs[k].swap, -1, "norm_tail vs false");
+    pair_close(&p);
+    /* a value that is none of false | true | one: refused, named */
+    si_backend *b = NULL;
+    si_err err = { { 0 } };
+    ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_ntail_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "norm_tail") != NULL && strstr(err.msg, "'two'") != NULL, "message: %s", err.msg);
+}
+END_TEST
+
 /* Knob norm: v2 (rms2_kernel, the default) and v1 on the rows v2 takes
  * (the 9b's 4096 and the 35b-a3b's 2048, one row as in decode and a few):
  * the plain RMSNORM and the fused ADD + RMSNORM + int8 copy against the
@@ -2526,7 +2631,11 @@ int main(void)
              "[backend.cuda_nrm2]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_nrm2_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_nrm1]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_nrm1_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s%s",
+             "[backend.cuda_nrm1_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s%s"
+             /* (norm_tail = true | false: test_norm_tail) */
+             "[backend.cuda_ntail]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_ntail_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_ntail_bad]\npath = cuda_sm120.so\nnorm_tail = two\n",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2539,7 +2648,8 @@ int main(void)
              gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
              mdf_extra, mdf5_extra, v1_extra, as_cpu ? "" : "moe_overlap = false\n", v1_extra,
              as_cpu ? "" : "moe_overlap = true\n", dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
-             as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n");
+             as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n",
+             dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2611,6 +2721,7 @@ int main(void)
     /* (knobs moe_overlap and norm: cases of their own, seconds each) */
     single_case(s, "moe_overlap", test_moe_overlap);
     single_case(s, "norm", test_norm_v2);
+    single_case(s, "norm_tail", test_norm_tail);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);

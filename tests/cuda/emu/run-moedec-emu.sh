@@ -27,12 +27,12 @@ mkdir -p "$out"
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint4 gq_xsm\[\];/uint4 *gq_xsm = (uint4 *)emu::dyn_smem();/' \
         "$src/cuda_gemvq.cu"
-    awk '/^__device__ __forceinline__ float \*row_ptr|^__global__ void swiglu_q_kernel\(/ { on = 1 }
+    awk '/^__global__ void swiglu_q_kernel\(/ { on = 1 }
          on { print } on && /^}/ { on = 0 }' "$src/cuda_elem.cu"
     awk '/^#define CB_K/ { print; next } /^__global__ void combine_kernel\(/ { on = 1 }
          on { print } on && /^}/ { on = 0 }' "$src/cuda_moe.cu"
 } > "$out/k.cc"
-for k in gqe_tail_kernel gqe_kernel row_ptr swiglu_q_kernel CB_K combine_kernel si_cu_gemvq_tail; do
+for k in gqe_tail_kernel gqe_kernel swiglu_q_kernel CB_K combine_kernel si_cu_gemvq_tail; do
     grep -q "$k" "$out/k.cc" || { echo "run-moedec-emu: $k not found; update the sed/awk lines" >&2; exit 1; }
 done
 if grep -q '<<<\|extern __shared__' "$out/k.cc"; then
