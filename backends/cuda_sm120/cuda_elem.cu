@@ -218,15 +218,10 @@ __global__ void rms2_kernel(cu_rows a, const float *w, cu_rows d, int64_t ne0, i
     int par = 0;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x, par ^= 1) {
         float xv[RMS2_E];
-        rms2_ld(row_ptr(a, r) + e0, xv);
-        if (f.b.p != NULL) {
-            float bv[RMS2_E];
-            rms2_ld(row_ptr(f.b, r) + e0, bv);
-#pragma unroll
-            for (int k = 0; k < RMS2_E; k++)
-                xv[k] = xv[k] + bv[k];
-            rms2_st(row_ptr(f.r, r) + e0, xv);
-        }
+        if (f.b.p != NULL)
+            rms2_in(row_ptr(a, r) + e0, row_ptr(f.b, r) + e0, row_ptr(f.r, r) + e0, xv);
+        else
+            rms2_in(row_ptr(a, r) + e0, NULL, NULL, xv);
         const double sw = rms2_ss(xv);
         if ((t & 31) == 0)
             red[par][warp] = sw;

@@ -324,6 +324,7 @@ __device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
         const int par = (int)(c & 1);
         const float *a = mm.y + c * mm.y_stride;
         float *r = f.b.p != NULL ? (float *)(f.r.p + c * f.r.nb1) : NULL;
+        const float *b = f.b.p != NULL ? (const float *)(f.b.p + c * f.b.nb1) : NULL;
         float *d = (float *)(nt.d.p + c * nt.d.nb1);
         int8_t *q = f.q != NULL ? f.q + c * mm.rows : NULL;
         float *qd = f.q != NULL ? f.qd + c * (mm.rows / 32) : NULL, *qs = f.q != NULL ? f.qs + c * (mm.rows / 32) : NULL;
@@ -335,15 +336,7 @@ __device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
             // registers, two blocks of 256 an SM)
             float xv[RMS2_E];
             if (t < nch) {
-                rms2_ld<true>(a + t * RMS2_E, xv);
-                if (r != NULL) {
-                    float bv[RMS2_E];
-                    rms2_ld((const float *)(f.b.p + c * f.b.nb1) + t * RMS2_E, bv);
-#pragma unroll
-                    for (int k = 0; k < RMS2_E; k++)
-                        xv[k] = xv[k] + bv[k];
-                    rms2_st(r + t * RMS2_E, xv);
-                }
+                rms2_in<true>(a + t * RMS2_E, b ? b + t * RMS2_E : NULL, r ? r + t * RMS2_E : NULL, xv);
                 const double sw = rms2_ss(xv);
                 if ((t & 31) == 0)
                     red[par][t >> 5] = sw;
@@ -359,15 +352,7 @@ __device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
 #pragma unroll 1
         for (int ch = t; ch < nch; ch += nthr) {
             float xv[RMS2_E];
-            rms2_ld<true>(a + ch * RMS2_E, xv);
-            if (r != NULL) {
-                float bv[RMS2_E];
-                rms2_ld((const float *)(f.b.p + c * f.b.nb1) + ch * RMS2_E, bv);
-#pragma unroll
-                for (int k = 0; k < RMS2_E; k++)
-                    xv[k] = xv[k] + bv[k];
-                rms2_st(r + ch * RMS2_E, xv);
-            }
+            rms2_in<true>(a + ch * RMS2_E, b ? b + ch * RMS2_E : NULL, r ? r + ch * RMS2_E : NULL, xv);
             const double sw = rms2_ss(xv);
             if ((t & 31) == 0)
                 red[par][ch >> 5] = sw;

@@ -48,6 +48,23 @@ template <int D> __device__ __forceinline__ void mm_part(cu_mm &mm, int64_t &u)
     }
 }
 
+// A group's 8 activations: two 16-byte loads where x and its column
+// stride are 16-byte aligned (x4; the router's 2048-wide x took 16 scalar
+// loads a lane, ncu's LG-throttle stall in rr_kernel), else one by one.
+// The same values either way, so the same bits.
+__device__ __forceinline__ void mm_x8(const float *p, bool x4, float v[8])
+{
+    if (x4) {
+        const float4 a = ((const float4 *)p)[0], c = ((const float4 *)p)[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = p[j];
+    }
+}
+
 template <int T, int NT, int KS>
 __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
 {
@@ -79,39 +96,19 @@ __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
         }
         // unrolled so that several groups' loads are in flight per lane:
         // the small f32 products of decode otherwise wait one round trip
-        // per group.  x4: a group's 8 activations as two 16-byte loads
-        // (the router's 2048-wide x took 16 scalar loads a lane, ncu's
-        // LG-throttle stall); the same values, so the same bits.
-        if (x4) {
+        // per group
 #pragma unroll 4
-            for (int64_t g = g0; g < n8; g += 32 * KS) {
-                float wv[8];
-                cu_deq8<T>(w, g * 8, wv);
+        for (int64_t g = g0; g < n8; g += 32 * KS) {
+            float wv[8];
+            cu_deq8<T>(w, g * 8, wv);
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    if (t < nt) {
-                        const float4 *xp = (const float4 *)(xs[t] + g * 8);
-                        const float4 a = xp[0], c = xp[1];
-                        const float xv[8] = { a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w };
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    float xv[8];
+                    mm_x8(xs[t] + g * 8, x4, xv);
 #pragma unroll
-                        for (int j = 0; j < 8; j++)
-                            acc[t] = fmaf(wv[j], xv[j], acc[t]);
-                    }
-                }
-            }
-        } else {
-#pragma unroll 4
-            for (int64_t g = g0; g < n8; g += 32 * KS) {
-                float wv[8];
-                cu_deq8<T>(w, g * 8, wv);
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    if (t < nt) {
-                        const float *xp = xs[t] + g * 8;
-#pragma unroll
-                        for (int j = 0; j < 8; j++)
-                            acc[t] = fmaf(wv[j], xp[j], acc[t]);
-                    }
+                    for (int j = 0; j < 8; j++)
+                        acc[t] = fmaf(wv[j], xv[j], acc[t]);
                 }
             }
         }

@@ -54,6 +54,21 @@ __device__ __forceinline__ void rms2_st(float *p, const float v[RMS2_E])
         *(float4 *)(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
 }
 
+// A chunk's input: a's 16 elements, plus b's (b != NULL) stored to r.
+template <bool CG = false>
+__device__ __forceinline__ void rms2_in(const float *a, const float *b, float *r, float xv[RMS2_E])
+{
+    rms2_ld<CG>(a, xv);
+    if (b == NULL)
+        return;
+    float bv[RMS2_E];
+    rms2_ld(b, bv);
+#pragma unroll
+    for (int k = 0; k < RMS2_E; k++)
+        xv[k] = xv[k] + bv[k];
+    rms2_st(r, xv);
+}
+
 // The sum of squares of the calling warp's 32 chunks (every lane gets it):
 // four double partials a chunk (elements k = j mod 4, in order),
 // (p0 + p1) + (p2 + p3), then the butterfly.

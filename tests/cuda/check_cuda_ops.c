@@ -429,6 +429,37 @@ START_TEST(test_elementwise)
 }
 END_TEST
 
+/* ops kinds[0..n) (src[i], dst[i]; eps 1e-6 for a norm) as one exec on
+ * each side of p, each followed by a sync: both must succeed. */
+#define LIST_MAX 4
+static void list_exec(pair *p, int n, const uint32_t *kinds, const dt *const (*src)[2], const dt *const *dst,
+                      const char *label)
+{
+    si_op c[LIST_MAX], g[LIST_MAX];
+    ck_assert(n <= LIST_MAX);
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < n; i++) {
+        c[i].kind = kinds[i];
+        c[i].p.norm.eps = 1e-6f;   /* (read by RMSNORM only) */
+        g[i] = c[i];
+        for (int k = 0; k < 2; k++) {
+            c[i].src[k] = &src[i][k]->c;
+            g[i].src[k] = &src[i][k]->g;
+        }
+        c[i].dst = dst[i]->c;
+        g[i].dst = dst[i]->g;
+    }
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = p->co->exec(p->cb, c, (size_t)n, &ec);
+    if (rc == SI_OK && p->co->sync != NULL)
+        rc = p->co->sync(p->cb, &ec);
+    int rg = p->go->exec(p->gb, g, (size_t)n, &eg);
+    if (rg == SI_OK && p->go->sync != NULL)
+        rg = p->go->sync(p->gb, &eg);
+    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
+    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+}
+
 /* ADD (h = a + b) -> RMSNORM (y = norm(h) * w) -> MATMUL (out = W y), one
  * exec on each side of p: the decode layer's residual, norm and the product
  * that quantises the norm's output (fuse_norm's one kernel where the
@@ -445,30 +476,9 @@ static void norm_list_case(pair *p, uint32_t wt, int64_t ne0, int64_t n, double 
     dt_make(p, &y, SI_TYPE_F32, ne0, n, 1, NULL);
     dt_rand(p, &W, wt, ne0, 96, 1, 1.0f);
     dt_make(p, &out, SI_TYPE_F32, 96, n, 1, NULL);
-    const dt *src[3][2] = { { &a, &b }, { &h, &w }, { &W, &y } }, *dst[3] = { &h, &y, &out };
+    const dt *const src[3][2] = { { &a, &b }, { &h, &w }, { &W, &y } }, *const dst[3] = { &h, &y, &out };
     const uint32_t kinds[3] = { SI_OP_ADD, SI_OP_RMSNORM, SI_OP_MATMUL };
-    si_op c[3], g[3];
-    memset(c, 0, sizeof c);
-    for (int i = 0; i < 3; i++) {
-        c[i].kind = kinds[i];
-        c[i].p.norm.eps = 1e-6f;   /* (read by RMSNORM only) */
-        g[i] = c[i];
-        for (int k = 0; k < 2; k++) {
-            c[i].src[k] = &src[i][k]->c;
-            g[i].src[k] = &src[i][k]->g;
-        }
-        c[i].dst = dst[i]->c;
-        g[i].dst = dst[i]->g;
-    }
-    si_err ec = { { 0 } }, eg = { { 0 } };
-    int rc = p->co->exec(p->cb, c, 3, &ec);
-    if (rc == SI_OK && p->co->sync != NULL)
-        rc = p->co->sync(p->cb, &ec);
-    int rg = p->go->exec(p->gb, g, 3, &eg);
-    if (rg == SI_OK && p->go->sync != NULL)
-        rg = p->go->sync(p->gb, &eg);
-    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
-    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+    list_exec(p, 3, kinds, src, dst, label);
     char what[160];
     snprintf(what, sizeof what, "ADD+RMSNORM+MATMUL %s %s ne0 %lld n %lld: sum", label, host.type_name(wt),
              (long long)ne0, (long long)n);
@@ -507,35 +517,13 @@ static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64
     dt_make(p, &z, SI_TYPE_F32, H, n, 1, NULL);
     dt_rand(p, &W2, SI_TYPE_Q4_K, H, 96, 1, 1.0f);
     dt_make(p, &out, SI_TYPE_F32, 96, n, 1, NULL);
-    const dt *src[4][2] = { { &Wo, &x }, { swap ? &r : &y, swap ? &y : &r }, { &h, &w }, { &W2, &z } };
-    const dt *dst[4] = { &y, &h, &z, &out };
+    const dt *const src[4][2] = { { &Wo, &x }, { swap ? &r : &y, swap ? &y : &r }, { &h, &w }, { &W2, &z } };
+    const dt *const dst[4] = { &y, &h, &z, &out };
     const uint32_t kinds[4] = { SI_OP_MATMUL, SI_OP_ADD, SI_OP_RMSNORM, SI_OP_MATMUL };
-    si_op c[4], g[4];
-    memset(c, 0, sizeof c);
-    for (int i = 0; i < 4; i++) {
-        c[i].kind = kinds[i];
-        c[i].p.norm.eps = 1e-6f;   /* (read by RMSNORM only) */
-        g[i] = c[i];
-        for (int k = 0; k < 2; k++) {
-            c[i].src[k] = &src[i][k]->c;
-            g[i].src[k] = &src[i][k]->g;
-        }
-        c[i].dst = dst[i]->c;
-        g[i].dst = dst[i]->g;
-    }
     /* twice on each side: the second exec finds the count of finished
      * blocks back at 0 (else its tail never runs and z stays stale) */
     for (int rep = 0; rep < 2; rep++) {
-        si_err ec = { { 0 } }, eg = { { 0 } };
-        int rc = p->co->exec(p->cb, c, 4, &ec);
-        if (rc == SI_OK && p->co->sync != NULL)
-            rc = p->co->sync(p->cb, &ec);
-        int rg = p->go->exec(p->gb, g, 4, &eg);
-        if (rg == SI_OK && p->go->sync != NULL)
-            rg = p->go->sync(p->gb, &eg);
-        ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
-        ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
-        const dt *outs[4] = { &y, &h, &z, &out };
+        list_exec(p, 4, kinds, src, dst, label);
         static const char *names[4] = { "product", "sum", "norm", "next product" };
         for (int i = 0; i < 4; i++) {
             char what[200];
@@ -543,15 +531,13 @@ static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64
                      host.type_name(wt), (long long)in, (long long)H, (long long)n, swap ? " r + y" : "", rep + 1,
                      names[i]);
             if (tol < 0)
-                dt_compare(p, outs[i], 0.0, what);
+                dt_compare(p, dst[i], 0.0, what);
             else
-                dt_compare_rms(p, outs[i], DP4A_RMS, what);
+                dt_compare_rms(p, dst[i], DP4A_RMS, what);
         }
         if (rep == 0) {   /* (new inputs for the second exec: a stale z shows) */
             dt_free(p, &x);
             dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
-            c[0].src[1] = &x.c;
-            g[0].src[1] = &x.g;
         }
     }
     const dt *all[] = { &x, &Wo, &y, &r, &h, &w, &z, &W2, &out };

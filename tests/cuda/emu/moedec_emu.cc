@@ -21,6 +21,7 @@
 // four cases only).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
+#include "emu_util.h"
 
 #include MOEDEC_KERNELS
 
@@ -29,39 +30,6 @@ static uint32_t ru() { rs = rs * 1664525u + 1013904223u; return rs >> 8; }
 static float fr() { return (float)(ru() & 0xffffff) / 8388608.0f - 1.0f; }
 
 static int bytes_of(uint32_t t) { return t == SI_TYPE_Q4_K ? 144 : t == SI_TYPE_Q5_K ? 176 : 210; }
-
-static void put_f16(uint8_t *p, float v)
-{
-    const _Float16 h = (_Float16)v;
-    memcpy(p, &h, 2);
-}
-
-// n_rows rows of `in` K-quant weights: random bytes, sane f16 scales
-static std::vector<uint8_t> weights(uint32_t t, int64_t n_rows, int64_t in)
-{
-    const int bb = bytes_of(t);
-    const int64_t nblk = n_rows * (in / 256);
-    std::vector<uint8_t> w((size_t)(nblk * bb));
-    for (auto &c : w) c = (uint8_t)ru();
-    for (int64_t b = 0; b < nblk; b++) {
-        uint8_t *p = w.data() + b * bb;
-        if (t == SI_TYPE_Q6_K) {
-            put_f16(p + 208, 0.002f * (1.0f + fr()));
-        } else {
-            put_f16(p, 0.002f * (1.0f + fr()));
-            put_f16(p + 2, 0.001f * (1.0f + fr()));
-        }
-    }
-    return w;
-}
-
-template <class V> static int64_t ndiff(const V &a, const V &b)
-{
-    int64_t d = 0;
-    for (size_t i = 0; i < a.size(); i++)
-        d += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
-    return d;
-}
 
 static int64_t nonzero(const std::vector<unsigned> &c)
 {
@@ -77,17 +45,6 @@ struct shape {
     int rows;      // cu_mm.gemv_rows (1: one row set a lane group)
     int merged;    // 0: the shared rows given; 1: made by gqe_gs_kernel, Q8_0 gate/up stacked; 2: up as more[0]
 };
-
-// n_rows rows of `in` Q8_0 weights: random bytes, sane f16 scales
-static std::vector<uint8_t> weights_q8(int64_t n_rows, int64_t in)
-{
-    const int64_t nblk = n_rows * (in / 32);
-    std::vector<uint8_t> w((size_t)(nblk * 34));
-    for (auto &c : w) c = (uint8_t)ru();
-    for (int64_t b = 0; b < nblk; b++)
-        put_f16(w.data() + b * 34, 0.002f * (1.0f + fr()));
-    return w;
-}
 
 static int one(const shape &c)
 {
@@ -107,7 +64,7 @@ static int one(const shape &c)
     for (auto &v : gamma) v = 2.0f * fr();
     for (auto &v : ys) v = fr();
     for (auto &v : sh) v = 4.0f * fr();
-    const std::vector<uint8_t> wgu = weights(c.tgu, c.E * 2 * F, H), wdn = weights(c.tdn, c.E * H, F);
+    const std::vector<uint8_t> wgu = emu_weights(c.tgu, c.E * 2 * F, H, ru, fr), wdn = emu_weights(c.tdn, c.E * H, F, ru, fr);
     const uint64_t rb_gu = (uint64_t)(H / 256 * bytes_of(c.tgu)), rb_dn = (uint64_t)(F / 256 * bytes_of(c.tdn));
     cu_mm gu = {};
     gu.w = wgu.data(); gu.type = c.tgu; gu.in = H; gu.rows = 2 * F; gu.row_bytes = rb_gu;
@@ -121,7 +78,7 @@ static int one(const shape &c)
     int bad_host = 0;
     // (merged: the shared expert's Q8_0 gate/up, gate rows then up rows;
     // its products into the rows after the routed ones, as moe_exec's gus)
-    const std::vector<uint8_t> wsh = c.merged ? weights_q8(2 * F, H) : std::vector<uint8_t>();
+    const std::vector<uint8_t> wsh = c.merged ? emu_weights(SI_TYPE_Q8_0, 2 * F, H, ru, fr) : std::vector<uint8_t>();
     const uint64_t rb_sh = (uint64_t)(H / 32 * 34);
     auto shared_mm = [&](float *gus) {
         cu_mm m = {};

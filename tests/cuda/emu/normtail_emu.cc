@@ -12,6 +12,7 @@
 // kernels in).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
+#include "emu_util.h"
 
 #include NORMTAIL_KERNELS
 
@@ -21,41 +22,6 @@ static float fr() { return (float)(ru() & 0xffffff) / 8388608.0f - 1.0f; }
 
 static int bytes_of(uint32_t t) { return t == SI_TYPE_Q4_K ? 144 : t == SI_TYPE_Q6_K ? 210 : 34; }
 static int qk_of(uint32_t t) { return t == SI_TYPE_Q8_0 ? 32 : 256; }
-
-static void put_f16(uint8_t *p, float v)
-{
-    const _Float16 h = (_Float16)v;
-    memcpy(p, &h, 2);
-}
-
-// rows of `in` weights of type t: random bytes, sane f16 scales
-static std::vector<uint8_t> weights(uint32_t t, int64_t rows, int64_t in)
-{
-    const int bb = bytes_of(t);
-    const int64_t nblk = rows * (in / qk_of(t));
-    std::vector<uint8_t> w((size_t)(nblk * bb));
-    for (auto &c : w) c = (uint8_t)ru();
-    for (int64_t b = 0; b < nblk; b++) {
-        uint8_t *p = w.data() + b * bb;
-        if (t == SI_TYPE_Q6_K) {
-            put_f16(p + 208, 0.002f * (1.0f + fr()));
-        } else if (t == SI_TYPE_Q4_K) {
-            put_f16(p, 0.002f * (1.0f + fr()));
-            put_f16(p + 2, 0.001f * (1.0f + fr()));
-        } else {
-            put_f16(p, 0.002f * (1.0f + fr()));
-        }
-    }
-    return w;
-}
-
-template <class V> static int64_t ndiff(const V &a, const V &b)
-{
-    int64_t d = 0;
-    for (size_t i = 0; i < a.size(); i++)
-        d += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
-    return d;
-}
 
 struct shape {
     uint32_t t;
@@ -79,7 +45,7 @@ static int one(const shape &c)
     std::vector<float> res((size_t)(n * rs_)), nw((size_t)H);
     for (auto &v : res) v = 2.0f * fr();
     for (auto &v : nw) v = 1.0f + 0.5f * fr();
-    const std::vector<uint8_t> w = weights(c.t, H, c.in);
+    const std::vector<uint8_t> w = emu_weights(c.t, H, c.in, ru, fr);
     cu_mm mm = {};
     mm.w = w.data(); mm.type = c.t; mm.in = c.in; mm.rows = H; mm.row_bytes = (uint64_t)(c.in / qk_of(c.t) * bytes_of(c.t));
     mm.x_div = 1; mm.y_stride = ys; mm.ncols = n;

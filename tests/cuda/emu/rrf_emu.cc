@@ -10,6 +10,7 @@
 // Usage: rrf_emu (no arguments; run-rrf-emu.sh pastes cuda_matmul.cu in).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
+#include "emu_util.h"
 
 #include RRF_MATMUL   // cuda_matmul.cu, its launches through emu_launch_s
 
@@ -45,14 +46,6 @@ struct outs {
         sel.assign((size_t)(n * K), -7);
     }
 };
-
-template <class V> static int64_t ndiff(const V &a, const V &b)
-{
-    int64_t d = 0;
-    for (size_t i = 0; i < a.size(); i++)
-        d += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
-    return d;
-}
 
 static int one(uint32_t type, int64_t n, int64_t E, int K, int64_t H, bool gate, int mode)
 {

@@ -23,4 +23,4 @@ plant more-w 's/mm.w = mm.more\[k\].w;/;/'
 # the first barrier of the k loop (the previous tile still read)
 plant no-sync 's/__syncthreads\(\);   \/\/ every thread is done with the previous tile/;/'
 # mm_body's 16-byte x loads a group in the wrong order
-plant x4-order 's/const float4 a = xp\[0\], c = xp\[1\];/const float4 a = xp[1], c = xp[0];/'
+plant x4-order 's/const float4 a = \(\(const float4 \*\)p\)\[0\], c = \(\(const float4 \*\)p\)\[1\];/const float4 a = ((const float4 *)p)[1], c = ((const float4 *)p)[0];/'

@@ -42,9 +42,9 @@ plant no-reset 's/\*nt\.ctr = 0;/;/'
 plant last-by-index 's/if \(ticket != gridDim\.x \* gridDim\.y - 1\)/if (blockIdx.x != gridDim.x - 1)/'
 # the product's rows read through the L1 are fine here; read from the
 # residual's place instead of the sum's in the output pass
-plant sum-reread 's/rms2_ld\(r \+ ch \* RMS2_E, xv\);/rms2_ld((const float *)(f.b.p + c * f.b.nb1) + ch * RMS2_E, xv);/'
+plant sum-reread 's/rms2_ld\(r \+ ch \* RMS2_E, xv\);/rms2_ld(b + ch * RMS2_E, xv);/'
 # a thread's second chunk left out (blockDim < chunks)
-plant one-chunk 's/for \(int ch = t; ch < nch; ch \+= nthr\) \{\n            float xv\[RMS2_E\];\n            rms2_ld<true>/for (int ch = t; ch < nch \&\& ch < nthr; ch += nthr) {\n            float xv[RMS2_E];\n            rms2_ld<true>/'
+plant one-chunk 's/for \(int ch = t; ch < nch; ch \+= nthr\) \{\n            float xv\[RMS2_E\];\n            rms2_in<true>/for (int ch = t; ch < nch \&\& ch < nthr; ch += nthr) {\n            float xv[RMS2_E];\n            rms2_in<true>/'
 # columns after the first: the product's first column again
 plant col-stride 's/const float \*a = mm\.y \+ c \* mm\.y_stride;/const float *a = mm.y;/'
 # a chunk a thread: every warp's sum in the first slot
