@@ -278,11 +278,12 @@ __device__ __forceinline__ void gq_fill_xn(uint4 *xsm, const int8_t *xq, int64_t
 // back from the L2 and runs rms2_kernel's arithmetic on them (cuda_rms.cuh,
 // the same bits): chunk c of 16 elements on thread c, c + blockDim, ...
 // (blockDim a multiple of 32, so a warp's 32 chunks are rms2_kernel's
-// warp's), the sum r = y + b stored first and read back (its own stores)
-// for the output pass, which keeps the registers of this rarely taken
-// path off the product's.  The int8 copy goes to slot 0, which x's copy
-// may occupy: every block has finished with x by the time the last one
-// counts.  The count is put back to 0 for the next launch (after its
+// warp's).  At a chunk a thread (the defaults) the sum r = y + b stays in
+// registers across the barrier; with more chunks than threads it is
+// stored and read back (the thread's own stores) for the output pass, so
+// that a thread holds one chunk at a time.  The int8 copy goes to slot 0,
+// which x's copy may occupy: every block has finished with x by the time
+// the last one counts.  The count is put back to 0 for the next launch (after its
 // programmatic-launch wait, so after this grid completed).  Measured on
 // the H200 it does not pay (cuda_sm120.c, norm_tail: off by default): the
 // tail made the 9b's 4096-row product 5.4 us longer alone (ncu), about a

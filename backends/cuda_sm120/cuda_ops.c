@@ -1587,7 +1587,8 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
 typedef struct cu_unit {
     enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP, CU_UNIT_MM_NORM } kind;
     size_t n;      /* ops it takes                                  */
-    bool   quant;  /* CU_UNIT_NORM: also the int8 copy of its output */
+    bool   quant;  /* CU_UNIT_NORM, CU_UNIT_MM_NORM: also the int8 copy
+                    * of the norm's output                          */
 } cu_unit;
 
 static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
