@@ -52,6 +52,7 @@ struct si_backend {
     unsigned      *norm_ctr;        /* norm_tail: blocks done (device, 0
                                      * between launches)                    */
     bool           fuse_gdn_q;      /* knob fuse_gdn_q: GDN's norm kernel makes the int8 copy */
+    bool           gemv_glu;        /* knob gemv_glu: ffn gate/up + SwiGLU + int8 copy in one launch */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */
     bool           f32_tiled;       /* knob f32_gemm = tiled (else gemv)     */
@@ -110,6 +111,8 @@ struct si_backend {
      * an op writes into that range or the exec ends), half 1 is scratch. */
     uint8_t       *xq;
     size_t         xq_cap;
+    int            xq_swap;         /* 1: the halves trade places (slot s is
+                                     * half s ^ 1; cuda_ops.c xq_parts)     */
     const void    *xq_key;
     int64_t        xq_in, xq_ncx, xq_stride;
     int            xq_blk;          /* its scale block: 32 or 128 (i8 GEMM)  */

@@ -469,6 +469,73 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX, R == 1 ? 4 : 1) gqn_kernel(
     gq_body<T, R, XS, NT, true>(mm, xq, xd, xs);
 }
 
+// ---- knob gemv_glu: the ffn's gate and up products with their SwiGLU ----
+// Decode's dense ffn ran gate/up (one launch of both, cu_mm.more[0] the
+// up rows), then swiglu_q_kernel (silu(gate) * up and its int8 copy for
+// the down projection), a launch of ~4 us alone on the H200 for 48 KB of
+// work, one in each of the 9b's 32 layers.  Here block b owns outputs
+// 32b .. 32b + 31: warp w the gate and up rows 32b + 4w .. 32b + 4w + 3
+// (both rows of one index in flight together, R = 2, the four indices one
+// after the other with the next unit's weights loaded while the current
+// one is multiplied).  The block's 32 gate and up sums meet in shared
+// memory and warp 0 makes their SwiGLU and its block of 32 of the int8
+// copy (gqe_swiglu32's arithmetic, so swiglu_q_kernel's bits): no count
+// of finished blocks and no tail after the grid, the block's own 32
+// values are all it needs.  Each row's sum is gq_kernel's (the same
+// gq_dot steps in the same order, the same warp sum), so the gate and up
+// outputs, the SwiGLU and the copy are the unfused launches' bits.  x is
+// read into shared memory as gq_kernel's XS form does (in <= GQ_XS_MAX).
+#define GU_WARPS 8
+#define GU_ROWS 4   // indices a warp
+template <int T>
+__global__ void __launch_bounds__(32 * GU_WARPS) gu_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                           const float *xs, cu_glu gl)
+{
+    extern __shared__ __align__(16) uint4 gq_xsm[];
+    __shared__ float sg[32], su[32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
+    const int j0 = (int)blockIdx.x * 32 + warp * GU_ROWS, steps = (int)(mm.in / 2048);
+    const int units = GU_ROWS * steps;
+    const uint32_t SB = 8 * gq_traits<T>::bytes;   // bytes of a step of a row
+    const uint8_t *wg = mm.w + (size_t)j0 * mm.row_bytes + (size_t)bl * gq_traits<T>::bytes;
+    const uint8_t *wu = mm.more[0].w + (size_t)j0 * mm.more[0].row_bytes + (size_t)bl * gq_traits<T>::bytes;
+    gq_part cur[2], nxt[2];
+    gq_load<T>(wg, p, bl & 1, cur[0]);
+    gq_load<T>(wu, p, bl & 1, cur[1]);
+    cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    gq_fill_x(gq_xsm, xq, mm.in);
+    float ag = 0.0f, au = 0.0f;
+    for (int k = 0; k < units; k++) {
+        const int i = k / steps, st = k - i * steps;
+        if (k + 1 < units) {
+            const int i1 = (k + 1) / steps, st1 = k + 1 - i1 * steps;
+            gq_load<T>(wg + (size_t)i1 * mm.row_bytes + (size_t)st1 * SB, p, bl & 1, nxt[0]);
+            gq_load<T>(wu + (size_t)i1 * mm.more[0].row_bytes + (size_t)st1 * SB, p, bl & 1, nxt[1]);
+        }
+        ag = gq_dot<T, true>(cur[0], 8 * st + bl, p, xq, gq_xsm, xd, xs, ag);
+        au = gq_dot<T, true>(cur[1], 8 * st + bl, p, xq, gq_xsm, xd, xs, au);
+        cur[0] = nxt[0];
+        cur[1] = nxt[1];
+        if (st == steps - 1) {
+            const float g = cu_warp_sum(ag), u = cu_warp_sum(au);
+            if (lane == 0) {
+                sg[warp * GU_ROWS + i] = g;
+                su[warp * GU_ROWS + i] = u;
+                mm.y[j0 + i] = g;
+                mm.more[0].y[j0 + i] = u;
+            }
+            ag = au = 0.0f;
+        }
+    }
+    __syncthreads();   // the block's 32 gate and up sums in sg / su
+    if (warp == 0) {
+        const int64_t b = blockIdx.x;
+        const float v = __fmul_rn(cu_silu(sg[lane]), su[lane]);
+        gl.d[32 * b + lane] = v;
+        cu_q8_block32(v, lane, gl.q + 32 * b, gl.qd + b, gl.qs + b);
+    }
+}
+
 // ---- Q8_0: weights staged through shared memory (knob gemv_staged) -----
 // A lane takes two 34-byte blocks of a 2048-weight step (bytes 68 l ..
 // 68 l + 67 of the step's 2176), 4-byte aligned but at a 68-byte stride:
@@ -1258,6 +1325,33 @@ extern "C" bool si_cu_gemvq_norm_ok(const cu_mm *mm)
                              nt.f.r.ne1 < mm->ncols))
         return false;
     return nt.f.q == NULL || (al16(nt.f.q) && al16(nt.f.qd) && al16(nt.f.qs));
+}
+
+extern "C" bool si_cu_gemvq_glu_ok(const cu_mm *mm)
+{
+    if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
+        return false;
+    if (mm->n_more != 1 || mm->ncols != 1 || mm->expert != NULL || mm->w2 != NULL || mm->norm.ctr != NULL ||
+        mm->in <= 0 || mm->in % 2048 != 0 || mm->in > GQ_XS_MAX)
+        return false;
+    if (mm->rows <= 0 || mm->rows % 32 != 0 || mm->more[0].rows != mm->rows || mm->rows / 32 > 0x7fffffffLL)
+        return false;
+    return gq_parts_ok(mm);
+}
+
+extern "C" int si_cu_gemvq_glu(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_glu *gl,
+                               void *stream)
+{
+    if (!si_cu_gemvq_glu_ok(mm))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    const dim3 grid((unsigned)(mm->rows / 32)), block(32 * GU_WARPS);
+    const size_t smem = (size_t)mm->in;
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: return (int)cu_launch(gu_kernel<SI_TYPE_Q4_K>, grid, block, smem, s, *mm, xq, xd, xs, *gl);
+    case SI_TYPE_Q5_K: return (int)cu_launch(gu_kernel<SI_TYPE_Q5_K>, grid, block, smem, s, *mm, xq, xd, xs, *gl);
+    default: return (int)cu_launch(gu_kernel<SI_TYPE_Q6_K>, grid, block, smem, s, *mm, xq, xd, xs, *gl);
+    }
 }
 
 extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)

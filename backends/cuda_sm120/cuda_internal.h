@@ -236,6 +236,24 @@ int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float
  * rms2_kernel wants them.  si_cu_gemvq refuses a cu_mm with a tail
  * otherwise. */
 bool si_cu_gemvq_norm_ok(const cu_mm *mm);
+/* Knob gemv_glu: decode's ffn gate and up products (mm: the gate rows,
+ * mm->more[0] the up rows, one column) with the SwiGLU of their outputs
+ * and its int8 copy made by the same launch (gu_kernel, cuda_gemvq.cu):
+ * d[j] = silu(gate[j]) * up[j] and q/qd/qs as si_cu_quantize_x makes them
+ * (one column, blocks of 32), besides the gate and up outputs at mm->y and
+ * mm->more[0].y.  The same bits as the product then si_cu_swiglu_q.  All
+ * device pointers; d and the copy must not overlap x's copy (xq). */
+typedef struct cu_glu {
+    float  *d;
+    int8_t *q;
+    float  *qd, *qs;
+} cu_glu;
+/* K-quant gate and up of the same shape (rows % 32 == 0), one column, no
+ * experts, in % 2048 == 0 and <= 16384, rows aligned as si_cu_gemvq_ok
+ * asks. */
+bool si_cu_gemvq_glu_ok(const cu_mm *mm);
+int  si_cu_gemvq_glu(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_glu *gl,
+                     void *stream);
 /* Knob moe_dec_fuse: the MOE decode's expert products with the work of
  * the launch after them done by their own blocks (gqe_tail_kernel): the
  * routed gate/up makes the SwiGLU and its int8 copy (swiglu_q_kernel's

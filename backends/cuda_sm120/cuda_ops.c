@@ -90,7 +90,7 @@ static size_t xq_bytes(int64_t in, int64_t ncx)
  * values, scales and sums. */
 static void xq_parts(si_backend *b, int64_t in, int64_t ncx, int slot, int8_t **q, float **d, float **s)
 {
-    uint8_t *base = b->xq + (size_t)slot * b->xq_cap;
+    uint8_t *base = b->xq + (size_t)(slot ^ b->xq_swap) * b->xq_cap;
     *q = (int8_t *)base;
     *d = (float *)(base + rnd((size_t)(in * ncx)));
     *s = (float *)(base + rnd((size_t)(in * ncx)) + rnd((size_t)(in / 32 * ncx) * sizeof(float)));
@@ -476,6 +476,76 @@ static int swiglu_q_exec(si_backend *b, const si_op *op, si_err *err)
     if (rc != SI_OK)
         return rc;
     xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), ne0, nrows, 32);
+    return SI_OK;
+}
+
+/* ---- knob gemv_glu ----------------------------------------------------------
+ * Decode's dense ffn: MATMUL gate and MATMUL up of one input (either order),
+ * then SWIGLU(gate, up) whose output the down projection quantises.  One
+ * launch (si_cu_gemvq_glu) makes both products, the SwiGLU and its int8
+ * copy, where fuse_norm's path runs the products (one launch) then
+ * swiglu_q_kernel: the same bits.  The copy is made in slot 1 while the
+ * launch reads x's copy from slot 0; the two halves then trade places
+ * (xq_swap), so the down projection finds its input cached in slot 0. */
+
+/* ops[i..i+3) as one gemv_glu unit. */
+static bool glu_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+{
+    if (!b->gemv_glu || !b->mm_dp4a || b->gemv_v2 || !b->gemv_quad || i + 3 >= n_ops)
+        return false;
+    const si_op *sw = &ops[i + 2];
+    if (ops[i].kind != SI_OP_MATMUL || sw->kind != SI_OP_SWIGLU || si_oc_check(&b->oc, &ops[i], NULL) != SI_OK ||
+        (use_kernel && cu_kernel_for(b, &ops[i]) != NULL) || !mm_joins(b, ops, i, i + 1, use_kernel))
+        return false;
+    /* SWIGLU(one product's output, the other's) */
+    const bool ab = same_tensor(sw->src[0], &ops[i].dst) && same_tensor(sw->src[1], &ops[i + 1].dst);
+    const bool ba = same_tensor(sw->src[0], &ops[i + 1].dst) && same_tensor(sw->src[1], &ops[i].dst);
+    if (!(ab || ba) || !next_quantises(b, ops, n_ops, i + 2, use_kernel))
+        return false;
+    cu_mm mm = matmul_mm(&ops[i]);
+    const cu_mm o = matmul_mm(&ops[i + 1]);
+    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
+    mm.n_more = 1;
+    mm_knobs(b, &mm);
+    if (!si_cu_gemvq_glu_ok(&mm) || sw->dst.ne[0] != mm.rows || si_oc_ne(&sw->dst, 1) != 1)
+        return false;
+    /* the SwiGLU's output: apart from the products' or one of them
+     * exactly (a block writes index j of both before it of the output) */
+    uintptr_t lo, hi, plo, phi;
+    t_range(&sw->dst, &lo, &hi);
+    for (int k = 0; k < 2; k++) {
+        t_range(&ops[i + k].dst, &plo, &phi);
+        if (lo < phi && plo < hi && !same_tensor(&sw->dst, &ops[i + k].dst))
+            return false;
+    }
+    return true;
+}
+
+static int glu_exec(si_backend *b, const si_op *ops, si_err *err)
+{
+    const si_op *sw = &ops[2];
+    const bool ab = same_tensor(sw->src[0], &ops[0].dst);
+    cu_mm mm = matmul_mm(ab ? &ops[0] : &ops[1]);
+    const cu_mm o = matmul_mm(ab ? &ops[1] : &ops[0]);
+    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
+    mm.n_more = 1;
+    mm_knobs(b, &mm);
+    const int64_t F = mm.rows, H = mm.in;
+    /* room for both copies first (a larger scratch drops slot 0's), then x's */
+    int rc = cu_xq_reserve(b, xq_bytes(F, 1) > xq_bytes(H, 1) ? xq_bytes(F, 1) : xq_bytes(H, 1), err);
+    int8_t *q;
+    float *qd, *qs;
+    if (rc == SI_OK)
+        rc = xq_get(b, mm.x, mm.x_stride, H, 1, 0, 32, &q, &qd, &qs, err);
+    if (rc != SI_OK)
+        return rc;
+    cu_glu gl = { .d = (float *)dptr(&sw->dst) };
+    xq_parts(b, F, 1, 1, &gl.q, &gl.qd, &gl.qs);
+    rc = launched(si_cu_gemvq_glu(&mm, q, qd, qs, &gl, b->stream), "MATMUL+SWIGLU (gemv_glu)", err);
+    if (rc != SI_OK)
+        return rc;
+    b->xq_swap ^= 1;   /* slot 1's copy of the SwiGLU becomes slot 0's */
+    xq_hold(b, gl.d, (int64_t)(row_stride(&sw->dst) / 4), F, 1, 32);
     return SI_OK;
 }
 
@@ -1585,7 +1655,7 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
 /* What runs from ops[i] as one unit, decided once per unit (the profiler's
  * events and the run both follow it). */
 typedef struct cu_unit {
-    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP, CU_UNIT_MM_NORM } kind;
+    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP, CU_UNIT_MM_NORM, CU_UNIT_GLU } kind;
     size_t n;      /* ops it takes                                  */
     bool   quant;  /* CU_UNIT_NORM, CU_UNIT_MM_NORM: also the int8 copy
                     * of the norm's output                          */
@@ -1602,6 +1672,8 @@ static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
         u = (cu_unit){ CU_UNIT_SWIGLU_Q, 1, false };
     else if (gdn_q_ok(b, ops, n_ops, i, true))
         u = (cu_unit){ CU_UNIT_GDN_Q, 1, false };
+    else if (glu_ok(b, ops, n_ops, i, true))
+        u = (cu_unit){ CU_UNIT_GLU, 3, false };
     else if ((u.n = cu_mm_group_len(b, ops, n_ops, i, true)) > 1)
         u.kind = CU_UNIT_MM_GROUP;
     return u;
@@ -1615,6 +1687,7 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
     case CU_UNIT_GDN_Q: return gdn_run(b, ops, true, err);
     case CU_UNIT_MM_GROUP: return cu_mm_group_exec(b, ops, u->n, err);
     case CU_UNIT_MM_NORM: return mm_norm_exec(b, ops, u->quant, err);
+    case CU_UNIT_GLU: return glu_exec(b, ops, err);
     default: return cu_exec_one(b, ops, true, err);
     }
 }

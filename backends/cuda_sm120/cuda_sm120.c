@@ -590,7 +590,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
-    bool gdn_dec = true, gdn_early = false, norm_v2 = true;
+    bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = false;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
@@ -619,6 +619,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "fuse_norm", "true", "false", &fuse_norm },
         { "norm", "v2", "v1", &norm_v2 },
         { "fuse_gdn_q", "true", "false", &fuse_gdn },
+        { "gemv_glu", "true", "false", &gemv_glu },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
         { "mma_weights", "i8", "gguf", &mma_w8 },
@@ -741,6 +742,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     b->gdn_fused = gdn_dec && clusters;
     b->gdn_early = gdn_early;
+    b->gemv_glu = gemv_glu;
     b->n_sm = p.multiProcessorCount;
     b->attn_split_bps = (int)split_bps;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);

@@ -578,6 +578,84 @@ START_TEST(test_norm_tail)
 }
 END_TEST
 
+/* MATMUL gate (g = Wg x) and MATMUL up (u = Wu x), in that order or up
+ * first, -> SWIGLU (s = silu(g) * u) -> MATMUL down (out = Wd s), one exec
+ * on each side of p: a decode layer's dense ffn (knob gemv_glu: the two
+ * products, the SwiGLU and its int8 copy in one launch).  Twice, new x
+ * the second time.  tol < 0: the two sides bit-identical (two cuda
+ * sections); else every output within the dp4a tolerance of the cpu. */
+static void glu_list_case(pair *p, uint32_t wt, uint32_t dt_, int64_t H, int64_t F, int64_t n, bool up_first,
+                          double tol, const char *label)
+{
+    dt x, Wg, Wu, g, u, sw, Wd, out;
+    dt_rand(p, &x, SI_TYPE_F32, H, n, 1, 1.0f);
+    dt_rand(p, &Wg, wt, H, F, 1, 1.0f);
+    dt_rand(p, &Wu, wt, H, F, 1, 1.0f);
+    dt_make(p, &g, SI_TYPE_F32, F, n, 1, NULL);
+    dt_make(p, &u, SI_TYPE_F32, F, n, 1, NULL);
+    dt_make(p, &sw, SI_TYPE_F32, F, n, 1, NULL);
+    dt_rand(p, &Wd, dt_, F, 256, 1, 1.0f);
+    dt_make(p, &out, SI_TYPE_F32, 256, n, 1, NULL);
+    const dt *const pg[2] = { &Wg, &x }, *const pu[2] = { &Wu, &x };
+    const dt *const src[4][2] = { { up_first ? pu[0] : pg[0], &x }, { up_first ? pg[0] : pu[0], &x },
+                                  { &g, &u }, { &Wd, &sw } };
+    const dt *const dst[4] = { up_first ? &u : &g, up_first ? &g : &u, &sw, &out };
+    const uint32_t kinds[4] = { SI_OP_MATMUL, SI_OP_MATMUL, SI_OP_SWIGLU, SI_OP_MATMUL };
+    for (int rep = 0; rep < 2; rep++) {
+        list_exec(p, 4, kinds, src, dst, label);
+        static const char *names[4] = { "first product", "second product", "swiglu", "down" };
+        for (int i = 0; i < 4; i++) {
+            char what[200];
+            snprintf(what, sizeof what, "MATMUL x2+SWIGLU+MATMUL %s %s/%s H %lld F %lld n %lld%s (exec %d): %s",
+                     label, host.type_name(wt), host.type_name(dt_), (long long)H, (long long)F, (long long)n,
+                     up_first ? " up first" : "", rep + 1, names[i]);
+            if (tol < 0)
+                dt_compare(p, dst[i], 0.0, what);
+            else
+                dt_compare_rms(p, dst[i], DP4A_RMS, what);
+        }
+        if (rep == 0) {   /* (new inputs for the second exec: a stale copy shows) */
+            dt_free(p, &x);
+            dt_rand(p, &x, SI_TYPE_F32, H, n, 1, 1.0f);
+        }
+    }
+    const dt *all[] = { &x, &Wg, &Wu, &g, &u, &sw, &Wd, &out };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dt_free(p, (dt *)all[i]);
+}
+
+/* Knob gemv_glu (default false) on the 9b's ffn (Q4_K 4096 -> 12288 gate
+ * and up, Q6_K down), Q5_K and Q6_K gate/up of 2048 -> 512, up first;
+ * against the cpu and against gemv_glu = false bit for bit.  Shapes it
+ * does not take run as before, the same values: two columns, and
+ * 1280-wide rows (in % 2048 != 0).  A value other than true | false is
+ * refused, named. */
+START_TEST(test_gemv_glu)
+{
+    static const struct { uint32_t wt, dt_; int64_t H, F, n; bool up_first; } cs[] = {
+        { SI_TYPE_Q4_K, SI_TYPE_Q6_K, 4096, 12288, 1, false }, { SI_TYPE_Q5_K, SI_TYPE_Q4_K, 2048, 512, 1, true },
+        { SI_TYPE_Q6_K, SI_TYPE_Q8_0, 2048, 512, 1, false },   { SI_TYPE_Q4_K, SI_TYPE_Q4_K, 4096, 1024, 2, false },
+        { SI_TYPE_Q4_K, SI_TYPE_Q4_K, 1280, 512, 1, false },
+    };
+    const size_t n_cs = sizeof cs / sizeof cs[0];
+    pair p;
+    pair_open(&p, "backend.cpu_fast", "backend.cuda_glu");
+    for (size_t k = 0; k < n_cs; k++)
+        glu_list_case(&p, cs[k].wt, cs[k].dt_, cs[k].H, cs[k].F, cs[k].n, cs[k].up_first, 1.0, "gemv_glu vs cpu");
+    pair_close(&p);
+    if (as_cpu)
+        return;
+    pair_open_cu2(&p, "backend.cuda_glu_off", "backend.cuda_glu");
+    for (size_t k = 0; k < n_cs; k++)
+        glu_list_case(&p, cs[k].wt, cs[k].dt_, cs[k].H, cs[k].F, cs[k].n, cs[k].up_first, -1, "gemv_glu vs false");
+    pair_close(&p);
+    si_backend *b = NULL;
+    si_err err = { { 0 } };
+    ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_glu_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gemv_glu") != NULL && strstr(err.msg, "'maybe'") != NULL, "message: %s", err.msg);
+}
+END_TEST
+
 /* Knob norm: v2 (rms2_kernel, the default) and v1 on the rows v2 takes
  * (the 9b's 4096 and the 35b-a3b's 2048, one row as in decode and a few):
  * the plain RMSNORM and the fused ADD + RMSNORM + int8 copy against the
@@ -2621,7 +2699,11 @@ int main(void)
              /* (norm_tail = true | false: test_norm_tail) */
              "[backend.cuda_ntail]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_ntail_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_ntail_bad]\npath = cuda_sm120.so\nnorm_tail = two\n",
+             "[backend.cuda_ntail_bad]\npath = cuda_sm120.so\nnorm_tail = two\n"
+             /* (gemv_glu = true | false: test_gemv_glu) */
+             "[backend.cuda_glu]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_glu_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             "[backend.cuda_glu_bad]\npath = cuda_sm120.so\ngemv_glu = maybe\n",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2635,7 +2717,8 @@ int main(void)
              mdf_extra, mdf5_extra, v1_extra, as_cpu ? "" : "moe_overlap = false\n", v1_extra,
              as_cpu ? "" : "moe_overlap = true\n", dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
              as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n",
-             dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n");
+             dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
+             dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2708,6 +2791,7 @@ int main(void)
     single_case(s, "moe_overlap", test_moe_overlap);
     single_case(s, "norm", test_norm_v2);
     single_case(s, "norm_tail", test_norm_tail);
+    single_case(s, "gemv_glu", test_gemv_glu);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);
