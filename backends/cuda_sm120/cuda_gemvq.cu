@@ -485,10 +485,13 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX, R == 1 ? 4 : 1) gqn_kernel(
 // gq_dot steps in the same order, the same warp sum), so the gate and up
 // outputs, the SwiGLU and the copy are the unfused launches' bits.  x is
 // read into shared memory as gq_kernel's XS form does (in <= GQ_XS_MAX).
+// Three blocks an SM (<= 85 registers; Q4_K 70, 95 unbounded): the 9b's
+// 384 blocks one wave of 396 (two an SM made a second wave of 120).
+// Q5_K stays at two (bounded to three it spilled).
 #define GU_WARPS 8
 #define GU_ROWS 4   // indices a warp
 template <int T>
-__global__ void __launch_bounds__(32 * GU_WARPS) gu_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+__global__ void __launch_bounds__(32 * GU_WARPS, T == SI_TYPE_Q5_K ? 2 : 3) gu_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                            const float *xs, cu_glu gl)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
