@@ -469,44 +469,84 @@ __global__ void __launch_bounds__(32 * GQ_WARPS_MAX, R == 1 ? 4 : 1) gqn_kernel(
     gq_body<T, R, XS, NT, true>(mm, xq, xd, xs);
 }
 
+// The SwiGLU of one block of 32 (gate and up written by other blocks or
+// launches: read from the L2) and its int8 copy, by the calling warp:
+// swiglu_q_kernel's arithmetic (the SWIGLU tail of knob moe_dec_fuse
+// below; gu_kernel's shared rows the same, stored in place too).
+__device__ __forceinline__ void gqe_swiglu32(const float *gate, const float *up, int lane, int8_t *q, float *qd,
+                                             float *qs)
+{
+    const float v = __fmul_rn(cu_silu(__ldcg(gate + lane)), __ldcg(up + lane));
+    cu_q8_block32(v, lane, q, qd, qs);
+}
+
 // ---- knob gemv_glu: the ffn's gate and up products with their SwiGLU ----
 // Decode's dense ffn ran gate/up (one launch of both, cu_mm.more[0] the
 // up rows), then swiglu_q_kernel (silu(gate) * up and its int8 copy for
 // the down projection), a launch of ~4 us alone on the H200 for 48 KB of
-// work, one in each of the 9b's 32 layers.  Here block b owns outputs
-// 32b .. 32b + 31: warp w the gate and up rows 32b + 4w .. 32b + 4w + 3
-// (both rows of one index in flight together, R = 2, the four indices one
-// after the other with the next unit's weights loaded while the current
-// one is multiplied).  The block's 32 gate and up sums meet in shared
-// memory and warp 0 makes their SwiGLU and its block of 32 of the int8
-// copy (gqe_swiglu32's arithmetic, so swiglu_q_kernel's bits): no count
-// of finished blocks and no tail after the grid, the block's own 32
-// values are all it needs.  Each row's sum is gq_kernel's (the same
-// gq_dot steps in the same order, the same warp sum), so the gate and up
-// outputs, the SwiGLU and the copy are the unfused launches' bits.  x is
-// read into shared memory as gq_kernel's XS form does (in <= GQ_XS_MAX).
-// Three blocks an SM (<= 85 registers; Q4_K 70, 95 unbounded): the 9b's
-// 384 blocks one wave of 396 (two an SM made a second wave of 120).
-// Q5_K stays at two (bounded to three it spilled).
-#define GU_WARPS 8
-#define GU_ROWS 4   // indices a warp
-template <int T>
-__global__ void __launch_bounds__(32 * GU_WARPS, T == SI_TYPE_Q5_K ? 2 : 3) gu_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                           const float *xs, cu_glu gl)
+// work, one in each of the 9b's 32 layers.  Here block (b, j) owns outputs
+// 32b .. 32b + 31 of column j: warp w the gate and up rows of indices
+// 32b + IPW w .. + IPW - 1 (IPW = 32 / W; both rows of one index in flight
+// together, the indices one after the other with the next unit's weights
+// loaded while the current one is multiplied).  The block's 32 gate and
+// up sums meet in shared memory and warp 0 makes their SwiGLU and its
+// block of 32 of the int8 copy (swiglu_q_kernel's arithmetic, so
+// swiglu_q_kernel's bits): no count of finished blocks and no tail after
+// the grid, the block's own 32 values are all it needs.  Each row's sum
+// is gq_kernel's and gqe_kernel's (the same gq_dot steps in the same
+// order, the same 32-lane sum), so the gate and up outputs, the SwiGLU and
+// the copy are the unfused launches' bits.  x is read into shared memory
+// as their XS forms do (in <= GQ_XS_MAX).
+// The MOE's routed experts (mm.expert): column j is expert expert[j] on x
+// column j / x_div, as gqe_kernel; picks and the first unit's weights
+// before the programmatic-launch wait where mm.expert_early says the
+// router completed before this launch started.  The rows blockIdx.y >=
+// ncols are the shared expert's (gl.sh: its gate/up, made by the launch
+// before): each such block's warp 0 makes one block of 32 of its SwiGLU
+// (in place, into the gate half) and of the copy, rows ncols.. of it.
+// W = 8 warps for the dense 9b (4096 wide: two steps a row, 8 units a
+// warp); 16 for rows of one step (the 35b-a3b's experts), so that a
+// warp's two indices are in flight at once.
+// Three blocks an SM at W = 8 (<= 85 registers; Q4_K 70, 95 unbounded):
+// the 9b's 384 blocks one wave of 396 (two an SM made a second wave of
+// 120).  Q5_K stays at two (bounded to three it spilled).
+template <int T, int W>
+__global__ void __launch_bounds__(32 * W, W == 16 ? 1 : T == SI_TYPE_Q5_K ? 2 : 3)
+    gu_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs, cu_glu gl)
 {
+    constexpr int IPW = 32 / W;   // indices a warp
     extern __shared__ __align__(16) uint4 gq_xsm[];
     __shared__ float sg[32], su[32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
-    const int j0 = (int)blockIdx.x * 32 + warp * GU_ROWS, steps = (int)(mm.in / 2048);
-    const int units = GU_ROWS * steps;
+    const int64_t b = blockIdx.x, j = blockIdx.y, F = mm.rows, nbf = F / 32;
+    if (j >= mm.ncols) {   // (the shared expert's SwiGLU, complete inputs)
+        cu_pdl_enter();
+        const int64_t t = j - mm.ncols;
+        float *gs = gl.sh + t * gl.sh_stride + 32 * b;
+        if (warp == 0) {
+            const float v = __fmul_rn(cu_silu(__ldcg(gs + lane)), __ldcg(gs + F + lane));
+            gs[lane] = v;   // (in place, as moe_swiglu_q leaves it)
+            cu_q8_block32(v, lane, gl.q + j * F + 32 * b, gl.qd + j * nbf + b, gl.qs + j * nbf + b);
+        }
+        return;
+    }
+    const int j0 = (int)b * 32 + warp * IPW, steps = (int)(mm.in / 2048), units = IPW * steps;
+    const int64_t c = j / mm.x_div, nbx = mm.in / 32;
     const uint32_t SB = 8 * gq_traits<T>::bytes;   // bytes of a step of a row
-    const uint8_t *wg = mm.w + (size_t)j0 * mm.row_bytes + (size_t)bl * gq_traits<T>::bytes;
-    const uint8_t *wu = mm.more[0].w + (size_t)j0 * mm.more[0].row_bytes + (size_t)bl * gq_traits<T>::bytes;
+    const bool early = mm.expert == NULL || mm.expert_early;
+    if (!early)
+        cu_pdl_enter();   // (the picks come from the kernel before)
+    const size_t ex = mm.expert != NULL ? (size_t)mm.expert[j] * mm.expert_bytes : 0;
+    const uint8_t *wg = mm.w + ex + (size_t)j0 * mm.row_bytes + (size_t)bl * gq_traits<T>::bytes;
+    const uint8_t *wu = mm.more[0].w + ex + (size_t)j0 * mm.more[0].row_bytes + (size_t)bl * gq_traits<T>::bytes;
     gq_part cur[2], nxt[2];
     gq_load<T>(wg, p, bl & 1, cur[0]);
     gq_load<T>(wu, p, bl & 1, cur[1]);
-    cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
-    gq_fill_x(gq_xsm, xq, mm.in);
+    if (early)
+        cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    gq_fill_x(gq_xsm, xq + c * mm.in, mm.in);
+    const float *xdc = xd + c * nbx, *xsc = xs + c * nbx;
+    float *yg = mm.y + j * mm.y_stride, *yu = mm.more[0].y + j * mm.more[0].y_stride;
     float ag = 0.0f, au = 0.0f;
     for (int k = 0; k < units; k++) {
         const int i = k / steps, st = k - i * steps;
@@ -515,27 +555,26 @@ __global__ void __launch_bounds__(32 * GU_WARPS, T == SI_TYPE_Q5_K ? 2 : 3) gu_k
             gq_load<T>(wg + (size_t)i1 * mm.row_bytes + (size_t)st1 * SB, p, bl & 1, nxt[0]);
             gq_load<T>(wu + (size_t)i1 * mm.more[0].row_bytes + (size_t)st1 * SB, p, bl & 1, nxt[1]);
         }
-        ag = gq_dot<T, true>(cur[0], 8 * st + bl, p, xq, gq_xsm, xd, xs, ag);
-        au = gq_dot<T, true>(cur[1], 8 * st + bl, p, xq, gq_xsm, xd, xs, au);
+        ag = gq_dot<T, true>(cur[0], 8 * st + bl, p, NULL, gq_xsm, xdc, xsc, ag);
+        au = gq_dot<T, true>(cur[1], 8 * st + bl, p, NULL, gq_xsm, xdc, xsc, au);
         cur[0] = nxt[0];
         cur[1] = nxt[1];
         if (st == steps - 1) {
             const float g = cu_warp_sum(ag), u = cu_warp_sum(au);
             if (lane == 0) {
-                sg[warp * GU_ROWS + i] = g;
-                su[warp * GU_ROWS + i] = u;
-                mm.y[j0 + i] = g;
-                mm.more[0].y[j0 + i] = u;
+                sg[warp * IPW + i] = g;
+                su[warp * IPW + i] = u;
+                yg[j0 + i] = g;
+                yu[j0 + i] = u;
             }
             ag = au = 0.0f;
         }
     }
     __syncthreads();   // the block's 32 gate and up sums in sg / su
     if (warp == 0) {
-        const int64_t b = blockIdx.x;
         const float v = __fmul_rn(cu_silu(sg[lane]), su[lane]);
-        gl.d[32 * b + lane] = v;
-        cu_q8_block32(v, lane, gl.q + 32 * b, gl.qd + b, gl.qs + b);
+        gl.d[j * gl.d_stride + 32 * b + lane] = v;
+        cu_q8_block32(v, lane, gl.q + j * F + 32 * b, gl.qd + j * nbf + b, gl.qs + j * nbf + b);
     }
 }
 
@@ -830,12 +869,6 @@ __global__ void __launch_bounds__(32 * GQ_WARPS) gqe_kernel(cu_mm mm, const int8
 //    before's).
 // The counters are only touched after the programmatic-launch wait, so
 // the previous launch that used them has completed (and reset them).
-__device__ __forceinline__ void gqe_swiglu32(const float *gate, const float *up, int lane, int8_t *q, float *qd,
-                                             float *qs)
-{
-    const float v = __fmul_rn(cu_silu(__ldcg(gate + lane)), __ldcg(up + lane));
-    cu_q8_block32(v, lane, q, qd, qs);
-}
 
 // The tail of a block of the routed products (gqe_body done): count the
 // block in its group, the group's last block does the group's tail.  SH:
@@ -1330,30 +1363,44 @@ extern "C" bool si_cu_gemvq_norm_ok(const cu_mm *mm)
     return nt.f.q == NULL || (al16(nt.f.q) && al16(nt.f.qd) && al16(nt.f.qs));
 }
 
-extern "C" bool si_cu_gemvq_glu_ok(const cu_mm *mm)
+extern "C" bool si_cu_gemvq_glu_ok(const cu_mm *mm, const cu_glu *gl)
 {
     if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
         return false;
-    if (mm->n_more != 1 || mm->ncols != 1 || mm->expert != NULL || mm->w2 != NULL || mm->norm.ctr != NULL ||
-        mm->in <= 0 || mm->in % 2048 != 0 || mm->in > GQ_XS_MAX)
+    if (mm->n_more != 1 || mm->ncols < 1 || mm->w2 != NULL || mm->norm.ctr != NULL || mm->in <= 0 ||
+        mm->in % 2048 != 0 || mm->in > GQ_XS_MAX || mm->x_div < 1)
+        return false;
+    if (mm->expert == NULL ? mm->ncols != 1 || gl->sh != NULL : mm->expert_bytes % 16 != 0)
+        return false;
+    const int64_t n_sh = gl->sh != NULL ? gl->n_sh : 0;
+    if (n_sh < 0 || mm->ncols + n_sh > 65535 || (n_sh > 0 && gl->sh_stride < 2 * mm->rows))
         return false;
     if (mm->rows <= 0 || mm->rows % 32 != 0 || mm->more[0].rows != mm->rows || mm->rows / 32 > 0x7fffffffLL)
         return false;
     return gq_parts_ok(mm);
 }
 
+template <int T>
+static cudaError_t gu_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_glu *gl,
+                         cudaStream_t s)
+{
+    const dim3 grid((unsigned)(mm->rows / 32), (unsigned)(mm->ncols + (gl->sh != NULL ? gl->n_sh : 0)));
+    const size_t smem = (size_t)mm->in;
+    if (mm->in == 2048)
+        return cu_launch(gu_kernel<T, 16>, grid, dim3(32 * 16), smem, s, *mm, xq, xd, xs, *gl);
+    return cu_launch(gu_kernel<T, 8>, grid, dim3(32 * 8), smem, s, *mm, xq, xd, xs, *gl);
+}
+
 extern "C" int si_cu_gemvq_glu(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_glu *gl,
                                void *stream)
 {
-    if (!si_cu_gemvq_glu_ok(mm))
+    if (!si_cu_gemvq_glu_ok(mm, gl))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
-    const dim3 grid((unsigned)(mm->rows / 32)), block(32 * GU_WARPS);
-    const size_t smem = (size_t)mm->in;
     switch (mm->type) {
-    case SI_TYPE_Q4_K: return (int)cu_launch(gu_kernel<SI_TYPE_Q4_K>, grid, block, smem, s, *mm, xq, xd, xs, *gl);
-    case SI_TYPE_Q5_K: return (int)cu_launch(gu_kernel<SI_TYPE_Q5_K>, grid, block, smem, s, *mm, xq, xd, xs, *gl);
-    default: return (int)cu_launch(gu_kernel<SI_TYPE_Q6_K>, grid, block, smem, s, *mm, xq, xd, xs, *gl);
+    case SI_TYPE_Q4_K: return (int)gu_go<SI_TYPE_Q4_K>(mm, xq, xd, xs, gl, s);
+    case SI_TYPE_Q5_K: return (int)gu_go<SI_TYPE_Q5_K>(mm, xq, xd, xs, gl, s);
+    default: return (int)gu_go<SI_TYPE_Q6_K>(mm, xq, xd, xs, gl, s);
     }
 }
 

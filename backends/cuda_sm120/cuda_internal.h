@@ -237,21 +237,29 @@ int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float
  * otherwise. */
 bool si_cu_gemvq_norm_ok(const cu_mm *mm);
 /* Knob gemv_glu: decode's ffn gate and up products (mm: the gate rows,
- * mm->more[0] the up rows, one column) with the SwiGLU of their outputs
- * and its int8 copy made by the same launch (gu_kernel, cuda_gemvq.cu):
- * d[j] = silu(gate[j]) * up[j] and q/qd/qs as si_cu_quantize_x makes them
- * (one column, blocks of 32), besides the gate and up outputs at mm->y and
- * mm->more[0].y.  The same bits as the product then si_cu_swiglu_q.  All
- * device pointers; d and the copy must not overlap x's copy (xq). */
+ * mm->more[0] the up rows) with the SwiGLU of their outputs and its int8
+ * copy made by the same launch (gu_kernel, cuda_gemvq.cu): for column j,
+ * d[j * d_stride + i] = silu(gate[i]) * up[i] and row j of q/qd/qs as
+ * si_cu_quantize_x makes them (blocks of 32), besides the gate and up
+ * outputs at mm->y and mm->more[0].y.  Dense: one column.  The MOE's
+ * routed experts (mm->expert, x_div): any column count, and with sh the
+ * shared expert's n_sh rows of gate then up (sh_stride floats apart,
+ * complete before the launch) get their SwiGLU in place (into the gate
+ * half) and are rows ncols.. of the copy.  The same bits as the products
+ * then si_cu_swiglu_q.  All device pointers; d and the copy must not
+ * overlap x's copy (xq). */
 typedef struct cu_glu {
-    float  *d;
-    int8_t *q;
-    float  *qd, *qs;
+    float   *d;
+    int64_t  d_stride;
+    int8_t  *q;
+    float   *qd, *qs;
+    float   *sh;                 /* or NULL                                */
+    int64_t  n_sh, sh_stride;
 } cu_glu;
-/* K-quant gate and up of the same shape (rows % 32 == 0), one column, no
- * experts, in % 2048 == 0 and <= 16384, rows aligned as si_cu_gemvq_ok
- * asks. */
-bool si_cu_gemvq_glu_ok(const cu_mm *mm);
+/* K-quant gate and up of the same shape (rows % 32 == 0), in % 2048 == 0
+ * and <= 16384, rows aligned as si_cu_gemvq_ok asks; dense one column,
+ * experts any (16-byte aligned experts). */
+bool si_cu_gemvq_glu_ok(const cu_mm *mm, const cu_glu *gl);
 int  si_cu_gemvq_glu(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, const cu_glu *gl,
                      void *stream);
 /* Knob moe_dec_fuse: the MOE decode's expert products with the work of

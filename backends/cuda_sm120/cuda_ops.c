@@ -507,7 +507,8 @@ static bool glu_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool
     mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
     mm.n_more = 1;
     mm_knobs(b, &mm);
-    if (!si_cu_gemvq_glu_ok(&mm) || sw->dst.ne[0] != mm.rows || si_oc_ne(&sw->dst, 1) != 1)
+    const cu_glu none = { 0 };
+    if (!si_cu_gemvq_glu_ok(&mm, &none) || sw->dst.ne[0] != mm.rows || si_oc_ne(&sw->dst, 1) != 1)
         return false;
     /* the SwiGLU's output: apart from the products' or one of them
      * exactly (a block writes index j of both before it of the output) */
@@ -1147,6 +1148,57 @@ static int moe_swiglu_q(si_backend *b, float *gu, int64_t F, int64_t rows, si_er
     return rc;
 }
 
+/* Knob gemv_glu on the MOE's decode (the in-line path): the routed
+ * gate/up (gu [NK][2F]) with the SwiGLU of every column into its gate
+ * half and the int8 copy, and the shared expert's rows (gu's rows NK..,
+ * made by the launch before: expert_early) likewise, in one launch
+ * (si_cu_gemvq_glu), where gate_up_run then moe_swiglu_q ran two: the
+ * same bits.  The copy is made in slot 1 (the launch reads h's from slot
+ * 0), then the halves trade places (xq_swap) and slot 0 holds it as
+ * moe_swiglu_q leaves it.  False (nothing enqueued): the caller runs the
+ * two launches. */
+static bool moe_glu_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d, const float *h, int64_t hs,
+                         bool early, float *gu, const int32_t *sel, cu_mm *mm, cu_glu *gl)
+{
+    const si_tensor *const *W = op->src;
+    const int64_t n = d->n, K = d->K, F = d->F, NK = n * K;
+    if (!b->gemv_glu || !b->mm_dp4a || b->gemv_v2 || !b->gemv_quad || !b->fuse_norm || F % 32 != 0 ||
+        (d->shared && (d->Fs != F || !early)))
+        return false;
+    *mm = mm_of(W[2], 0, h, hs, K, gu, 2 * F, NK, F, sel);
+    const cu_mm up = mm_of(d->fused ? W[2] : W[3], d->fused ? (uint64_t)F : 0, h, hs, K, gu + F, 2 * F, NK, F, sel);
+    if (up.type != mm->type || up.expert_bytes != mm->expert_bytes)
+        return false;
+    mm->more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride };
+    mm->n_more = 1;
+    mm->expert_early = early;
+    mm_knobs(b, mm);
+    *gl = (cu_glu){ .d = gu, .d_stride = 2 * F };
+    if (d->shared)
+        *gl = (cu_glu){ .d = gu, .d_stride = 2 * F, .sh = gu + NK * 2 * F, .n_sh = n, .sh_stride = 2 * F };
+    return si_cu_gemvq_glu_ok(mm, gl);
+}
+
+static int moe_glu_run(si_backend *b, const si_oc_moe_dims *d, cu_mm *mm, cu_glu *gl, si_err *err)
+{
+    const int64_t n = d->n, F = d->F, H = d->H, R = n * d->K + (d->shared ? n : 0);
+    /* room for both copies first (a larger scratch drops slot 0's), then h's */
+    int rc = cu_xq_reserve(b, xq_bytes(F, R) > xq_bytes(H, n) ? xq_bytes(F, R) : xq_bytes(H, n), err);
+    int8_t *q;
+    float *qd, *qs;
+    if (rc == SI_OK)
+        rc = xq_get(b, mm->x, mm->x_stride, H, n, 0, 32, &q, &qd, &qs, err);
+    if (rc != SI_OK)
+        return rc;
+    xq_parts(b, F, R, 1, &gl->q, &gl->qd, &gl->qs);
+    rc = launched(si_cu_gemvq_glu(mm, q, qd, qs, gl, b->stream), "MOE (gate/up + SwiGLU, gemv_glu)", err);
+    if (rc != SI_OK)
+        return rc;
+    b->xq_swap ^= 1;   /* slot 1's copy becomes slot 0's */
+    xq_hold(b, gl->d, 2 * F, F, R, 32);
+    return SI_OK;
+}
+
 /* The router's product mm (logits mm->y [ncols][E], E = mm->rows; with
  * mm->more[] the shared gate) and the top-K into sel/wts: with knob
  * route_fused one launch (rr_kernel, cuda_matmul.cu) where it takes the
@@ -1518,10 +1570,15 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
      * the routed product still reads finished picks.  (The shared gate
      * row taken in that launch, gamma, is read only by the combine.) */
     const bool early = b->expert_early && d.shared && Fs > 0;
+    cu_mm gmm;
+    cu_glu gl;
+    const bool glu = fuse_q && moe_glu_plan(b, op, &d, h, hs, early, gu, sel, &gmm, &gl);
     for (int pass = 0; pass < 2 && rc == SI_OK; pass++) {
         if (pass == (early ? 0 : 1)) {
             if (d.shared)
                 rc = moe_shared_gu(b, op, &d, gate_with_router, gus, gamma, err);
+        } else if (glu) {
+            rc = moe_glu_run(b, &d, &gmm, &gl, err);   /* (3 and the SwiGLU of 4) */
         } else {
             /* 3. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
             rc = gate_up_run(b, W[2], 0, d.fused ? W[2] : W[3], d.fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel,
@@ -1533,7 +1590,7 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
      * and its int8 copy into slot 0 for both downs (h's copy there is
      * done with: the gate/up products are enqueued). */
     const int dslot = fuse_q ? 0 : 1;
-    if (rc == SI_OK)
+    if (rc == SI_OK && !glu)
         rc = fuse_q ? moe_swiglu_q(b, gu, F, one_act ? NK + n : NK, err)
                     : launched(si_cu_swiglu_rows(gu, (uint64_t)(2 * F), gu + F, (uint64_t)(2 * F),
                                                  one_act ? NK + n : NK, F, s),

@@ -590,7 +590,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
-    bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = false;
+    bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
     bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */

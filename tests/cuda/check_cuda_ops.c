@@ -624,7 +624,7 @@ static void glu_list_case(pair *p, uint32_t wt, uint32_t dt_, int64_t H, int64_t
         dt_free(p, (dt *)all[i]);
 }
 
-/* Knob gemv_glu (default false) on the 9b's ffn (Q4_K 4096 -> 12288 gate
+/* Knob gemv_glu (default true) on the 9b's ffn (Q4_K 4096 -> 12288 gate
  * and up, Q6_K down), Q5_K and Q6_K gate/up of 2048 -> 512, up first;
  * against the cpu and against gemv_glu = false bit for bit.  Shapes it
  * does not take run as before, the same values: two columns, and
@@ -2013,6 +2013,21 @@ START_TEST(test_moe_overlap)
 }
 END_TEST
 
+/* Knob gemv_glu on the MOE decode: the routed gate/up with the SwiGLU of
+ * every column and of the shared expert's rows in one launch, against
+ * gemv_glu = false (the gate/up then swiglu_q_kernel), bit for bit, for 1
+ * token (taken), 3 (taken: any column count) and 1 again; a Q8_0 shared
+ * expert and a Q4_K one. */
+START_TEST(test_gemv_glu_moe)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const int64_t ns[] = { 1, 3, 1 };
+    moe_ab_35b("backend.cuda_glu_off", "backend.cuda_glu", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "gemv_glu");
+    moe_ab_35b("backend.cuda_glu_off", "backend.cuda_glu", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 3, "gemv_glu");
+}
+END_TEST
+
 /* Knob route_fused (the default): the MOE decode router's product, shared
  * gate row and top-K in one launch (cuda_matmul.cu rr_kernel) against the
  * two launches (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE
@@ -2792,6 +2807,7 @@ int main(void)
     single_case(s, "norm", test_norm_v2);
     single_case(s, "norm_tail", test_norm_tail);
     single_case(s, "gemv_glu", test_gemv_glu);
+    single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);

@@ -44,5 +44,11 @@ plant no-clear 's/ag = au = 0\.0f;/au = 0.0f;/'
 plant no-barrier 's/__syncthreads\(\);   \/\/ the block.s 32 gate and up sums in sg \/ su/;/'
 # silu of the up, times the gate
 plant swapped 's/cu_silu\(sg\[lane\]\), su\[lane\]/cu_silu(su[lane]), sg[lane]/'
-# the block's scale written at block 0's place
-plant scale-place 's/gl\.qd \+ b, gl\.qs \+ b/gl.qd, gl.qs + b/'
+# the block's scale written at block 0's place (the routed rows')
+plant scale-place 's/gl\.qd \+ j \* nbf \+ b, gl\.qs \+ j \* nbf \+ b\);\n    \}\n\}/gl.qd + j * nbf, gl.qs + j * nbf + b);\n    }\n}/'
+# every column on the first token's x
+plant x-column 's/const int64_t c = j \/ mm\.x_div,/const int64_t c = 0,/'
+# the picks ignored: every column on expert 0
+plant no-expert 's/\? \(size_t\)mm\.expert\[j\] \* mm\.expert_bytes : 0;/? 0 : 0;/'
+# the shared rows' SwiGLU not stored in place
+plant shared-inplace 's/gs\[lane\] = v;/;/'
