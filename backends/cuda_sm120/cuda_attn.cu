@@ -233,7 +233,13 @@ __global__ void __launch_bounds__(ATTN_THREADS) attend_kernel(cu_attn a)
 
 /* ---- split-K attention (flash-decoding) -------------------------------- */
 
-#define COMB_THREADS  128
+// combine_kernel: a thread an output element at head_dim 256 (128 made two
+// chains of a split's loads a thread)
+#define COMB_THREADS  256
+// Splits whose partial sums combine_kernel loads before folding them (in
+// order): a split's value is an L2 round trip; one at a time they were
+// the kernel's time at 64 splits (ctx 4096)
+#define COMB_BATCH    16
 
 // x[0..8) <- the 8 cache elements at base[i..i+8): one 16-byte load of f16,
 // two of f32 (i is a multiple of 8 and the row 16-byte aligned).
@@ -397,7 +403,17 @@ __global__ void __launch_bounds__(COMB_THREADS) combine_kernel(cu_attn a, int32_
     float *out = a.dst + t * a.dst_stride + (uint64_t)h * hd;
     for (int e = threadIdx.x; e < hd; e += blockDim.x) {
         float acc = 0.0f;
-        for (int s = 0; s < ns; s++)
+        int s = 0;
+        for (; s + COMB_BATCH <= ns; s += COMB_BATCH) {
+            float v[COMB_BATCH];
+#pragma unroll
+            for (int k = 0; k < COMB_BATCH; k++)
+                v[k] = pacc[(uint64_t)(s + k) * hd + e];
+#pragma unroll
+            for (int k = 0; k < COMB_BATCH; k++)   // (the splits in order: the same sums)
+                acc = fmaf(w_s[s + k], v[k], acc);
+        }
+        for (; s < ns; s++)
             acc = fmaf(w_s[s], pacc[(uint64_t)s * hd + e], acc);
         out[e] = acc * inv / (1.0f + expf(-gate[e]));
     }

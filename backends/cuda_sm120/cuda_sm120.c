@@ -224,6 +224,22 @@
  *                         as long as the norm kernel's, and serialised
  *                         behind the product where the norm kernel's start
  *                         overlapped it (programmatic launch).
+ *   gemv_glu = true | false  (with gemv_quad, gemv = v1) decode's dense
+ *                         ffn gate and up (one column, K-quants) and the
+ *                         MOE's routed gate/up (the in-line path, with the
+ *                         shared expert's rows when expert_early ran them
+ *                         first) make the SwiGLU of their outputs and its
+ *                         int8 copy for the down projection in the same
+ *                         launch (cuda_gemvq.cu gu_kernel: a block owns 32
+ *                         outputs, no count of finished blocks), where
+ *                         swiglu_q_kernel was a launch of its own; false:
+ *                         that launch (A/B, same bits).  H200, ctx 4096,
+ *                         same binary, bs 1: 9b 372.1 / 371.1 / 373.4 vs
+ *                         361.6 / 364.2 / 354.1 tok/s (graph device time
+ *                         2,560 vs 2,642 us a step), 35b-a3b 341.4 / 346.6
+ *                         vs 351.1 / 345.2 (2,710 vs 2,728 us: even); bs 8
+ *                         even (the dense form takes one column; the MOE's
+ *                         2..8 tokens run moe_overlap's path).
  *   gemv_xsmem = true | false  gemv_quad's kernel reads x (at most 16 KB)
  *                         from a swizzled copy in shared memory, 4 L1
  *                         wavefronts a 16-byte load instead of 16 (x's
