@@ -490,8 +490,8 @@ __device__ __forceinline__ void gqe_swiglu32(const float *gate, const float *up,
 // together, the indices one after the other with the next unit's weights
 // loaded while the current one is multiplied).  The block's 32 gate and
 // up sums meet in shared memory and warp 0 makes their SwiGLU and its
-// block of 32 of the int8 copy (swiglu_q_kernel's arithmetic, so
-// swiglu_q_kernel's bits): no count of finished blocks and no tail after
+// block of 32 of the int8 copy (swiglu_q_kernel's arithmetic, so its
+// bits): no count of finished blocks and no tail after
 // the grid, the block's own 32 values are all it needs.  Each row's sum
 // is gq_kernel's and gqe_kernel's (the same gq_dot steps in the same
 // order, the same 32-lane sum), so the gate and up outputs, the SwiGLU and
