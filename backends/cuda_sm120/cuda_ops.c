@@ -488,10 +488,26 @@ static int swiglu_q_exec(si_backend *b, const si_op *op, si_err *err)
  * launch reads x's copy from slot 0; the two halves then trade places
  * (xq_swap), so the down projection finds its input cached in slot 0. */
 
+/* The knobs gemv_glu needs (its kernel is gemv_quad's, on v1's int8 path). */
+static bool glu_on(const si_backend *b) { return b->gemv_glu && b->mm_dp4a && !b->gemv_v2 && b->gemv_quad; }
+
+/* The launch of ops[0..3) (SWIGLU at ops[2]): the gate product (the
+ * SWIGLU's first operand) with the up rows as more[0]. */
+static cu_mm glu_mm(si_backend *b, const si_op *ops)
+{
+    const bool ab = same_tensor(ops[2].src[0], &ops[0].dst);
+    cu_mm mm = matmul_mm(ab ? &ops[0] : &ops[1]);
+    const cu_mm o = matmul_mm(ab ? &ops[1] : &ops[0]);
+    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
+    mm.n_more = 1;
+    mm_knobs(b, &mm);
+    return mm;
+}
+
 /* ops[i..i+3) as one gemv_glu unit. */
 static bool glu_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
 {
-    if (!b->gemv_glu || !b->mm_dp4a || b->gemv_v2 || !b->gemv_quad || i + 3 >= n_ops)
+    if (!glu_on(b) || i + 3 >= n_ops)
         return false;
     const si_op *sw = &ops[i + 2];
     if (ops[i].kind != SI_OP_MATMUL || sw->kind != SI_OP_SWIGLU || si_oc_check(&b->oc, &ops[i], NULL) != SI_OK ||
@@ -502,11 +518,7 @@ static bool glu_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool
     const bool ba = same_tensor(sw->src[0], &ops[i + 1].dst) && same_tensor(sw->src[1], &ops[i].dst);
     if (!(ab || ba) || !next_quantises(b, ops, n_ops, i + 2, use_kernel))
         return false;
-    cu_mm mm = matmul_mm(&ops[i]);
-    const cu_mm o = matmul_mm(&ops[i + 1]);
-    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
-    mm.n_more = 1;
-    mm_knobs(b, &mm);
+    const cu_mm mm = glu_mm(b, ops + i);
     const cu_glu none = { 0 };
     if (!si_cu_gemvq_glu_ok(&mm, &none) || sw->dst.ne[0] != mm.rows || si_oc_ne(&sw->dst, 1) != 1)
         return false;
@@ -522,32 +534,36 @@ static bool glu_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool
     return true;
 }
 
-static int glu_exec(si_backend *b, const si_op *ops, si_err *err)
+/* The gemv_glu launch of mm (x: ncx columns in mm->x) with gl's outputs
+ * and the copy's R rows (F = mm->rows wide) in slot 1, after which the
+ * halves trade places and slot 0 holds the copy of gl->d (R rows,
+ * gl->d_stride floats apart).  Room for both copies is made first (a
+ * larger scratch drops slot 0's), then x's copy is found or made. */
+static int glu_launch(si_backend *b, const cu_mm *mm, cu_glu *gl, int64_t ncx, int64_t R, const char *what,
+                      si_err *err)
 {
-    const si_op *sw = &ops[2];
-    const bool ab = same_tensor(sw->src[0], &ops[0].dst);
-    cu_mm mm = matmul_mm(ab ? &ops[0] : &ops[1]);
-    const cu_mm o = matmul_mm(ab ? &ops[1] : &ops[0]);
-    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
-    mm.n_more = 1;
-    mm_knobs(b, &mm);
-    const int64_t F = mm.rows, H = mm.in;
-    /* room for both copies first (a larger scratch drops slot 0's), then x's */
-    int rc = cu_xq_reserve(b, xq_bytes(F, 1) > xq_bytes(H, 1) ? xq_bytes(F, 1) : xq_bytes(H, 1), err);
+    const int64_t F = mm->rows, H = mm->in;
+    int rc = cu_xq_reserve(b, xq_bytes(F, R) > xq_bytes(H, ncx) ? xq_bytes(F, R) : xq_bytes(H, ncx), err);
     int8_t *q;
     float *qd, *qs;
     if (rc == SI_OK)
-        rc = xq_get(b, mm.x, mm.x_stride, H, 1, 0, 32, &q, &qd, &qs, err);
+        rc = xq_get(b, mm->x, mm->x_stride, H, ncx, 0, 32, &q, &qd, &qs, err);
     if (rc != SI_OK)
         return rc;
-    cu_glu gl = { .d = (float *)dptr(&sw->dst) };
-    xq_parts(b, F, 1, 1, &gl.q, &gl.qd, &gl.qs);
-    rc = launched(si_cu_gemvq_glu(&mm, q, qd, qs, &gl, b->stream), "MATMUL+SWIGLU (gemv_glu)", err);
+    xq_parts(b, F, R, 1, &gl->q, &gl->qd, &gl->qs);
+    rc = launched(si_cu_gemvq_glu(mm, q, qd, qs, gl, b->stream), what, err);
     if (rc != SI_OK)
         return rc;
-    b->xq_swap ^= 1;   /* slot 1's copy of the SwiGLU becomes slot 0's */
-    xq_hold(b, gl.d, (int64_t)(row_stride(&sw->dst) / 4), F, 1, 32);
+    b->xq_swap ^= 1;   /* slot 1's copy becomes slot 0's */
+    xq_hold(b, gl->d, gl->d_stride, F, R, 32);
     return SI_OK;
+}
+
+static int glu_exec(si_backend *b, const si_op *ops, si_err *err)
+{
+    const cu_mm mm = glu_mm(b, ops);
+    cu_glu gl = { .d = (float *)dptr(&ops[2].dst), .d_stride = (int64_t)(row_stride(&ops[2].dst) / 4) };
+    return glu_launch(b, &mm, &gl, 1, 1, "MATMUL+SWIGLU (gemv_glu)", err);
 }
 
 static int norm_fused_exec(si_backend *b, const si_op *ops, size_t n, bool quant, si_err *err)
@@ -1154,16 +1170,15 @@ static int moe_swiglu_q(si_backend *b, float *gu, int64_t F, int64_t rows, si_er
  * made by the launch before: expert_early) likewise, in one launch
  * (si_cu_gemvq_glu), where gate_up_run then moe_swiglu_q ran two: the
  * same bits.  The copy is made in slot 1 (the launch reads h's from slot
- * 0), then the halves trade places (xq_swap) and slot 0 holds it as
- * moe_swiglu_q leaves it.  False (nothing enqueued): the caller runs the
- * two launches. */
+ * 0), then the halves trade places (glu_launch) and slot 0 holds it as
+ * moe_swiglu_q leaves it.  False: the caller runs the two launches.
+ * (Called where fuse_q holds: fuse_norm and the int8 path.) */
 static bool moe_glu_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d, const float *h, int64_t hs,
                          bool early, float *gu, const int32_t *sel, cu_mm *mm, cu_glu *gl)
 {
     const si_tensor *const *W = op->src;
     const int64_t n = d->n, K = d->K, F = d->F, NK = n * K;
-    if (!b->gemv_glu || !b->mm_dp4a || b->gemv_v2 || !b->gemv_quad || !b->fuse_norm || F % 32 != 0 ||
-        (d->shared && (d->Fs != F || !early)))
+    if (!glu_on(b) || F % 32 != 0 || (d->shared && (d->Fs != F || !early)))
         return false;
     *mm = mm_of(W[2], 0, h, hs, K, gu, 2 * F, NK, F, sel);
     const cu_mm up = mm_of(d->fused ? W[2] : W[3], d->fused ? (uint64_t)F : 0, h, hs, K, gu + F, 2 * F, NK, F, sel);
@@ -1177,26 +1192,6 @@ static bool moe_glu_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d
     if (d->shared)
         *gl = (cu_glu){ .d = gu, .d_stride = 2 * F, .sh = gu + NK * 2 * F, .n_sh = n, .sh_stride = 2 * F };
     return si_cu_gemvq_glu_ok(mm, gl);
-}
-
-static int moe_glu_run(si_backend *b, const si_oc_moe_dims *d, cu_mm *mm, cu_glu *gl, si_err *err)
-{
-    const int64_t n = d->n, F = d->F, H = d->H, R = n * d->K + (d->shared ? n : 0);
-    /* room for both copies first (a larger scratch drops slot 0's), then h's */
-    int rc = cu_xq_reserve(b, xq_bytes(F, R) > xq_bytes(H, n) ? xq_bytes(F, R) : xq_bytes(H, n), err);
-    int8_t *q;
-    float *qd, *qs;
-    if (rc == SI_OK)
-        rc = xq_get(b, mm->x, mm->x_stride, H, n, 0, 32, &q, &qd, &qs, err);
-    if (rc != SI_OK)
-        return rc;
-    xq_parts(b, F, R, 1, &gl->q, &gl->qd, &gl->qs);
-    rc = launched(si_cu_gemvq_glu(mm, q, qd, qs, gl, b->stream), "MOE (gate/up + SwiGLU, gemv_glu)", err);
-    if (rc != SI_OK)
-        return rc;
-    b->xq_swap ^= 1;   /* slot 1's copy becomes slot 0's */
-    xq_hold(b, gl->d, 2 * F, F, R, 32);
-    return SI_OK;
 }
 
 /* The router's product mm (logits mm->y [ncols][E], E = mm->rows; with
@@ -1578,7 +1573,8 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
             if (d.shared)
                 rc = moe_shared_gu(b, op, &d, gate_with_router, gus, gamma, err);
         } else if (glu) {
-            rc = moe_glu_run(b, &d, &gmm, &gl, err);   /* (3 and the SwiGLU of 4) */
+            /* (3 and the SwiGLU of 4) */
+            rc = glu_launch(b, &gmm, &gl, n, NK + (d.shared ? n : 0), "MOE (gate/up + SwiGLU, gemv_glu)", err);
         } else {
             /* 3. routed experts: column a = t*K + k uses expert sel[a] and token a/K */
             rc = gate_up_run(b, W[2], 0, d.fused ? W[2] : W[3], d.fused ? (uint64_t)F : 0, h, hs, K, gu, NK, F, sel,

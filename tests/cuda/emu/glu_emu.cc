@@ -22,16 +22,30 @@ static float fr() { return (float)(ru() & 0xffffff) / 8388608.0f - 1.0f; }
 static int bytes_of(uint32_t t) { return t == SI_TYPE_Q4_K ? 144 : t == SI_TYPE_Q5_K ? 176 : 210; }
 static const char *tname(uint32_t t) { return t == SI_TYPE_Q4_K ? "q4_K" : t == SI_TYPE_Q5_K ? "q5_K" : "q6_K"; }
 
+// ncx columns of `in` random int8 activations with sane per-32 scales
+// and block sums (what si_cu_quantize_x would hand the products).
+struct xcopy {
+    std::vector<int8_t> q;
+    std::vector<float>  d, s;
+};
+static xcopy rand_x(int64_t in, int64_t ncx)
+{
+    xcopy x{ std::vector<int8_t>((size_t)(ncx * in)), std::vector<float>((size_t)(ncx * in / 32)), {} };
+    x.s.resize(x.d.size());
+    for (auto &v : x.q) v = (int8_t)((int)(ru() % 255) - 127);
+    for (size_t i = 0; i < x.d.size(); i++) {
+        x.d[i] = 0.01f * (1.0f + fr());
+        x.s[i] = 3.0f * fr();
+    }
+    return x;
+}
+
 static int one(uint32_t t, int64_t F, int64_t in)
 {
     const int64_t nb = F / 32, rb = in / 256 * bytes_of(t);
-    std::vector<int8_t> xq((size_t)in);
-    std::vector<float> xd((size_t)(in / 32)), xs(xd.size());
-    for (auto &v : xq) v = (int8_t)((int)(ru() % 255) - 127);
-    for (size_t i = 0; i < xd.size(); i++) {
-        xd[i] = 0.01f * (1.0f + fr());
-        xs[i] = 3.0f * fr();
-    }
+    const xcopy x = rand_x(in, 1);
+    const std::vector<int8_t> &xq = x.q;
+    const std::vector<float> &xd = x.d, &xs = x.s;
     const std::vector<uint8_t> wg = emu_weights(t, F, in, ru, fr), wu = emu_weights(t, F, in, ru, fr);
     cu_mm mm = {};
     mm.w = wg.data(); mm.type = t; mm.in = in; mm.rows = F; mm.row_bytes = (uint64_t)rb;
@@ -93,13 +107,9 @@ static int one(uint32_t t, int64_t F, int64_t in)
 static int experts(uint32_t t, int64_t F, int64_t in, int64_t E, int K, int64_t n, bool early)
 {
     const int64_t NK = n * K, R = NK + n, nb = F / 32, rb = in / 256 * bytes_of(t), nbx = in / 32;
-    std::vector<int8_t> xq((size_t)(n * in));
-    std::vector<float> xd((size_t)(n * nbx)), xs(xd.size());
-    for (auto &v : xq) v = (int8_t)((int)(ru() % 255) - 127);
-    for (size_t i = 0; i < xd.size(); i++) {
-        xd[i] = 0.01f * (1.0f + fr());
-        xs[i] = 3.0f * fr();
-    }
+    const xcopy x = rand_x(in, n);
+    const std::vector<int8_t> &xq = x.q;
+    const std::vector<float> &xd = x.d, &xs = x.s;
     const std::vector<uint8_t> wg = emu_weights(t, E * F, in, ru, fr), wu = emu_weights(t, E * F, in, ru, fr);
     std::vector<int32_t> sel((size_t)NK);
     for (auto &v : sel) v = (int32_t)(ru() % (uint32_t)E);
