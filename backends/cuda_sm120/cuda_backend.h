@@ -60,7 +60,8 @@ struct si_backend {
     bool           gemv_qe;         /* knob gemv_quad_experts (cuda_gemvq.cu) */
     bool           gemv_qn;         /* knob gemv_quad_cols (cuda_gemvq.cu)   */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
-    bool           route_fused;     /* knob route_fused (moe_exec's router)  */
+    int            route_fused;     /* knob route_fused (moe_exec's router):
+                                     * 0 false, 1 true, 2 batch (2..8 tokens) */
     unsigned      *route_ctr;       /* route_fused: blocks done (device, 0
                                      * between launches)                    */
     bool           moe_dec_fuse;    /* knob moe_dec_fuse (moe_exec's tails)  */

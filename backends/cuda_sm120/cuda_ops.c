@@ -1197,14 +1197,16 @@ static bool moe_glu_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d
 /* The router's product mm (logits mm->y [ncols][E], E = mm->rows; with
  * mm->more[] the shared gate) and the top-K into sel/wts: with knob
  * route_fused one launch (rr_kernel, cuda_matmul.cu) where it takes the
- * product, the same bits as the two launches otherwise.  It takes
+ * product (route_fused = batch: 2..8 tokens only), the same bits as the
+ * two launches otherwise.  It takes
  * float-stored weights of <= 8 columns, which mm_run gives the f32 kernel
  * (no int8 path reads them, and f32_gemm = tiled starts at 64 columns). */
 static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float *wts, si_err *err)
 {
     cu_mm m = *mm;
     m.prefetch = b->gemv_prefetch;   /* (as mm_run sets it) */
-    if (b->route_fused && b->route_ctr != NULL && si_cu_router_route_ok(&m, K))
+    const bool fused = b->route_fused == 1 || (b->route_fused == 2 && mm->ncols >= 2);
+    if (fused && b->route_ctr != NULL && si_cu_router_route_ok(&m, K))
         return launched(si_cu_router_route(&m, K, sel, wts, b->route_ctr, b->stream), "MOE (router)", err);
     const int rc = mm_run(b, mm, 0, err);
     if (rc != SI_OK)

@@ -153,14 +153,25 @@
  *                         wait (the router has completed by then); false:
  *                         routed first, everything after the wait (A/B;
  *                         same bits).
- *   route_fused = true | false  MOE decode of up to 8 tokens (float-
- *                         stored router, E <= 1024) takes the router
- *                         product (and the shared gate row) and the top-K
- *                         in one launch: the last block of the router's to
- *                         finish routes every token (cuda_matmul.cu,
- *                         rr_kernel); false: the product and
- *                         route_warp_kernel as two launches (A/B; same
- *                         bits).
+ *   route_fused = batch | true | false  MOE decode of up to 8 tokens
+ *                         (float-stored router, E <= 1024) takes the
+ *                         router product (and the shared gate row) and the
+ *                         top-K in one launch: the last block of the
+ *                         router's to finish routes every token
+ *                         (cuda_matmul.cu, rr_kernel); true: at every
+ *                         batch; batch (default): 2..8 tokens; false: the
+ *                         product and route_warp_kernel as two launches
+ *                         (A/B; same bits).  Why not at one token: H200
+ *                         35b-a3b ctx 4096, same binary, bs 1: 365.9 /
+ *                         368.7 tok/s unfused vs 346.1 fused (graph device
+ *                         time 2,602 vs 2,662-2,677 us a step); at one
+ *                         token the tail (the fence, the count, the last
+ *                         block's L2 reads and top-K after every other
+ *                         block) is longer than the launch it saves under
+ *                         programmatic launch (another machine: 357.5
+ *                         batch vs 353.4 true; graph 2,634 vs 2,662).
+ *                         bs 8: 1,051.9 fused vs 1,037.7 / 1,030.5
+ *                         unfused.
  *   moe_dec_fuse = false | true  MOE decode of up to 8 tokens whose
  *                         routed products run on gemv_quad_experts' kernel
  *                         (and, with a shared expert as wide, its down on
@@ -607,8 +618,9 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
-    bool route_fused = true, moe_dec_fuse = false, moe_dec_fuse_gu = true;
+    bool moe_dec_fuse = false, moe_dec_fuse_gu = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
+    int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
@@ -625,7 +637,6 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_quad_experts", "true", "false", &gemv_qe },
         { "gemv_quad_cols", "true", "false", &gemv_qn },
         { "expert_early", "true", "false", &expert_early },
-        { "route_fused", "true", "false", &route_fused },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
         { "gemv_xsmem", "true", "false", &gemv_xs },
@@ -675,6 +686,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", ovls, 3, &moe_ovl, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "route_fused", ovls, 3, &route_fused, err)) != SI_OK ||
         (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;

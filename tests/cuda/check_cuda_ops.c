@@ -2028,18 +2028,26 @@ START_TEST(test_gemv_glu_moe)
 }
 END_TEST
 
-/* Knob route_fused (the default): the MOE decode router's product, shared
- * gate row and top-K in one launch (cuda_matmul.cu rr_kernel) against the
- * two launches (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE
+/* Knob route_fused: the MOE decode router's product, shared gate row and
+ * top-K in one launch (cuda_matmul.cu rr_kernel) against the two launches
+ * (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE
  * (gemv_quad_experts reads the picks before its programmatic-launch wait,
  * expert_early) for 1 and 8 tokens, then 1 again (each launch must leave
- * its block count at 0 for the next). */
+ * its block count at 0 for the next): route_fused = true (fused at every
+ * batch), then the default batch (fused at 8 tokens, not at 1). */
 START_TEST(test_moe_route_fused)
 {
     if (as_cpu)
         return;   /* a cuda_sm120 knob A/B */
     static const int64_t ns[] = { 1, 8, 1 };
-    moe_ab_35b("backend.cuda_v1_rr_off", "backend.cuda_dp4a_v1", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 3, "route_fused");
+    moe_ab_35b("backend.cuda_v1_rr_off", "backend.cuda_v1_rr_on", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 3, "route_fused");
+    moe_ab_35b("backend.cuda_v1_rr_off", "backend.cuda_dp4a_v1", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 3, "route_fused = batch");
+    /* a value outside false | true | batch: refused at open, named */
+    si_backend *b = NULL;
+    si_err err = { { 0 } };
+    ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_rr_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "route_fused") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s",
+                  err.msg);
 }
 END_TEST
 
@@ -2688,9 +2696,12 @@ int main(void)
              "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             /* (route_fused = false: opened only on the GPU) */
+             /* (route_fused = false | true: opened only on the GPU) */
              "[backend.cuda_v1_rr_off]\npath = cuda_sm120.so\nkv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\n"
              "gemv = v1\nroute_fused = false\n"
+             "[backend.cuda_v1_rr_on]\npath = cuda_sm120.so\nkv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\n"
+             "gemv = v1\nroute_fused = true\n"
+             "[backend.cuda_rr_bad]\npath = cuda_sm120.so\nroute_fused = often\n"
              "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
