@@ -1194,6 +1194,10 @@ static bool moe_glu_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d
     return si_cu_gemvq_glu_ok(mm, gl);
 }
 
+/* A knob of false | true | batch (0, 1, 2: moe_overlap, route_fused) for
+ * a decode of n tokens: batch is on at 2 tokens or more. */
+static bool batch_knob_on(int knob, int64_t n) { return knob == 1 || (knob == 2 && n >= 2); }
+
 /* The router's product mm (logits mm->y [ncols][E], E = mm->rows; with
  * mm->more[] the shared gate) and the top-K into sel/wts: with knob
  * route_fused one launch (rr_kernel, cuda_matmul.cu) where it takes the
@@ -1205,7 +1209,7 @@ static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float
 {
     cu_mm m = *mm;
     m.prefetch = b->gemv_prefetch;   /* (as mm_run sets it) */
-    const bool fused = b->route_fused == 1 || (b->route_fused == 2 && mm->ncols >= 2);
+    const bool fused = batch_knob_on(b->route_fused, mm->ncols);
     if (fused && b->route_ctr != NULL && si_cu_router_route_ok(&m, K))
         return launched(si_cu_router_route(&m, K, sel, wts, b->route_ctr, b->stream), "MOE (router)", err);
     const int rc = mm_run(b, mm, 0, err);
@@ -1413,7 +1417,7 @@ static int moe_fused(si_backend *b, const si_op *op, const si_oc_moe_dims *d, bo
  * picks after its programmatic-launch wait (expert_early off for it). */
 static bool moe_overlap_ok(const si_backend *b, const si_oc_moe_dims *d, bool one_act, bool fuse_q)
 {
-    const bool on = b->moe_overlap == 1 || (b->moe_overlap == 2 && d->n >= 2);
+    const bool on = batch_knob_on(b->moe_overlap, d->n);
     /* (the shared rows' scales in slot 1 16-byte aligned, as xq_hit asks) */
     return on && d->shared && one_act && fuse_q && d->n <= SI_CU_MMQ_MAX_COLS && !b->gemv_v2 &&
            ((d->n * d->K) * (d->F / 32)) % 4 == 0;

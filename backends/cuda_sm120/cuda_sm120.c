@@ -680,13 +680,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" },
                              *const profs[] = { "false", "true", "graph" },
-                             *const ovls[] = { "false", "true", "batch" },
+                             *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
-        (rc = knob_pick(h, section, "moe_overlap", ovls, 3, &moe_ovl, err)) != SI_OK ||
-        (rc = knob_pick(h, section, "route_fused", ovls, 3, &route_fused, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
         (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;
