@@ -138,6 +138,9 @@ struct si_backend {
     struct cu_graphs *graphs;
     uint64_t       ws_gen;
     bool           capturing;
+    int            prof_twice;      /* knob profile_twice: 0 off, 1 norm,
+                                     * 2 matmul, 3 glu, 4 moe (cu_exec_ops) */
+    size_t         n_twice;         /* units doubled in the capture under way */
     bool           cap_grow;
     uint8_t       *cap_stage;
     size_t         cap_stage_cap, cap_stage_used;

@@ -365,6 +365,7 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     size_t i = 0, ran = 0;   /* ops [0, ran) ran their host side (KV lengths) */
     int rc = SI_OK;
     cudaGraph_t graph = NULL;
+    b->n_twice = 0;
     ce = cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal);
     if (ce == cudaSuccess) {
         size_t n = 0;
@@ -403,6 +404,9 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
         }
         return CU_GRAPH_DECLINED;
     }
+    if (b->prof_twice != 0)
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME, "profile_twice: a graph of %zu ops runs %zu units twice", n_ops,
+                     b->n_twice);
     g->gen = b->ws_gen;
     g->get_rows = G->get_rows;
     e->payload = g;

@@ -1751,11 +1751,29 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
     }
 }
 
+/* Knob profile_twice's class of a unit (1 norm, 2 matmul, 3 glu, 4 moe;
+ * 0: none, never doubled). */
+static int twice_class(const si_op *ops, const cu_unit *u)
+{
+    switch (u->kind) {
+    case CU_UNIT_NORM: return 1;
+    case CU_UNIT_MM_GROUP: return 2;
+    case CU_UNIT_GLU: return 3;
+    case CU_UNIT_ONE: return ops[0].kind == SI_OP_MATMUL ? 2 : ops[0].kind == SI_OP_MOE ? 4 : 0;
+    default: return 0;
+    }
+}
+
 int cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err)
 {
     const cu_unit u = unit_at(b, ops, n_ops, i);
     *n = u.n;
-    return unit_run(b, ops + i, &u, err);
+    int rc = unit_run(b, ops + i, &u, err);
+    if (rc == SI_OK && b->capturing && b->prof_twice != 0 && twice_class(ops + i, &u) == b->prof_twice) {
+        b->n_twice++;
+        rc = unit_run(b, ops + i, &u, err);
+    }
+    return rc;
 }
 
 static int cu_exec_end(si_backend *b, int rc, si_err *err);

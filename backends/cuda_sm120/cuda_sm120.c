@@ -464,6 +464,23 @@
  *                         close per op-list length (cuda_graph.c): set
  *                         against a step's wall time it says how much of
  *                         the step the host and the syncs take.
+ *   profile_twice = false | norm | matmul | glu | moe  (for measurement,
+ *                         with graph) each captured unit of that class
+ *                         runs twice in the graph: the fused ADD+RMSNORM
+ *                         (norm), the products and groups of products
+ *                         (matmul: MATMUL, gemv_fuse's groups), the dense
+ *                         gate/up + SwiGLU (glu), the MOE (moe).  Each is
+ *                         idempotent (it rewrites what it wrote), so the
+ *                         outputs do not change; the graph's device time
+ *                         less the plain one (profile = graph), over the
+ *                         units doubled (logged at capture), is a unit's
+ *                         cost inside the chain of dependent launches,
+ *                         which ncu's times of kernels alone do not show
+ *                         (programmatic launch overlaps each with the one
+ *                         before).  The repeat finds the int8 copy of x
+ *                         as the first run left it: a MOE or glu repeat
+ *                         quantises its input again (one launch more).
+ *                         Not GDN or ATTN (state, KV lengths).
  *
  * Exec enqueues without host round trips: per-op host data goes through a
  * pinned staging arena, GET_ROWS checks its ids on the device and the
@@ -625,6 +642,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
+    int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe: 0..4 */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
     const struct {
         const char *key, *yes, *no;
@@ -681,13 +699,15 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" },
                              *const profs[] = { "false", "true", "graph" },
                              *const batches[] = { "false", "true", "batch" },
-                             *const ntails[] = { "false", "true", "one" };
+                             *const ntails[] = { "false", "true", "one" },
+                             *const twices[] = { "false", "norm", "matmul", "glu", "moe" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
         (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "profile_twice", twices, 5, &twice_i, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;
     const bool profile = prof_i == 1;
@@ -743,6 +763,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;
     b->moe_dec_fuse_gu = moe_dec_fuse_gu;
+    b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;

@@ -19,7 +19,9 @@
  * bit-identical.  The
  * graph run must have replayed (its "graphs:" log line at close); the i8
  * graph side runs with profile = graph, whose timing (events around each
- * replay) must change no bit and count every replay.  For
+ * replay) must change no bit and count every replay; the graph sides also
+ * run units twice in each capture (profile_twice = matmul for f16, moe
+ * for i8), which must change no bit either.  For
  * qwen35 (dense) and qwen36 (MoE), kv_type f16 and i8 (paged).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  CK_NOFORK:
@@ -61,6 +63,9 @@ static int g_lines;
 /* profile = graph (the i8 graph side): its per-length timing lines. */
 static unsigned long long t_replays;
 static int t_lines, t_bad;
+/* profile_twice (both graph sides): its lines at capture, and how many
+ * of them doubled no unit. */
+static int tw_lines, tw_none;
 
 static void test_log(const si_host *h, int level, const char *who, const char *fmt, ...)
 {
@@ -81,6 +86,11 @@ static void test_log(const si_host *h, int level, const char *who, const char *f
         t_lines++;
         t_replays += reps;
         t_bad += !(n_ops > 0 && reps > 0 && min > 0.0 && mean >= min && mean < 1e6 && host_us > 0.0);
+    }
+    size_t n_tw;
+    if (sscanf(msg, "profile_twice: a graph of %zu ops runs %zu units twice", &n_ops, &n_tw) == 2) {
+        tw_lines++;
+        tw_none += n_tw == 0;
     }
     if (level <= SI_LOG_WARN)
         fprintf(stderr, "[%s] %s\n", who, msg);
@@ -182,6 +192,7 @@ static void graph_case(bool moe, const char *kv)
     si_ct_model_open(&rb, &host, p_cu, sec_n, model, g, N_SEQ, N_CTX);
     const uint32_t V = c.V;
     stats st = { 0 };
+    tw_lines = tw_none = 0;
 
     const int32_t both[2] = { 0, 1 }, one[1] = { 1 };
     const int32_t pos0[2] = { 0, 0 };
@@ -197,6 +208,12 @@ static void graph_case(bool moe, const char *kv)
     pos[1] = PRE1B;
     decode(&ra, &rb, V, &st, both, pos, 2, DEC2B);    /* after the workspaces grew */
 
+    /* profile_twice (matmul on the f16 side, moe on the i8 one) doubled
+     * units in every capture (none is a MOE in the dense model), and
+     * changed no bit above */
+    ck_assert_msg(tw_lines > 0, "profile_twice: no line at capture");
+    ck_assert_msg(tw_none == (strcmp(kv, "i8") == 0 && !moe ? tw_lines : 0),
+                  "profile_twice: %d of %d captures doubled no unit", tw_none, tw_lines);
     g_lines = t_lines = t_bad = 0;
     t_replays = 0;
     si_ct_model_close(&ra);
@@ -238,9 +255,9 @@ int main(void)
 {
     si_err err = { { 0 } };
     const char *text =
-        "[backend.graph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\n"
+        "[backend.graph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = matmul\n"
         "[backend.nograph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
-        "[backend.graph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\nprofile = graph\n"
+        "[backend.graph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\nprofile = graph\nprofile_twice = moe\n"
         "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n";
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
