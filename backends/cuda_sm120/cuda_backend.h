@@ -66,6 +66,7 @@ struct si_backend {
                                      * between launches)                    */
     bool           moe_dec_fuse;    /* knob moe_dec_fuse (moe_exec's tails)  */
     bool           moe_dec_fuse_gu; /* knob moe_dec_fuse_gu (one gate/up)    */
+    bool           moe_sdc;         /* knob moe_sdc (shared down + combine)  */
     unsigned      *moe_ctr;         /* moe_dec_fuse: 2 * CU_MOE_CTR groups'
                                      * counts (device, 0 between launches)  */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */

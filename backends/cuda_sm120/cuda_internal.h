@@ -580,6 +580,17 @@ int  si_cu_router_route(const cu_mm *mm, int K, int32_t *sel, float *wts, unsign
 /* g[r][i] = silu(g[r][i]) * u[r][i] for rows r of F (u_stride floats apart). */
 int si_cu_swiglu_rows(float *g, uint64_t g_stride, const float *u, uint64_t u_stride, int64_t rows,
                       int64_t F, void *stream);
+/* Knob moe_sdc (cuda_mmq.cu): one token's combine (si_cu_moe_combine's
+ * dst, with the shared expert) whose shared value, row r of the shared
+ * down product sd (one column, its int8 input xq/xd/xs: si_cu_quantize_x's
+ * layout), the launch computes itself, as si_cu_matmul_q8_v1 would (the
+ * same bits), before its programmatic-launch wait: xq must come from a
+ * launch at least two before this one.  y: the K expert rows [K][rows].
+ * _ok: sd one column on mmq_kernel's plain path (not gemv_quad's), no
+ * experts or more[], 1 <= K <= 8. */
+bool si_cu_moe_sdc_ok(const cu_mm *sd, int K);
+int  si_cu_moe_sdc(const cu_mm *sd, const int8_t *xq, const float *xd, const float *xs, float *dst, const float *y,
+                   const float *wts, const float *gamma, int K, void *stream);
 /* dst[t] = sum_k wts[t][k] * y[t*K+k] + (shared ? sigmoid(gamma[t]) * ys[t] : 0). */
 int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y, const float *wts,
                       const float *ys, const float *gamma, int64_t n, int K, int64_t H, void *stream);

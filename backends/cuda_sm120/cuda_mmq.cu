@@ -33,6 +33,7 @@
 #include "cuda_internal.h"
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
+#include "cuda_combine.cuh"
 
 // knob pdl (cuda_internal.h): here, with the most-launched decode kernel
 static bool pdl_on;
@@ -395,6 +396,100 @@ static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd
     if (mm->ncols <= 4)
         return mmq_go<T, 4, 2>(mm, xq, xd, xs, s);
     return mmq_go<T, 8, 2>(mm, xq, xd, xs, s);
+}
+
+// ---- knob moe_sd_combine: the MOE's combine with its shared expert's
+// down product, one token.  The shared down (H rows of F, one column) ran
+// as an mmq_kernel launch between the routed down and the combine: a
+// link of its own in the chain of dependent launches, though it needs
+// nothing the routed down makes.  Here the combine's launch makes
+// it: row r by L lanes exactly as mmq_kernel<T, 1, U, false, L> (the same
+// units in the same order, the same shuffle reduction: its bits), and all
+// of that BEFORE the programmatic-launch wait, since its input (the
+// shared rows' int8 SwiGLU copy) comes from the launch two before this
+// one, which completed before the launch before (the routed down) let
+// this one start (cu_pdl_enter: the wait, then launch_dependents); the
+// weights are not written in a step.  After the wait, the row's lane 0
+// adds the routed experts' values and the gated shared value as
+// combine_kernel does (cuda_combine.cuh), so the output's bits are the
+// three launches'.
+template <int T, int L>
+__global__ void __launch_bounds__(32 * MMQ_WARPS) sdc_kernel(cu_mm sd, const int8_t *xq, const float *xd,
+                                                              const float *xs, float *dst, const float *y,
+                                                              const float *wts, const float *gamma, int K)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sl = lane % L;
+    const int64_t r = ((int64_t)blockIdx.x * MMQ_WARPS + warp) * (32 / L) + lane / L;
+    const bool live = r < sd.rows;   // (a lane past the rows still takes part in the shuffles)
+    const int64_t units = sd.in / mmq_traits<T>::units_per_elem_div;
+    const uint8_t *w = sd.w + (uint64_t)(live ? r : 0) * sd.row_bytes;
+    const int8_t *const xqs[1] = { xq };
+    const float *const xds[1] = { xd }, *const xss[1] = { xs };
+    float acc[1] = { 0.0f };
+    constexpr int U = MMQ_UNROLL;   // (a pragma does not expand macros)
+#pragma unroll U
+    for (int64_t v = live ? sl : units; v < units; v += L)
+        mmq_unit<T, 1>(w, v, xqs, xds, xss, 1, acc);
+    float s = acc[0];
+#pragma unroll
+    for (int o = L / 2; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    cu_pdl_enter();   // (the routed experts' values come from the launch before)
+    if (sl != 0 || !live)
+        return;
+    float wv[CB_K], yv[CB_K];
+#pragma unroll
+    for (int k = 0; k < CB_K; k++) {
+        wv[k] = k < K ? wts[k] : 0.0f;
+        yv[k] = k < K ? y[k * sd.rows + r] : 0.0f;
+    }
+    dst[r] = cb_sum(wv, yv, K, true, cb_gate(gamma[0]), s);
+}
+
+// The lanes a row mmq_launch gives a one-column product of mm (0: its
+// launch would not be a plain mmq_kernel<T, 1, MMQ_UNROLL, false, L>).
+static int sdc_lanes(const cu_mm *mm)
+{
+    if (mm->gemv_unroll > 0 || mm->gemv_wide || mm->gemv_order || mm->x_div != 1)
+        return 0;
+    const int64_t div = mm->type == SI_TYPE_Q8_0 ? 16 : 32;
+    return mmq_row_lanes(mm->in / div);
+}
+
+extern "C" bool si_cu_moe_sdc_ok(const cu_mm *sd, int K)
+{
+    return K >= 1 && K <= CB_K && sd->ncols == 1 && sd->expert == NULL && sd->n_more == 0 && sd->w2 == NULL &&
+           sd->norm.ctr == NULL && sd->rows > 0 && si_cu_mmq_ok(sd) && sdc_lanes(sd) != 0 &&
+           !(sd->gemv_quad && si_cu_gemvq_ok(sd));
+}
+
+template <int T>
+static cudaError_t sdc_go(const cu_mm *sd, const int8_t *xq, const float *xd, const float *xs, float *dst,
+                          const float *y, const float *wts, const float *gamma, int K, cudaStream_t s)
+{
+    const int L = sdc_lanes(sd);
+    const int64_t rb = MMQ_WARPS * (32 / L), gx = (sd->rows + rb - 1) / rb;
+    if (gx > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    const dim3 g((unsigned)gx), b(32 * MMQ_WARPS);
+    switch (L) {
+    case 4: return cu_launch(sdc_kernel<T, 4>, g, b, 0, s, *sd, xq, xd, xs, dst, y, wts, gamma, K);
+    case 8: return cu_launch(sdc_kernel<T, 8>, g, b, 0, s, *sd, xq, xd, xs, dst, y, wts, gamma, K);
+    case 16: return cu_launch(sdc_kernel<T, 16>, g, b, 0, s, *sd, xq, xd, xs, dst, y, wts, gamma, K);
+    default: return cu_launch(sdc_kernel<T, 32>, g, b, 0, s, *sd, xq, xd, xs, dst, y, wts, gamma, K);
+    }
+}
+
+extern "C" int si_cu_moe_sdc(const cu_mm *sd, const int8_t *xq, const float *xd, const float *xs, float *dst,
+                             const float *y, const float *wts, const float *gamma, int K, void *stream)
+{
+    if (!si_cu_moe_sdc_ok(sd, K))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (sd->type) {
+    CU_I8_TYPE_CASES(sdc_go, sd, xq, xd, xs, dst, y, wts, gamma, K, s)
+    default: return (int)cudaErrorInvalidValue;
+    }
 }
 
 extern "C" bool si_cu_mmq_ok(const cu_mm *mm)

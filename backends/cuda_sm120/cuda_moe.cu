@@ -20,6 +20,7 @@
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_route.cuh"
+#include "cuda_combine.cuh"
 
 __global__ void route_kernel(float *logits, int64_t n, int E, int K, int32_t *sel, float *wts)
 {
@@ -74,7 +75,6 @@ __global__ void swiglu_kernel(float *g, uint64_t gs, const float *u, uint64_t us
 // before the first add, where the loop over a runtime K waited one round
 // trip per pick: ~7 us per decode token at K = 8, 294 us of a 35b-a3b
 // step on the H200 (ncu); the same adds in the same order either way)
-#define CB_K 8
 __global__ void combine_kernel(float *dst, uint64_t ds, const float *y, const float *wts, const float *ys,
                                const float *gamma, int64_t n, int K, int64_t H)
 {
@@ -94,17 +94,12 @@ __global__ void combine_kernel(float *dst, uint64_t ds, const float *y, const fl
                 wv[k] = k < K ? wt[k] : 0.0f;
                 yv[k] = k < K ? yt[k * H] : 0.0f;
             }
-#pragma unroll
-            for (int k = 0; k < CB_K; k++)
-                if (k < K)
-                    o = __fadd_rn(o, __fmul_rn(wv[k], yv[k]));
+            o = cb_sum(wv, yv, K, ys != NULL, ys != NULL ? cb_gate(gv) : 0.0f, sv);
         } else {
             for (int k = 0; k < K; k++)
                 o = __fadd_rn(o, __fmul_rn(wt[k], yt[k * H]));
-        }
-        if (ys != NULL) {
-            const float gm = 1.0f / (1.0f + expf(-gv));
-            o = __fadd_rn(o, __fmul_rn(gm, sv));
+            if (ys != NULL)
+                o = __fadd_rn(o, __fmul_rn(cb_gate(gv), sv));
         }
         dst[t * ds + h] = o;
     }

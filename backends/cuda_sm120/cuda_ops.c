@@ -1494,6 +1494,37 @@ static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *
     return rc;
 }
 
+/* Knob moe_sdc (default true): a one-token MOE on the int8 in-line path
+ * whose shared expert's down product runs on v1's plain mmq_kernel makes
+ * it in the combine's launch instead (cuda_mmq.cu sdc_kernel), before that
+ * launch's programmatic-launch wait: the shared down was a link of its
+ * own in the chain of dependent launches though it needs nothing of the
+ * routed down's (H200 35b-a3b: -16 us a step of 2,600).  Its input, the shared rows'
+ * int8 SwiGLU copy, must be held in slot 0, made by the launch that made
+ * the routed rows' (two launches back: the routed down between).  Same
+ * bits.  *done: it ran (else the caller runs the shared down and the
+ * combine). */
+static int moe_sdc(si_backend *b, const si_op *op, const si_oc_moe_dims *d, const float *gus, const float *y,
+                   const float *wts, const float *gamma, bool *done, si_err *err)
+{
+    *done = false;
+    if (!b->moe_sdc || d->n != 1 || !b->mm_dp4a || b->gemv_v2)
+        return SI_OK;
+    cu_mm sd = mm_of(op->src[8], 0, gus, 2 * d->Fs, 1, NULL, d->H, 1, d->H, NULL);
+    mm_knobs(b, &sd);
+    int64_t j;
+    if (!si_cu_moe_sdc_ok(&sd, (int)d->K) || !xq_hit(b, sd.x, sd.x_stride, sd.in, 1, 32, &j))
+        return SI_OK;
+    int8_t *q;
+    float *qd, *qs;
+    int rc = xq_get(b, sd.x, sd.x_stride, sd.in, 1, 0, 32, &q, &qd, &qs, err);   /* (a hit: no launch) */
+    if (rc == SI_OK)
+        rc = launched(si_cu_moe_sdc(&sd, q, qd, qs, (float *)dptr(&op->dst), y, wts, gamma, (int)d->K, b->stream),
+                      "MOE (shared down + combine)", err);
+    *done = rc == SI_OK;
+    return rc;
+}
+
 static int moe_exec(si_backend *b, const si_op *op, si_err *err)
 {
     si_oc_moe_dims d;
@@ -1602,7 +1633,11 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
         mm.expert_early = b->expert_early;   /* (the gate/up and SwiGLU launches between) */
         rc = mm_run(b, &mm, dslot, err);
     }
-    if (rc == SI_OK && d.shared) {
+    /* (knob moe_sdc: the shared down in the combine's launch, 4 + 5) */
+    bool sdc = false;
+    if (rc == SI_OK && d.shared && one_act && fuse_q)
+        rc = moe_sdc(b, op, &d, gus, y, wts, gamma, &sdc, err);
+    if (rc == SI_OK && d.shared && !sdc) {
         if (!one_act)
             rc = launched(si_cu_swiglu_rows(gus, (uint64_t)(2 * Fs), gus + Fs, (uint64_t)(2 * Fs), n, Fs, s), "MOE",
                           err);
@@ -1614,7 +1649,7 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     if (fuse_q)
         b->xq_key = NULL;   /* gu is workspace: later ops may rewrite it unseen */
     /* 5. combine */
-    if (rc == SI_OK)
+    if (rc == SI_OK && !sdc)
         rc = launched(si_cu_moe_combine((float *)dptr(&op->dst), row_stride(&op->dst) / 4, y, wts, ys, gamma, n,
                                         (int)K, H, s),
                       "MOE", err);

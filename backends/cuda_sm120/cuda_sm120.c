@@ -197,6 +197,23 @@
  *                         is the launch before).  false: its own launch
  *                         (A/B; same bits; H200 35b-a3b bs 1: 344.3 with
  *                         false, 346.3 with true).
+ *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
+ *                         a shared expert as wide as the routed ones whose
+ *                         down runs on v1's mmq_kernel): the combine's
+ *                         launch also makes the shared expert's down
+ *                         product, before its programmatic-launch wait
+ *                         (cuda_mmq.cu sdc_kernel: mmq_kernel's lanes and
+ *                         order), where that product was a launch of its
+ *                         own between the routed down and the combine, a
+ *                         link of the chain of dependent launches that
+ *                         needed nothing of the routed down's; false: the
+ *                         two launches (A/B; same bits).  H200 35b-a3b
+ *                         ctx 4096 bs 1, same binary: graph device time
+ *                         2,586.8 / 2,583.2 vs 2,602.4 / 2,600.0 us a step
+ *                         (-0.6%: the shared down's launch already
+ *                         overlapped most of the routed down under
+ *                         programmatic launch); tok/s within noise (364.4
+ *                         / 364.7 vs 368.1 / 363.1).
  *   moe_overlap = batch | true | false  MOE decode of up to 8 tokens with
  *                         a shared expert as wide as the routed ones
  *                         (without moe_dec_fuse, on the int8 paths): the
@@ -635,7 +652,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
-    bool moe_dec_fuse = false, moe_dec_fuse_gu = true;
+    bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
@@ -657,6 +674,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "expert_early", "true", "false", &expert_early },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
+        { "moe_sdc", "true", "false", &moe_sdc },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -763,6 +781,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;
     b->moe_dec_fuse_gu = moe_dec_fuse_gu;
+    b->moe_sdc = moe_sdc;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;

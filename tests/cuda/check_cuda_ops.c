@@ -2028,6 +2028,23 @@ START_TEST(test_gemv_glu_moe)
 }
 END_TEST
 
+/* Knob moe_sdc: one token's combine with the shared expert's down product
+ * in its launch (cuda_mmq.cu sdc_kernel, before the programmatic-launch
+ * wait) against the two launches (moe_sdc = false), bit for bit, at
+ * Qwen3.6-35B-A3B's MOE: a Q8_0 shared expert (8 lanes a 512-wide row), a
+ * Q4_K one (4 lanes) and a Q6_K one; 1 token, 3 (not taken: the same
+ * values), 1 again. */
+START_TEST(test_moe_sdc)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const int64_t ns[] = { 1, 3, 1 };
+    moe_ab_35b("backend.cuda_sdc_off", "backend.cuda_sdc", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_sdc");
+    moe_ab_35b("backend.cuda_sdc_off", "backend.cuda_sdc", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 2, "moe_sdc");
+    moe_ab_35b("backend.cuda_sdc_off", "backend.cuda_sdc", SI_TYPE_Q5_K, SI_TYPE_Q6_K, ns, 1, "moe_sdc");
+}
+END_TEST
+
 /* Knob route_fused: the MOE decode router's product, shared gate row and
  * top-K in one launch (cuda_matmul.cu rr_kernel) against the two launches
  * (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE
@@ -2729,7 +2746,10 @@ int main(void)
              /* (gemv_glu = true | false: test_gemv_glu) */
              "[backend.cuda_glu]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_glu_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_glu_bad]\npath = cuda_sm120.so\ngemv_glu = maybe\n",
+             "[backend.cuda_glu_bad]\npath = cuda_sm120.so\ngemv_glu = maybe\n"
+             /* (moe_sdc = true | false: test_moe_sdc) */
+             "[backend.cuda_sdc]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_sdc_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2744,7 +2764,8 @@ int main(void)
              as_cpu ? "" : "moe_overlap = true\n", dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
              as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n",
              dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
-             dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n");
+             dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n", dq_extra,
+             dq_extra, as_cpu ? "" : "moe_sdc = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2819,6 +2840,7 @@ int main(void)
     single_case(s, "norm_tail", test_norm_tail);
     single_case(s, "gemv_glu", test_gemv_glu);
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
+    single_case(s, "moe_sdc", test_moe_sdc);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);

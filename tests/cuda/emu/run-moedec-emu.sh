@@ -21,15 +21,16 @@ mkdir -p "$out"
 [ -n "$KEEP" ] || trap 'rm -rf "$out"' EXIT
 # cuda_gemvq.cu whole (cu_launch is the emulator's; x's copy in the
 # emulator's dynamic shared memory), swiglu_q_kernel (cuda_elem.cu) and
-# combine_kernel (cuda_moe.cu), each from its first line to the closing
-# brace at column 0
+# combine_kernel (cuda_moe.cu, with cuda_combine.cuh), each from its first
+# line to the closing brace at column 0
 {
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint4 gq_xsm\[\];/uint4 *gq_xsm = (uint4 *)emu::dyn_smem();/' \
         "$src/cuda_gemvq.cu"
     awk '/^__global__ void swiglu_q_kernel\(/ { on = 1 }
          on { print } on && /^}/ { on = 0 }' "$src/cuda_elem.cu"
-    awk '/^#define CB_K/ { print; next } /^__global__ void combine_kernel\(/ { on = 1 }
+    echo '#include "cuda_combine.cuh"'   # (combine_kernel's arithmetic)
+    awk '/^__global__ void combine_kernel\(/ { on = 1 }
          on { print } on && /^}/ { on = 0 }' "$src/cuda_moe.cu"
 } > "$out/k.cc"
 for k in gqe_tail_kernel gqe_kernel swiglu_q_kernel CB_K combine_kernel si_cu_gemvq_tail; do
