@@ -359,6 +359,9 @@ int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int6
 /* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU.  norm_v2
  * (knob norm = v2): RMSNORM rows of ne0 % 512 == 0, <= 4096, 16-byte
  * aligned, on rms2_kernel (another summation order than v1's). */
+/* One launch of a kernel that only waits for the one before (knob
+ * profile_twice = empty: the cost of a link of the chain). */
+int si_cu_empty(void *stream);
 int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
                int64_t nrows, float eps, bool norm_v2, void *stream);
 /* (cu_norm_fuse: RMSNORM fused with the ADD before it and/or the int8

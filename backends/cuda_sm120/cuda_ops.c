@@ -1787,7 +1787,8 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
 }
 
 /* Knob profile_twice's class of a unit (1 norm, 2 matmul, 3 glu, 4 moe;
- * 0: none, never doubled). */
+ * 0: none, never doubled; value 5, empty, follows every unit with an
+ * empty launch instead, cu_exec_ops). */
 static int twice_class(const si_op *ops, const cu_unit *u)
 {
     switch (u->kind) {
@@ -1804,7 +1805,13 @@ int cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t 
     const cu_unit u = unit_at(b, ops, n_ops, i);
     *n = u.n;
     int rc = unit_run(b, ops + i, &u, err);
-    if (rc == SI_OK && b->capturing && b->prof_twice != 0 && twice_class(ops + i, &u) == b->prof_twice) {
+    if (rc != SI_OK || !b->capturing || b->prof_twice == 0)
+        return rc;
+    if (b->prof_twice == 5) {
+        b->n_twice++;
+        return launched(si_cu_empty(b->stream), "empty launch (profile_twice)", err);
+    }
+    if (twice_class(ops + i, &u) == b->prof_twice) {
         b->n_twice++;
         rc = unit_run(b, ops + i, &u, err);
     }

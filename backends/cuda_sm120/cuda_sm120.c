@@ -481,7 +481,7 @@
  *                         close per op-list length (cuda_graph.c): set
  *                         against a step's wall time it says how much of
  *                         the step the host and the syncs take.
- *   profile_twice = false | norm | matmul | glu | moe  (for measurement,
+ *   profile_twice = false | norm | matmul | glu | moe | empty  (for measurement,
  *                         with graph) each captured unit of that class
  *                         runs twice in the graph: the fused ADD+RMSNORM
  *                         (norm), the products and groups of products
@@ -497,7 +497,10 @@
  *                         before).  The repeat finds the int8 copy of x
  *                         as the first run left it: a MOE or glu repeat
  *                         quantises its input again (one launch more).
- *                         Not GDN or ATTN (state, KV lengths).
+ *                         Not GDN or ATTN (state, KV lengths).  empty:
+ *                         every captured unit is followed by a launch of a
+ *                         kernel that only waits for the one before it
+ *                         (si_cu_empty): the cost of a bare link.
  *
  * Exec enqueues without host round trips: per-op host data goes through a
  * pinned staging arena, GET_ROWS checks its ids on the device and the
@@ -659,7 +662,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
-    int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe: 0..4 */
+    int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: 0..5 */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
     const struct {
         const char *key, *yes, *no;
@@ -718,14 +721,14 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                              *const profs[] = { "false", "true", "graph" },
                              *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" },
-                             *const twices[] = { "false", "norm", "matmul", "glu", "moe" };
+                             *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
         (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
-        (rc = knob_pick(h, section, "profile_twice", twices, 5, &twice_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "profile_twice", twices, 6, &twice_i, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;
     const bool profile = prof_i == 1;

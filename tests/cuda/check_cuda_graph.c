@@ -21,7 +21,8 @@
  * graph side runs with profile = graph, whose timing (events around each
  * replay) must change no bit and count every replay; the graph sides also
  * run units twice in each capture (profile_twice = matmul for f16, moe
- * for i8), which must change no bit either.  For
+ * for i8; a third qwen36 f16 pair: an empty launch after every unit),
+ * which must change no bit either.  For
  * qwen35 (dense) and qwen36 (MoE), kv_type f16 and i8 (paged).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  CK_NOFORK:
@@ -208,9 +209,9 @@ static void graph_case(bool moe, const char *kv)
     pos[1] = PRE1B;
     decode(&ra, &rb, V, &st, both, pos, 2, DEC2B);    /* after the workspaces grew */
 
-    /* profile_twice (matmul on the f16 side, moe on the i8 one) doubled
-     * units in every capture (none is a MOE in the dense model), and
-     * changed no bit above */
+    /* profile_twice (matmul on the f16 side, moe on the i8 one, empty on
+     * f16e) doubled units in every capture (none is a MOE in the dense
+     * model), and changed no bit above */
     ck_assert_msg(tw_lines > 0, "profile_twice: no line at capture");
     ck_assert_msg(tw_none == (strcmp(kv, "i8") == 0 && !moe ? tw_lines : 0),
                   "profile_twice: %d of %d captures doubled no unit", tw_none, tw_lines);
@@ -250,6 +251,9 @@ START_TEST(test_qwen36_f16) { graph_case(true, "f16"); }
 END_TEST
 START_TEST(test_qwen36_i8) { graph_case(true, "i8"); }
 END_TEST
+/* (profile_twice = empty: an empty launch after every captured unit) */
+START_TEST(test_qwen36_empty) { graph_case(true, "f16e"); }
+END_TEST
 
 int main(void)
 {
@@ -258,7 +262,9 @@ int main(void)
         "[backend.graph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = matmul\n"
         "[backend.nograph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
         "[backend.graph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\nprofile = graph\nprofile_twice = moe\n"
-        "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n";
+        "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
+        "[backend.graph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = empty\n"
+        "[backend.nograph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\n";
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -285,6 +291,7 @@ int main(void)
         tcase_add_test(tc, test_qwen35_i8);
         tcase_add_test(tc, test_qwen36_f16);
         tcase_add_test(tc, test_qwen36_i8);
+        tcase_add_test(tc, test_qwen36_empty);
         suite_add_tcase(s, tc);
         rc = si_ct_run(s) ? 1 : 0;
     }
