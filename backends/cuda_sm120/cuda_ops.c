@@ -1499,11 +1499,11 @@ static int moe_overlapped(si_backend *b, const si_op *op, const si_oc_moe_dims *
  * it in the combine's launch instead (cuda_mmq.cu sdc_kernel), before that
  * launch's programmatic-launch wait: the shared down was a link of its
  * own in the chain of dependent launches though it needs nothing of the
- * routed down's (H200 35b-a3b: -16 us a step of 2,600).  Its input, the shared rows'
- * int8 SwiGLU copy, must be held in slot 0, made by the launch that made
- * the routed rows' (two launches back: the routed down between).  Same
- * bits.  *done: it ran (else the caller runs the shared down and the
- * combine). */
+ * routed down's (H200 35b-a3b: -16 us a step of 2,600).  Its input, the
+ * shared rows' int8 SwiGLU copy, must be held in slot 0, made by the
+ * launch that made the routed rows' (two launches back: the routed down
+ * between).  Same bits.  *done: it ran (else the caller runs the shared
+ * down and the combine). */
 static int moe_sdc(si_backend *b, const si_op *op, const si_oc_moe_dims *d, const float *gus, const float *y,
                    const float *wts, const float *gamma, bool *done, si_err *err)
 {
