@@ -26,6 +26,11 @@ typedef struct cu_kernel {
     const char                 *name;  /* the plugin's (static in its .so)  */
 } cu_kernel;
 
+/* Knob profile_twice's values, in the order of its value list
+ * (cuda_sm120.c): the class of captured units run twice, or EMPTY (an
+ * empty launch after every unit). */
+enum cu_twice { CU_TWICE_OFF, CU_TWICE_NORM, CU_TWICE_MATMUL, CU_TWICE_GLU, CU_TWICE_MOE, CU_TWICE_EMPTY };
+
 struct si_backend {
     const si_host *host;
     int            device;
@@ -139,8 +144,8 @@ struct si_backend {
     struct cu_graphs *graphs;
     uint64_t       ws_gen;
     bool           capturing;
-    int            prof_twice;      /* knob profile_twice: 0 off, 1 norm,
-                                     * 2 matmul, 3 glu, 4 moe (cu_exec_ops) */
+    int            prof_twice;      /* knob profile_twice: a cu_twice
+                                     * (cu_exec_ops)                        */
     size_t         n_twice;         /* units doubled in the capture under way */
     bool           cap_grow;
     uint8_t       *cap_stage;

@@ -1,6 +1,6 @@
 // backends/cuda_sm120/cuda_combine.cuh — the MOE combine's arithmetic of
 // one output element, shared by cuda_moe.cu's combine_kernel and
-// cuda_mmq.cu's sdc_kernel (knob moe_sd_combine): one copy of the
+// cuda_mmq.cu's sdc_kernel (knob moe_sdc): one copy of the
 // operations, so the two give the same bits.
 #ifndef SI_CUDA_COMBINE_CUH
 #define SI_CUDA_COMBINE_CUH
@@ -12,6 +12,9 @@
 // The shared expert's gate: sigmoid(gamma[t]).
 __device__ __forceinline__ float cb_gate(float gv) { return 1.0f / (1.0f + expf(-gv)); }
 
+// The routed sum o plus the shared expert's value sv gated by gm.
+__device__ __forceinline__ float cb_shared(float o, float gm, float sv) { return __fadd_rn(o, __fmul_rn(gm, sv)); }
+
 // One output element from its K weights and expert values (K <= CB_K, in
 // pick order) and, with sh, the shared expert's value sv gated by gm.
 __device__ __forceinline__ float cb_sum(const float wv[CB_K], const float yv[CB_K], int K, bool sh, float gm,
@@ -22,6 +25,6 @@ __device__ __forceinline__ float cb_sum(const float wv[CB_K], const float yv[CB_
     for (int k = 0; k < CB_K; k++)
         if (k < K)
             o = __fadd_rn(o, __fmul_rn(wv[k], yv[k]));
-    return sh ? __fadd_rn(o, __fmul_rn(gm, sv)) : o;
+    return sh ? cb_shared(o, gm, sv) : o;
 }
 #endif

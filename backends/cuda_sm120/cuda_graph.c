@@ -404,9 +404,9 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
         }
         return CU_GRAPH_DECLINED;
     }
-    if (b->prof_twice != 0)
+    if (b->prof_twice != CU_TWICE_OFF)
         b->host->log(b->host, SI_LOG_INFO, CU_NAME, "profile_twice: a graph of %zu ops runs %zu units twice%s",
-                     n_ops, b->n_twice, b->prof_twice == 5 ? " (an empty launch after each)" : "");
+                     n_ops, b->n_twice, b->prof_twice == CU_TWICE_EMPTY ? " (an empty launch after each)" : "");
     g->gen = b->ws_gen;
     g->get_rows = G->get_rows;
     e->payload = g;

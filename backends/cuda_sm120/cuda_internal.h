@@ -356,12 +356,12 @@ int  si_cu_matmul_w8wg(const cu_mm *mm, const int8_t *wq, const float *ws, const
 int si_cu_get_rows(uint32_t type, const uint8_t *table, uint64_t row_bytes, int64_t n_rows, const int32_t *ids,
                    uint64_t ids_stride, int64_t n, float *dst, uint64_t dst_stride, int64_t ne0,
                    unsigned *flag, void *stream);
-/* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU.  norm_v2
- * (knob norm = v2): RMSNORM rows of ne0 % 512 == 0, <= 4096, 16-byte
- * aligned, on rms2_kernel (another summation order than v1's). */
 /* One launch of a kernel that only waits for the one before (knob
  * profile_twice = empty: the cost of a link of the chain). */
 int si_cu_empty(void *stream);
+/* op: 3 RMSNORM (b = weight [ne0]), 4 ADD, 5 MUL, 6 SWIGLU.  norm_v2
+ * (knob norm = v2): RMSNORM rows of ne0 % 512 == 0, <= 4096, 16-byte
+ * aligned, on rms2_kernel (another summation order than v1's). */
 int si_cu_elem(int op, const cu_rows *a, const cu_rows *b, const cu_rows *d, int64_t ne0,
                int64_t nrows, float eps, bool norm_v2, void *stream);
 /* (cu_norm_fuse: RMSNORM fused with the ADD before it and/or the int8

@@ -367,6 +367,13 @@ static cudaError_t mmq_go(const cu_mm *mm, const int8_t *xq, const float *xd, co
     return cu_launch(mmq_kernel<T, NT, U, W, L, O>, dim3((unsigned)gx, (unsigned)gy), dim3(32 * MMQ_WARPS), 0, s, *mm, xq, xd, xs);
 }
 
+// Lanes a row of mmq_kernel at one column: mmq_row_lanes of the row's
+// units, 32 where mm->gemv_unroll asks for its U (bench A/B).
+template <int T> static inline int mmq_lanes1(const cu_mm *mm)
+{
+    return mm->gemv_unroll > 0 ? 32 : mmq_row_lanes(mm->in / mmq_traits<T>::units_per_elem_div);
+}
+
 // One column: U = mm->gemv_unroll (bench A/B), else MMQ_UNROLL.
 template <int T>
 static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
@@ -378,13 +385,11 @@ static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd
             return mmq_go<T, 1, MMQ_UNROLL, false, 32, true>(mm, xq, xd, xs, s);
     }
     if (mm->expert != NULL || mm->ncols == 1) {
-        if (mm->gemv_unroll <= 0) {   // (gemv_unroll: the bench's A/B of U at 32 lanes a row)
-            switch (mmq_row_lanes(mm->in / mmq_traits<T>::units_per_elem_div)) {
-            case 4: return mmq_go<T, 1, MMQ_UNROLL, false, 4>(mm, xq, xd, xs, s);
-            case 8: return mmq_go<T, 1, MMQ_UNROLL, false, 8>(mm, xq, xd, xs, s);
-            case 16: return mmq_go<T, 1, MMQ_UNROLL, false, 16>(mm, xq, xd, xs, s);
-            default: break;
-            }
+        switch (mmq_lanes1<T>(mm)) {
+        case 4: return mmq_go<T, 1, MMQ_UNROLL, false, 4>(mm, xq, xd, xs, s);
+        case 8: return mmq_go<T, 1, MMQ_UNROLL, false, 8>(mm, xq, xd, xs, s);
+        case 16: return mmq_go<T, 1, MMQ_UNROLL, false, 16>(mm, xq, xd, xs, s);
+        default: break;
         }
         const int u = mm->gemv_unroll > 0 ? mm->gemv_unroll : MMQ_UNROLL;
         return u >= 8 ? mmq_go<T, 1, 8>(mm, xq, xd, xs, s)
@@ -398,7 +403,7 @@ static cudaError_t mmq_launch(const cu_mm *mm, const int8_t *xq, const float *xd
     return mmq_go<T, 8, 2>(mm, xq, xd, xs, s);
 }
 
-// ---- knob moe_sd_combine: the MOE's combine with its shared expert's
+// ---- knob moe_sdc: the MOE's combine with its shared expert's
 // down product, one token.  The shared down (H rows of F, one column) ran
 // as an mmq_kernel launch between the routed down and the combine: a
 // link of its own in the chain of dependent launches, though it needs
@@ -446,20 +451,18 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) sdc_kernel(cu_mm sd, const int
     dst[r] = cb_sum(wv, yv, K, true, cb_gate(gamma[0]), s);
 }
 
-// The lanes a row mmq_launch gives a one-column product of mm (0: its
-// launch would not be a plain mmq_kernel<T, 1, MMQ_UNROLL, false, L>).
-static int sdc_lanes(const cu_mm *mm)
+// Whether mmq_launch runs a one-column product of mm as the plain
+// mmq_kernel<T, 1, MMQ_UNROLL, false, mmq_lanes1<T>(mm)> (the bench's
+// A/B flags choose other forms).
+static bool sdc_plain(const cu_mm *mm)
 {
-    if (mm->gemv_unroll > 0 || mm->gemv_wide || mm->gemv_order || mm->x_div != 1)
-        return 0;
-    const int64_t div = mm->type == SI_TYPE_Q8_0 ? 16 : 32;
-    return mmq_row_lanes(mm->in / div);
+    return mm->gemv_unroll <= 0 && !mm->gemv_wide && !mm->gemv_order && mm->x_div == 1;
 }
 
 extern "C" bool si_cu_moe_sdc_ok(const cu_mm *sd, int K)
 {
     return K >= 1 && K <= CB_K && sd->ncols == 1 && sd->expert == NULL && sd->n_more == 0 && sd->w2 == NULL &&
-           sd->norm.ctr == NULL && sd->rows > 0 && si_cu_mmq_ok(sd) && sdc_lanes(sd) != 0 &&
+           sd->norm.ctr == NULL && sd->rows > 0 && si_cu_mmq_ok(sd) && sdc_plain(sd) &&
            !(sd->gemv_quad && si_cu_gemvq_ok(sd));
 }
 
@@ -467,7 +470,7 @@ template <int T>
 static cudaError_t sdc_go(const cu_mm *sd, const int8_t *xq, const float *xd, const float *xs, float *dst,
                           const float *y, const float *wts, const float *gamma, int K, cudaStream_t s)
 {
-    const int L = sdc_lanes(sd);
+    const int L = mmq_lanes1<T>(sd);
     const int64_t rb = MMQ_WARPS * (32 / L), gx = (sd->rows + rb - 1) / rb;
     if (gx > 0x7fffffffLL)
         return cudaErrorInvalidValue;

@@ -99,7 +99,7 @@ __global__ void combine_kernel(float *dst, uint64_t ds, const float *y, const fl
             for (int k = 0; k < K; k++)
                 o = __fadd_rn(o, __fmul_rn(wt[k], yt[k * H]));
             if (ys != NULL)
-                o = __fadd_rn(o, __fmul_rn(cb_gate(gv), sv));
+                o = cb_shared(o, cb_gate(gv), sv);
         }
         dst[t * ds + h] = o;
     }

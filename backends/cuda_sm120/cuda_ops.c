@@ -1786,17 +1786,17 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
     }
 }
 
-/* Knob profile_twice's class of a unit (1 norm, 2 matmul, 3 glu, 4 moe;
- * 0: none, never doubled; value 5, empty, follows every unit with an
- * empty launch instead, cu_exec_ops). */
+/* Knob profile_twice's class of a unit (CU_TWICE_OFF: none, never
+ * doubled). */
 static int twice_class(const si_op *ops, const cu_unit *u)
 {
     switch (u->kind) {
-    case CU_UNIT_NORM: return 1;
-    case CU_UNIT_MM_GROUP: return 2;
-    case CU_UNIT_GLU: return 3;
-    case CU_UNIT_ONE: return ops[0].kind == SI_OP_MATMUL ? 2 : ops[0].kind == SI_OP_MOE ? 4 : 0;
-    default: return 0;
+    case CU_UNIT_NORM: return CU_TWICE_NORM;
+    case CU_UNIT_MM_GROUP: return CU_TWICE_MATMUL;
+    case CU_UNIT_GLU: return CU_TWICE_GLU;
+    case CU_UNIT_ONE:
+        return ops[0].kind == SI_OP_MATMUL ? CU_TWICE_MATMUL : ops[0].kind == SI_OP_MOE ? CU_TWICE_MOE : CU_TWICE_OFF;
+    default: return CU_TWICE_OFF;
     }
 }
 
@@ -1805,9 +1805,9 @@ int cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t 
     const cu_unit u = unit_at(b, ops, n_ops, i);
     *n = u.n;
     int rc = unit_run(b, ops + i, &u, err);
-    if (rc != SI_OK || !b->capturing || b->prof_twice == 0)
+    if (rc != SI_OK || !b->capturing || b->prof_twice == CU_TWICE_OFF)
         return rc;
-    if (b->prof_twice == 5) {
+    if (b->prof_twice == CU_TWICE_EMPTY) {
         b->n_twice++;
         return launched(si_cu_empty(b->stream), "empty launch (profile_twice)", err);
     }

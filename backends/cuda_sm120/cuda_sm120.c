@@ -662,7 +662,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
-    int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: 0..5 */
+    int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
     const struct {
         const char *key, *yes, *no;
@@ -732,6 +732,9 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
         return rc;
     const bool profile = prof_i == 1;
+    if (twice_i != CU_TWICE_OFF && (!graph || profile))
+        h->log(h, SI_LOG_WARN, CU_NAME, "[%s] profile_twice has no effect: it doubles units in captured graphs (graph = "
+               "false or profile = true runs none)", section);
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, device);
     if (e != cudaSuccess)
