@@ -160,6 +160,9 @@ typedef struct cu_mm {
                                   * v1's expert products of K-quant rows of
                                   * in % 512 == 0 (<= 16384) go through
                                   * cuda_gemvq.cu's gqe_kernel too        */
+    bool           gemv_mma;     /* knob gemv_mma: v1's dense products of
+                                  * 2..8 columns on the int8 tensor cores
+                                  * (cuda_gemvm.cu) where it takes them  */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
     int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant
@@ -230,6 +233,13 @@ int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, cons
  * another f32 order. */
 bool si_cu_gemvq_ok(const cu_mm *mm);
 int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
+/* Knob gemv_mma (cuda_gemvm.cu): a dense product of 2..8 columns (x_div
+ * 1, no experts, w2 or norm tail; more[] parts are one launch) of Q4_K,
+ * Q5_K, Q6_K or Q8_0 rows of in % 256 == 0 (<= 16384), 16-byte aligned
+ * rows, on mma.sync int8 with 16 rows a block.  Same integer terms as
+ * the dp4a GEMVs, another f32 order.  Only where mm->gemv_mma is set. */
+bool si_cu_gemvm_ok(const cu_mm *mm);
+int  si_cu_gemvm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 /* Whether si_cu_gemvq runs mm's norm tail (mm->norm, knob norm_tail): one
  * product (no more[]), gq_kernel's or gs_kernel's (not g6_kernel's), rows
  * of % 512 == 0 up to 4096, the rows and tensors 16-byte aligned as

@@ -527,12 +527,27 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
                           x_stride, in, ncx, q, d, sum);
 }
 
+// Knob gemv_mma: the products cuda_gemvm.cu takes where it measured
+// faster than the dp4a kernels (H200, bench_gemv cols, alone, L2 flushed):
+// from 4 columns (9b Q4_K 12288 x 4096: 25.2 vs 29.1 us at 4, 29.1 vs 49.0
+// at 8; at 2 the dp4a kernel's 18.7 beat 25.3), and Q8_0 only where
+// gemv_staged's kernel does not take it (35b 12352 x 2048: staged 20.5 vs
+// 29-30 us at 4 columns, even at 8; 2048 x 4096 at 4: v1's 30.8 vs 15.2).
+static bool mma_pick(const cu_mm *mm)
+{
+    if (!mm->gemv_mma || mm->ncols < 4 || !si_cu_gemvm_ok(mm))
+        return false;
+    return mm->type != SI_TYPE_Q8_0 || !(mm->gemv_quad && si_cu_gemvq_ok(mm));
+}
+
 extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
     if (mm->rows <= 0 || mm->ncols <= 0)
         return 0;
     if (mm->x_div < 1 || !si_cu_mmq_ok(mm))
         return (int)cudaErrorInvalidValue;
+    if (mma_pick(mm))   // (knob gemv_mma: cuda_gemvm.cu)
+        return si_cu_gemvm(mm, xq, xd, xs, stream);
     if ((mm->gemv_quad && si_cu_gemvq_ok(mm)) || mm->norm.ctr != NULL)   // (knob gemv_quad: cuda_gemvq.cu;
         return si_cu_gemvq(mm, xq, xd, xs, stream);                       //  a norm tail: there or refused)
     cudaStream_t s = (cudaStream_t)stream;

@@ -145,6 +145,23 @@
  *                         column's x in shared memory (up to 48 KB, else
  *                         from global); false: v1's units (A/B).  Same
  *                         integer terms, another f32 order.
+ *   gemv_mma = true | false  (gemv = v1) dense Q4_K, Q5_K, Q6_K and Q8_0
+ *                         products of 2..8 columns (decode of 2..8
+ *                         sequences), rows of in % 256 == 0 up to 16384,
+ *                         on the int8 tensor cores (cuda_gemvm.cu:
+ *                         mma.sync m16n8k32, 16 rows x 8 columns a warp,
+ *                         the block's warps splitting the row): a weight
+ *                         unpacked once for every column, where the dp4a
+ *                         kernels above made 8 dot products of it and were
+ *                         bound by instructions at 8 columns.  Taken
+ *                         from 4 columns (Q8_0 only where gemv_staged's
+ *                         kernel does not take it: cuda_mmq.cu mma_pick).
+ *                         Same integer terms, another f32 order; false:
+ *                         those kernels (A/B).  H200 decode at ctx 4096,
+ *                         same binary: 9b bs 8 1,264.6 / 1,263.7 tok/s vs
+ *                         767.5, bs 4 763.6 / 757.9 vs 715.9; 35b-a3b bs 8
+ *                         1,211.9 / 1,209.4 vs 1,063.6, bs 4 873.1 / 870.8
+ *                         vs 783.6; bs 1-2 untouched.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -651,7 +668,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -674,6 +691,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_quad", "true", "false", &gemv_quad },
         { "gemv_quad_experts", "true", "false", &gemv_qe },
         { "gemv_quad_cols", "true", "false", &gemv_qn },
+        { "gemv_mma", "true", "false", &gemv_mma },
         { "expert_early", "true", "false", &expert_early },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
@@ -783,6 +801,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_quad = gemv_quad;
     b->gemv_qe = gemv_qe;
     b->gemv_qn = gemv_qn;
+    b->gemv_mma = gemv_mma;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

@@ -634,6 +634,40 @@ static void bench_one(const char *what, uint32_t t, int64_t in, int64_t rows)
     free_x(&x);
 }
 
+/* Knob gemv_mma: one dense product of 2, 4 and 8 columns on the dp4a
+ * kernels (gemv_mma off: gq_kernel for K-quants, v1 for Q8_0) and on
+ * cuda_gemvm.cu with 1 and 2 row tiles a warp (cu_mm.gemv_rows), L2
+ * flushed before each launch; GB/s is weight bytes over the time.
+ * (argument 2 "cols": only these) */
+static void bench_cols(const char *what, uint32_t t, int64_t in, int64_t rows)
+{
+    uint8_t *w = make_weights(t, in, rows);
+    float *y;
+    CK(cudaMalloc((void **)&y, (size_t)(rows * 8) * sizeof(float)));
+    const double bytes = (double)bench_row_bytes(t, in) * (double)rows;
+    printf("cols  %-18s %s %lld x %lld, %.0f MB:", what, tname(t), (long long)rows, (long long)in, bytes / 1e6);
+    static const int ncs[] = { 2, 4, 8 };
+    for (int k = 0; k < 3; k++) {
+        xq_set x = make_x(in, ncs[k]);
+        cu_mm m = chain_mm(t, in, rows, w, y);
+        m.ncols = ncs[k];
+        chain_ctx c = { .mm = &m, .n = 1, .xa = &x, .xb = &x };
+        printf(" | n%d", ncs[k]);
+        for (int v = 0; v < 3; v++) {
+            m.gemv_mma = v > 0;
+            m.gemv_rows = v;
+            const float us = time_median(run_one, &c, 0);
+            printf(" %s %.1f us %.0f", v == 0 ? "dp4a" : v == 1 ? "R1" : "R2", us,
+                   bytes / (us * 1e-6) / 1e9);
+        }
+        free_x(&x);
+    }
+    printf(" GB/s\n");
+    fflush(stdout);
+    cudaFree(w);
+    cudaFree(y);
+}
+
 int main(int argc, char **argv)
 {
     int n = 0;
@@ -651,6 +685,17 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&g_flush, FLUSH_BYTES));
     CK(cudaEventCreate(&g_e0));
     CK(cudaEventCreate(&g_e1));
+    if (argc > 2 && strcmp(argv[2], "cols") == 0) {
+        bench_cols("9b ffn gate", SI_TYPE_Q4_K, 4096, 12288);
+        bench_cols("9b ffn down", SI_TYPE_Q4_K, 12288, 4096);
+        bench_cols("9b ffn down", SI_TYPE_Q6_K, 12288, 4096);
+        bench_cols("9b attn 4096", SI_TYPE_Q4_K, 4096, 4096);
+        bench_cols("9b output", SI_TYPE_Q6_K, 4096, 248320);
+        bench_cols("35b gdn qkv+z", SI_TYPE_Q8_0, 2048, 12352);
+        bench_cols("35b gdn out", SI_TYPE_Q8_0, 4096, 2048);
+        bench_cols("35b output", SI_TYPE_Q6_K, 2048, 248320);
+        return g_bad ? 1 : 0;
+    }
     /* decode-like chains (argument 2 "chain": only these) */
     bench_chain("9b ffn, Q4_K down", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q4_K, 4096, 8);
     bench_chain("9b ffn, Q6_K down", SI_TYPE_Q4_K, 4096, 12288, 12288, SI_TYPE_Q6_K, 4096, 8);

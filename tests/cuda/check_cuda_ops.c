@@ -2028,6 +2028,41 @@ START_TEST(test_gemv_glu_moe)
 }
 END_TEST
 
+/* Knob gemv_mma (default true, in cuda_dp4a_v1): the dense products of
+ * 2..8 columns on mma.sync int8 (cuda_gemvm.cu) against the cpu's int8
+ * path at the models' widths, then against the dp4a kernels they replace
+ * (gemv_mma = false: gemv_quad_cols' gq_kernel for K-quants, v1's units
+ * for Q8_0): the same integer terms in another f32 order (1e-5 of the
+ * terms' scale, as test_gemv_ab).  4..8 columns (it takes no fewer), rows
+ * off the block's 16, several waves, two row tiles a warp (>= 65536
+ * rows), 16384-wide rows. */
+START_TEST(test_gemv_mma)
+{
+    static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
+    static const int64_t ncs[] = { 4, 5, 6, 8 };
+    pair p;
+    pair_open(&p, "backend.cpu", "backend.cuda_dp4a_v1");
+    for (size_t t = 0; t < 4; t++)
+        for (size_t k = 0; k < 4; k++)
+            matmul_case_tol(&p, kt[t], k & 1 ? 2048 : 4096, 77, ncs[k], true);
+    pair_close(&p);
+    if (as_cpu)
+        return;   /* (the A/B needs the knob) */
+    pair_open_cu2(&p, "backend.cuda_gmm_off", "backend.cuda_dp4a_v1");
+    for (size_t t = 0; t < 4; t++) {
+        for (size_t k = 0; k < 4; k++)
+            matmul_ab(&p, kt[t], 4096, 45, ncs[k]);
+        matmul_ab(&p, kt[t], 12288, 45, 8);
+        matmul_ab(&p, kt[t], 2048, 9001, 4);
+        matmul_ab(&p, kt[t], 256, 17, 4);
+        matmul_ab(&p, kt[t], 16384, 13, 8);
+        matmul_ab(&p, kt[t], 2048, 70001, 5);   /* (two row tiles a warp: >= 65536 rows) */
+        matmul_ab(&p, kt[t], 4096, 33, 3);      /* (fewer than 4 columns: dp4a both sides) */
+    }
+    pair_close(&p);
+}
+END_TEST
+
 /* Knob moe_sdc: one token's combine with the shared expert's down product
  * in its launch (cuda_mmq.cu sdc_kernel, before the programmatic-launch
  * wait) against the two launches (moe_sdc = false), bit for bit, at
@@ -2626,7 +2661,8 @@ int main(void)
     const char *f32t_extra = as_cpu ? "threads = 2\n" : "f32_gemm = tiled\n";
     /* (the v1 GEMV on its own units: gemv_quad = true hands it
      * cuda_gemvq.cu's products in the other v1 sections) */
-    const char *noquad_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_quad = false\n";
+    const char *noquad_extra =
+        as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_quad = false\ngemv_mma = false\n";
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     const char *w4w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 4\n";
@@ -2664,7 +2700,7 @@ int main(void)
     const char *gdn_fused = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngdn_dec = fused\n";
     /* (the int8 products whose input the fused norm quantises) */
     const char *dq_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
-    char text[16384];
+    char text[20480];
     const int text_len = snprintf(text, sizeof text,
              "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
              "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
@@ -2749,7 +2785,9 @@ int main(void)
              "[backend.cuda_glu_bad]\npath = cuda_sm120.so\ngemv_glu = maybe\n"
              /* (moe_sdc = true | false: test_moe_sdc) */
              "[backend.cuda_sdc]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_sdc_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_sdc_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             /* (gemv_mma = false: test_gemv_mma) */
+             "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2765,7 +2803,7 @@ int main(void)
              as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n",
              dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
              dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n", dq_extra,
-             dq_extra, as_cpu ? "" : "moe_sdc = false\n");
+             dq_extra, as_cpu ? "" : "moe_sdc = false\n", v1_extra, as_cpu ? "" : "gemv_mma = false\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2841,6 +2879,7 @@ int main(void)
     single_case(s, "gemv_glu", test_gemv_glu);
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     single_case(s, "moe_sdc", test_moe_sdc);
+    single_case(s, "gemv_mma", test_gemv_mma);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
     tcase_add_test(ta, test_attn_f16_cache);

@@ -14,7 +14,10 @@
 
 #include SDC_MMQ   // cuda_mmq.cu, its launches through emu_launch_s
 
-// (cuda_gemvq.cu is not pasted in: the products here never go there)
+// (cuda_gemvq.cu and cuda_gemvm.cu are not pasted in: the products here
+// never go there)
+extern "C" bool si_cu_gemvm_ok(const cu_mm *) { return false; }
+extern "C" int si_cu_gemvm(const cu_mm *, const int8_t *, const float *, const float *, void *) { return -1; }
 extern "C" bool si_cu_gemvq_ok(const cu_mm *) { return false; }
 extern "C" int si_cu_gemvq(const cu_mm *, const int8_t *, const float *, const float *, void *) { return -1; }
 

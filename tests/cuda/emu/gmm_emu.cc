@@ -1,0 +1,148 @@
+// tests/cuda/emu/gmm_emu.cc — knob gemv_mma under the host emulation:
+// cuda_gemvm.cu's gm_kernel (dense products of 2..8 columns on mma.sync
+// int8, ptx_emu.h's mma) against the dp4a GEMV v1 (cuda_mmq.cu's
+// mmq_kernel: the same integer terms, another f32 order) on the same
+// quantised x.  Q4_K, Q5_K, Q6_K and Q8_0 rows; 2..8 columns; row counts
+// off the block's 16; products with more[] parts in one launch; the
+// outputs poisoned, with guard rows past each column that nothing may
+// write; every global read checked against the buffers (emu::granges).
+// Then the refusals (one column, x_div 2, in % 256, experts).
+// Usage: gmm_emu (no arguments; run-gmm-emu.sh pastes the kernels in).
+#include "cuda_runtime.h"
+#include "cuda_internal.h"
+#include "emu_util.h"
+#include <cmath>
+
+#include GMM_KERNELS   // cuda_mmq.cu and cuda_gemvm.cu, launches through cu_launch
+
+// (cuda_gemvq.cu is not pasted in: the reference runs v1's own kernel)
+extern "C" bool si_cu_gemvq_ok(const cu_mm *) { return false; }
+extern "C" int si_cu_gemvq(const cu_mm *, const int8_t *, const float *, const float *, void *) { return -1; }
+
+static uint32_t rs = 7;
+static uint32_t ru() { rs = rs * 1664525u + 1013904223u; return rs >> 8; }
+static float fr() { return (float)(ru() & 0xffffff) / 8388608.0f - 1.0f; }
+static const char *tname(uint32_t t)
+{
+    return t == SI_TYPE_Q8_0 ? "q8_0" : t == SI_TYPE_Q4_K ? "q4_K" : t == SI_TYPE_Q5_K ? "q5_K" : "q6_K";
+}
+
+#define GUARD 8
+
+// One launch: parts of rows[0..np) rows each (stored one after another),
+// nc columns of width in.
+static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0)
+{
+    const int np = (int)rows.size();
+    std::vector<std::vector<uint8_t>> w(np);
+    for (int k = 0; k < np; k++)
+        w[k] = emu_weights(type, rows[k], in, ru, fr);
+    std::vector<float> x((size_t)(in * nc));
+    for (auto &v : x) v = fr();
+    std::vector<int8_t> q((size_t)(in * nc));
+    std::vector<float> qd((size_t)(in / 32 * nc)), qs((size_t)(in / 32 * nc));
+    emu::granges.clear();
+    int rc = si_cu_quantize_x(x.data(), in, in, nc, q.data(), qd.data(), qs.data(), NULL);
+    // y of part k: nc columns of rows[k] + GUARD floats (the guard: NaN after)
+    std::vector<std::vector<float>> ref(np), got(np);
+    cu_mm mm = {};
+    mm.type = type; mm.in = in; mm.x = x.data(); mm.x_stride = in; mm.x_div = 1; mm.ncols = nc;
+    for (int k = 0; k < np; k++) {
+        const int64_t ys = rows[k] + GUARD;
+        ref[k].assign((size_t)(ys * nc), NAN);
+        got[k].assign((size_t)(ys * nc), NAN);
+    }
+    auto fill = [&](cu_mm &m, std::vector<std::vector<float>> &y) {
+        m.w = w[0].data(); m.rows = rows[0]; m.row_bytes = (uint64_t)(w[0].size() / rows[0]);
+        m.y = y[0].data(); m.y_stride = rows[0] + GUARD;
+        m.n_more = np - 1;
+        for (int k = 1; k < np; k++)
+            m.more[k - 1] = (cu_mm_part){ w[k].data(), y[k].data(), rows[k], (uint64_t)(w[k].size() / rows[k]),
+                                          rows[k] + GUARD };
+    };
+    cu_mm r = mm;
+    fill(r, ref);
+    rc |= si_cu_matmul_q8_v1(&r, q.data(), qd.data(), qs.data(), NULL);
+    cu_mm g = mm;
+    fill(g, got);
+    g.gemv_mma = true;
+    g.gemv_rows = R;
+    const bool ok_in = si_cu_gemvm_ok(&g);
+    for (int k = 0; k < np; k++)
+        emu::granges.push_back({ w[k].data(), w[k].data() + w[k].size(), "w" });
+    emu::granges.push_back({ q.data(), q.data() + q.size(), "xq" });
+    emu::granges.push_back({ qd.data(), qd.data() + qd.size(), "xd" });
+    emu::granges.push_back({ qs.data(), qs.data() + qs.size(), "xs" });
+    rc |= si_cu_gemvm(&g, q.data(), qd.data(), qs.data(), NULL);
+    emu::granges.clear();
+    int64_t bad = 0, past = 0, n = 0;
+    double worst = 0.0;
+    for (int k = 0; k < np; k++) {
+        const int64_t ys = rows[k] + GUARD;
+        for (int c = 0; c < nc; c++) {
+            double mx = 0.0;
+            for (int64_t i = 0; i < rows[k]; i++)
+                mx = std::fmax(mx, std::fabs((double)ref[k][(size_t)(c * ys + i)]));
+            for (int64_t i = 0; i < ys; i++) {
+                const float a = ref[k][(size_t)(c * ys + i)], b = got[k][(size_t)(c * ys + i)];
+                if (i >= rows[k]) {
+                    past += !std::isnan(b);
+                    continue;
+                }
+                n++;
+                const double e = std::fabs((double)a - (double)b) / (mx > 0.0 ? mx : 1.0);
+                worst = std::fmax(worst, std::isnan(e) ? 1e30 : e);
+                bad += !(e <= 2e-5);
+            }
+        }
+    }
+    const bool ok = rc == 0 && ok_in && bad == 0 && past == 0;
+    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
+           tname(type), (long long)in, nc, np, (long long)rows[0], R, (long long)bad, (long long)n, worst, (long long)past,
+           ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+// What si_cu_gemvm_ok must refuse.
+static int refusals()
+{
+    std::vector<uint8_t> w = emu_weights(SI_TYPE_Q4_K, 16, 512, ru, fr);
+    cu_mm m = {};
+    m.w = w.data(); m.type = SI_TYPE_Q4_K; m.in = 512; m.rows = 16; m.row_bytes = w.size() / 16;
+    m.x_div = 1; m.ncols = 4; m.gemv_mma = true;
+    int rc = si_cu_gemvm_ok(&m) ? 0 : 1;   // (taken)
+    cu_mm a = m; a.gemv_mma = false; rc |= si_cu_gemvm_ok(&a);
+    a = m; a.ncols = 1; rc |= si_cu_gemvm_ok(&a);
+    a = m; a.ncols = 9; rc |= si_cu_gemvm_ok(&a);
+    a = m; a.x_div = 2; rc |= si_cu_gemvm_ok(&a);
+    a = m; a.in = 384; rc |= si_cu_gemvm_ok(&a);
+    const int32_t e[4] = { 0, 0, 0, 0 };
+    a = m; a.expert = e; rc |= si_cu_gemvm_ok(&a);
+    a = m; a.type = SI_TYPE_F16; rc |= si_cu_gemvm_ok(&a);
+    printf("  refusals (knob off, 1 and 9 columns, x_div 2, in %% 256, experts, f16): %s\n", rc ? "FAIL" : "ok");
+    return rc;
+}
+
+int main()
+{
+    int rc = 0;
+    // R: row tiles of 16 a warp (cu_mm.gemv_rows; 0: the default)
+    rc |= one(SI_TYPE_Q4_K, 4096, 8, { 64 });              // the 9b's: 8 sequences
+    rc |= one(SI_TYPE_Q4_K, 2048, 3, { 37, 16, 100 }, 1);  // three parts, rows off 16
+    rc |= one(SI_TYPE_Q4_K, 2048, 7, { 37, 16, 100 }, 2);
+    rc |= one(SI_TYPE_Q5_K, 1024, 5, { 40 }, 1);
+    rc |= one(SI_TYPE_Q5_K, 1024, 4, { 70 }, 2);
+    rc |= one(SI_TYPE_Q6_K, 4096, 8, { 33 });              // odd blocks: 2-byte aligned loads
+    rc |= one(SI_TYPE_Q6_K, 2048, 2, { 16, 7 }, 1);
+    rc |= one(SI_TYPE_Q6_K, 2048, 6, { 80, 7 }, 2);
+    rc |= one(SI_TYPE_Q8_0, 2048, 8, { 48, 24 });          // the 35b's dense
+    rc |= one(SI_TYPE_Q8_0, 256, 6, { 17 }, 1);
+    rc |= one(SI_TYPE_Q8_0, 512, 3, { 90 }, 2);
+    rc |= one(SI_TYPE_Q4_K, 256, 2, { 5 }, 1);             // fewer steps than warps
+    rc |= one(SI_TYPE_Q5_K, 12288, 4, { 20 });             // 6 steps a warp (the next one held)
+    rc |= one(SI_TYPE_Q8_0, 12288, 5, { 9 });              // (Q8_0 holds the next step)
+    rc |= one(SI_TYPE_Q6_K, 12288, 3, { 9 }, 2);
+    rc |= refusals();
+    printf("%s\n", rc ? "FAIL" : "OK");
+    return rc;
+}

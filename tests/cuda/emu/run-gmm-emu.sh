@@ -1,0 +1,54 @@
+#!/bin/sh
+# tests/cuda/emu/run-gmm-emu.sh — knob gemv_mma: cuda_gemvm.cu's gm_kernel
+# (dense decode products of 2..8 columns on mma.sync int8) against the
+# dp4a GEMV v1 (cuda_mmq.cu) under the host emulation (gmm_emu.cc), then
+# planted bugs that must be caught.  No GPU; g++ (x86-64); ~1 minute.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../../.." && pwd)
+src=$top/backends/cuda_sm120
+out=${1:-${TMPDIR:-/tmp}}/gmm-emu.$$
+mkdir -p "$out"
+trap 'rm -rf "$out"' EXIT
+# both files whole, launchers too (cu_launch: the emulator's
+# cuda_runtime.h); the PTX from ptx_emu.h
+{
+    cat "$src/cuda_mmq.cu"
+    sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
+        "$src/cuda_gemvm.cu"
+} > "$out/k.cc"
+if grep -q '<<<\|cuda_ptx.cuh' "$out/k.cc"; then
+    echo "run-gmm-emu: a <<<>>> launch or cuda_ptx.cuh left; update the sed line" >&2; exit 1
+fi
+F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
+g++ $F -c "$here/emu.cc" -o "$out/emu.o"
+g++ $F -DGMM_KERNELS="\"$out/k.cc\"" "$here/gmm_emu.cc" "$out/emu.o" -o "$out/gmm_emu"
+"$out/gmm_emu"
+# plant NAME PERL-EDIT: cuda_gemvm.cu edited so, the run must fail
+. "$here/plant.sh"
+plant() { emu_plant "$1" "$2" GMM_KERNELS "$here/gmm_emu.cc" "$out/emu.o"; }
+[ "$PLANT" = no ] && exit 0
+# Q4_K's min term dropped
+plant no-min 's/acc\[0\] \+= \(x.dx.x \* w0\) \* \(float\)c\[0\] - m0 \* x.xs.x;/acc[0] += (x.dx.x * w0) * (float)c[0];/'
+# Q5_K's fifth bit from the wrong sub-block
+plant q5-bit 's/a\[0\] \|= \(\(w.qh0\[i\].x >> j\) & 0x01010101u\) << 4;/a[0] |= ((w.qh0[i].x >> (j ^ 1)) \& 0x01010101u) << 4;/'
+# Q6_K's second 16 with the first one's scale
+plant q6-scale 's/s0b = gm_sc6\(w.sc0\[i\]\[hf\], 2 \* G \+ 1\)/s0b = gm_sc6(w.sc0[i][hf], 2 * G)/'
+# Q8_0's unaligned quants read from the aligned word (bytes shifted)
+plant q8-align 's/if \(\(\(uintptr_t\)p & 3\) == 0\)\n        return make_uint2/if (((uintptr_t)p \& 1) == 0)\n        return make_uint2/'
+# a warp's steps skipped (stride one too many)
+plant steps 's/st \+= GM_WARPS\)/st += GM_WARPS + 1)/'
+# the next step's weights never taken (the first step multiplied again)
+plant stale 's/        cur = nxt;\n//'
+# a warp's later steps multiplied with its first step's weights (no DB)
+plant reload 's/if \(st != warp\) \{/if (false) {/'
+# the rows past the end stored
+plant past-end 's/if \(r < p.rows && c < nc\)/if (c < nc)/'
+# the partial sums of the last warp not added
+plant red 's/for \(int w = 0; w < GM_WARPS; w\+\+\)/for (int w = 0; w < GM_WARPS - 1; w++)/'
+# tile i's sums stored by the wrong warp's rows
+plant tile-rows 's/const int64_t r = r_lo \+ 16 \* warp \+ g/const int64_t r = r_lo + g/'
+# column 2t + 1's scales from column 2t
+plant dx-col 's/c1 < nc \? __ldg\(xd \+ c1 \* nb \+ b\)/c1 < nc ? __ldg(xd + c0 * nb + b)/'
+# a more[] part's tiles counted from the wrong rows
+plant parts 's/nt = \(g.rows \+ RB - 1\) \/ RB;\n    }/nt = (mm.rows + RB - 1) \/ RB;\n    }/'
