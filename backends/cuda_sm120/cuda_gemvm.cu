@@ -41,6 +41,7 @@
 #include "cuda_quant.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ptx.cuh"
+#include "cuda_parts.cuh"   // gq_find
 
 #define GM_WARPS 8
 #define GM_COLS 8
@@ -51,32 +52,6 @@ template <> struct gm_traits<SI_TYPE_Q4_K> { static const int bytes = 144; };
 template <> struct gm_traits<SI_TYPE_Q5_K> { static const int bytes = 176; };
 template <> struct gm_traits<SI_TYPE_Q6_K> { static const int bytes = 210; };
 template <> struct gm_traits<SI_TYPE_Q8_0> { static const int bytes = 8 * 34; };   // a step: 8 blocks
-
-// The product of block bx: blocks past product 0's row tiles belong to
-// mm.more[0..n_more) in order (as gq_find), RB rows a block.
-struct gm_prod {
-    const uint8_t *w;
-    float         *y;
-    int64_t        rows, ys;
-    uint64_t       rb;
-    int64_t        bx;
-};
-
-__device__ __forceinline__ gm_prod gm_find(const cu_mm &mm, int RB)
-{
-    gm_prod g = { mm.w, mm.y, mm.rows, mm.y_stride, mm.row_bytes, (int64_t)blockIdx.x };
-    int64_t nt = (g.rows + RB - 1) / RB;
-    for (int k = 0; k < mm.n_more && g.bx >= nt; k++) {
-        g.bx -= nt;
-        g.w = mm.more[k].w;
-        g.y = mm.more[k].y;
-        g.rows = mm.more[k].rows;
-        g.rb = mm.more[k].row_bytes;
-        g.ys = mm.more[k].y_stride;
-        nt = (g.rows + RB - 1) / RB;
-    }
-    return g;
-}
 
 // 4 bytes at p, p 2-byte aligned: the aligned word below p and, when p is
 // not 4-aligned, the half word after it (never past p + 4).
@@ -339,7 +314,7 @@ __global__ void __launch_bounds__(32 * GM_WARPS) gm_kernel(cu_mm mm, const int8_
     __shared__ float red[GM_WARPS][R][4][32];
     const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols;
-    const gm_prod p = gm_find(mm, 16 * R);
+    const gq_prod p = gq_find(mm, 16 * R);
     const int64_t r_lo = p.bx * 16 * R, steps = mm.in / 256;
     if (mm.prefetch && warp == 0)
         for (int r = lane; r < 16 * R; r += 32)
@@ -399,7 +374,9 @@ __global__ void __launch_bounds__(32 * GM_WARPS) gm_kernel(cu_mm mm, const int8_
 
 static bool gm_part_ok(const uint8_t *w, uint64_t row_bytes, int64_t rows)
 {
-    return (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && rows > 0 && (uint64_t)rows * row_bytes < ((uint64_t)1 << 62);
+    // (gq_find's 32-bit rows and row bytes)
+    return (uintptr_t)w % 16 == 0 && row_bytes % 16 == 0 && row_bytes <= 0xffffffffu && rows > 0 &&
+           rows <= 0x7fffffff && (uint64_t)rows * row_bytes < ((uint64_t)1 << 62);
 }
 
 extern "C" bool si_cu_gemvm_ok(const cu_mm *mm)

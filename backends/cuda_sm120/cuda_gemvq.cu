@@ -43,6 +43,7 @@
 #include "cuda_launch.cuh"
 #include "cuda_ptx.cuh"
 #include "cuda_rms.cuh"
+#include "cuda_parts.cuh"   // gq_find
 
 #define GQ_WARPS 4
 // K-quant blocks of 8 warps where mm->gemv_warps == 8 (knob gemv_warps):
@@ -216,33 +217,6 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
                dx.z * (d * c2) * (float)(s[2] - 32 * sx[2]) + dx.w * (d * c3) * (float)(s[3] - 32 * sx[3]);
         return acc;
     }
-}
-
-// The product of block bx and the block's index in it: blocks past product
-// 0's rows belong to mm.more[0..n_more) in order, as in mmq_kernel (uniform
-// per block), RB rows a block.
-struct gq_prod {
-    const uint8_t *w;
-    float         *y;
-    int            rows, bx;
-    uint32_t       rb;
-    int64_t        ys;   // (one column, gq_kernel: the stride does not matter)
-};
-
-__device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
-{
-    gq_prod g = { mm.w, mm.y, (int)mm.rows, (int)blockIdx.x, (uint32_t)mm.row_bytes, mm.y_stride };
-    int nbk = (g.rows + RB - 1) / RB;
-    for (int k = 0; k < mm.n_more && g.bx >= nbk; k++) {
-        g.bx -= nbk;
-        g.w = mm.more[k].w;
-        g.y = mm.more[k].y;
-        g.rows = (int)mm.more[k].rows;
-        g.rb = (uint32_t)mm.more[k].row_bytes;
-        g.ys = mm.more[k].y_stride;
-        nbk = (g.rows + RB - 1) / RB;
-    }
-    return g;
 }
 
 // x's in bytes into the block's swizzled copy (gq_x16).  Every thread of

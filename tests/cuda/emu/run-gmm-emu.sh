@@ -50,5 +50,3 @@ plant red 's/for \(int w = 0; w < GM_WARPS; w\+\+\)/for (int w = 0; w < GM_WARPS
 plant tile-rows 's/const int64_t r = r_lo \+ 16 \* warp \+ g/const int64_t r = r_lo + g/'
 # column 2t + 1's scales from column 2t
 plant dx-col 's/c1 < nc \? __ldg\(xd \+ c1 \* nb \+ b\)/c1 < nc ? __ldg(xd + c0 * nb + b)/'
-# a more[] part's tiles counted from the wrong rows
-plant parts 's/nt = \(g.rows \+ RB - 1\) \/ RB;\n    }/nt = (mm.rows + RB - 1) \/ RB;\n    }/'
