@@ -1,6 +1,7 @@
 // backends/cuda_sm120/cuda_gemvm.cu — knob gemv_mma: the dense decode
 // products of 2..8 columns (decode of 2..8 sequences) on the int8 tensor
-// cores: Q4_K, Q5_K, Q6_K and Q8_0 rows, in % 256 == 0.
+// cores: Q4_K, Q5_K, Q6_K and Q8_0 rows, in % 256 == 0; with knob
+// gemv_mma_wide also those of 9..32 columns (gx_kernel, further down).
 //
 // Why: at 8 columns the dp4a GEMVs (cuda_gemvq.cu, cuda_mmq.cu) make 8 dot
 // products of every unpacked weight and are bound by instructions, not by
@@ -14,7 +15,7 @@
 // the rows' 256-weight steps (one K-quant block, 8 Q8_0 blocks) round
 // robin and add their partial sums through shared memory at the end, in
 // warp order.  The MMA's N is the 8 columns: lanes of columns past ncols
-// give zeros and their sums are not stored.  Lane (g = lane / 4, t = lane
+// read the last column and their sums are not stored.  Lane (g = lane / 4, t = lane
 // % 4) holds rows g and g + 8 and columns 2t and 2t + 1 of a tile's result
 // (the m16n8 accumulator layout).  Which products come here (4..8
 // columns, measured) is cuda_mmq.cu's mma_pick.
@@ -24,7 +25,7 @@
 // bytes one 8-byte load of x a column.
 // Scales, per 32-weight sub-block (the activations' block of 32: scale dx,
 // exact f32 sum xs, as si_cu_quantize_x makes them), on the exact int32
-// sums S of the MMA:
+// sums S of the MMA (as floats without a conversion: gm_mma32):
 //   Q4_K/Q5_K  acc += (dx * (d * sc)) * S - (dmin * m) * xs
 //   Q8_0       acc += (dx * d) * S
 //   Q6_K       a scale a 16 weights: two k16 MMAs a sub-block, their sums
@@ -44,7 +45,7 @@
 #include "cuda_parts.cuh"   // gq_find
 
 #define GM_WARPS 8
-#define GM_COLS 8
+#define GM_COLS 32   // 4 column tiles of 8
 #define GM_IN_MAX 65536
 
 template <int T> struct gm_traits;
@@ -77,39 +78,93 @@ __device__ __forceinline__ uint2 gm_ld8(const uint8_t *p)
     return make_uint2(lo | (mid << 16), (mid >> 16) | (hi << 16));
 }
 
-// What a lane needs of x for one 32-weight sub-block b (elements 32b..):
-// the B operand of column g (its elements 8t..8t+7; zeros past ncols) and
-// the scales and sums of columns 2t and 2t + 1 (zeros past ncols).
-struct gm_xb {
-    uint2  b;
-    float2 dx, xs;
+// Where a lane's x is: its columns' offsets (elements of xq; blocks of 32
+// of xd / xs), made once per lane.  Column tile n: the B operand of column
+// 8n + g (elements 8t.. of a sub-block), the scales of columns 8n + 2t and
+// 8n + 2t + 1.  A column past ncols reads column ncols - 1 instead: result
+// column c depends only on B's column c and column c's scales, and columns
+// past ncols are never stored, so nothing needs zeroing.
+template <int NT> struct gm_xp {
+    int q[NT], d0[NT], d1[NT];
+    int t4;   // 4t (Q6_K's k16 B operands are at 4t and 16 + 4t)
 };
 
-template <bool SUMS>
-__device__ __forceinline__ gm_xb gm_x(const int8_t *xq, const float *xd, const float *xs, int64_t in, int nc,
-                                      int64_t b, int g, int t)
+template <int NT> __device__ __forceinline__ gm_xp<NT> gm_xptr(int64_t in, int nc, int g, int t)
 {
-    const int64_t nb = in / 32;
-    gm_xb r;
-    r.b = g < nc ? __ldg((const uint2 *)(xq + (int64_t)g * in + 32 * b + 8 * t)) : make_uint2(0u, 0u);
-    const int c0 = 2 * t, c1 = 2 * t + 1;
-    r.dx = make_float2(c0 < nc ? __ldg(xd + c0 * nb + b) : 0.0f, c1 < nc ? __ldg(xd + c1 * nb + b) : 0.0f);
-    r.xs = make_float2(0.0f, 0.0f);
-    if (SUMS)
-        r.xs = make_float2(c0 < nc ? __ldg(xs + c0 * nb + b) : 0.0f, c1 < nc ? __ldg(xs + c1 * nb + b) : 0.0f);
-    return r;
+    gm_xp<NT> o;
+    const int nb = (int)(in / 32);
+    o.t4 = 4 * t;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int cg = min(8 * n + g, nc - 1), c0 = min(8 * n + 2 * t, nc - 1), c1 = min(8 * n + 2 * t + 1, nc - 1);
+        o.q[n] = cg * (int)in + 8 * t;
+        o.d0[n] = c0 * nb;
+        o.d1[n] = c1 * nb;
+    }
+    return o;
 }
 
-// The four accumulators of a k32 (or combined) sub-block: rows g (c0, c1)
-// and g + 8 (c2, c3) at columns 2t, 2t + 1.  w0/w1: the rows' scales;
-// m0/m1 their mins (K-quants; 0 otherwise).
-__device__ __forceinline__ void gm_acc(float acc[4], const int c[4], float w0, float w1, float m0, float m1,
-                                       const gm_xb &x)
+// What a lane needs of x for one 32-weight sub-block in each of its NT
+// column tiles: B (8 bytes), the two columns' scales dx and (SUMS) sums xs.
+template <int NT> struct gm_xb {
+    uint2  b[NT];
+    float2 dx[NT], xs[NT];
+};
+
+// x of a step read from global memory (gm_kernel): sub-block j of step blk.
+template <int NT> struct gm_xg {
+    const int8_t *xq;
+    const float *xd, *xs;
+    gm_xp<NT> o;
+    int blk;
+    template <bool SUMS> __device__ __forceinline__ gm_xb<NT> x(int j) const
+    {
+        const int b = 8 * blk + j;
+        gm_xb<NT> r;
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            r.b[n] = __ldg((const uint2 *)(xq + o.q[n] + 32 * b));
+            r.dx[n] = make_float2(__ldg(xd + o.d0[n] + b), __ldg(xd + o.d1[n] + b));
+            r.xs[n] = SUMS ? make_float2(__ldg(xs + o.d0[n] + b), __ldg(xs + o.d1[n] + b)) : make_float2(0.0f, 0.0f);
+        }
+        return r;
+    }
+    // Q6_K's k16 B operand: elements 16 h + 4t.. of sub-block j, tile n
+    // (o.q is at 8t)
+    __device__ __forceinline__ uint32_t b16(int j, int n, int h) const
+    {
+        return __ldg((const uint32_t *)(xq + (o.q[n] - o.t4) + 32 * (8 * blk + j) + 16 * h));
+    }
+};
+
+// The four accumulators of a k32 (or combined) sub-block in column tile
+// n: rows g (c0, c1) and g + 8 (c2, c3) at columns 8n + 2t, 8n + 2t + 1.
+// w0/w1: the rows' scales; m0/m1 their mins (K-quants; 0 otherwise).
+// c: the int32 sums as floats (exact: |c| < 2^24).
+template <int NT>
+__device__ __forceinline__ void gm_acc(float acc[4], const float c[4], float w0, float w1, float m0, float m1,
+                                       const gm_xb<NT> &x, int n)
 {
-    acc[0] += (x.dx.x * w0) * (float)c[0] - m0 * x.xs.x;
-    acc[1] += (x.dx.y * w0) * (float)c[1] - m0 * x.xs.y;
-    acc[2] += (x.dx.x * w1) * (float)c[2] - m1 * x.xs.x;
-    acc[3] += (x.dx.y * w1) * (float)c[3] - m1 * x.xs.y;
+    acc[0] += (x.dx[n].x * w0) * c[0] - m0 * x.xs[n].x;
+    acc[1] += (x.dx[n].y * w0) * c[1] - m0 * x.xs[n].y;
+    acc[2] += (x.dx[n].x * w1) * c[2] - m1 * x.xs[n].x;
+    acc[3] += (x.dx[n].y * w1) * c[3] - m1 * x.xs[n].y;
+}
+
+// An MMA whose int32 sums come back as exact floats without a conversion
+// instruction (I2F issues at 1/8 of the FP32 rate on sm_90: at 4 column
+// tiles it would bound the kernel): the MMA adds the bits of M = 1.5 * 2^23
+// (0x4B400000) to each sum, so the result's bits are the float M + S
+// exactly (|S| < 2^22), and one FADD takes M off, exactly.
+#define GM_MAGIC 0x4B400000
+
+__device__ __forceinline__ void gm_mma32(float c[4], const uint32_t a[4], uint2 b)
+{
+    int s[4];
+    mma_k32c(s, a, b.x, b.y, GM_MAGIC);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        c[k] = __int_as_float(s[k]) - 12582912.0f;
 }
 
 // A row tile's two rows (g, g + 8) as a lane sees them.
@@ -207,24 +262,24 @@ __device__ __forceinline__ uint32_t gm_q6(uint32_t ql, uint32_t qh, int nib, int
 __device__ __forceinline__ int gm_sc6(const uint32_t sc[2], int i) { return (int)(int8_t)(sc[i >> 2] >> (8 * (i & 3))); }
 
 // The step (block blk of the rows: 256 weights, x's sub-blocks 8 blk..)
-// of the R tiles into acc.  Each sub-block's x is loaded once for the R
-// tiles.
+// of the R row tiles and NT column tiles into acc.  Each sub-block's x is
+// loaded once for the R row tiles, each tile's int8 weights made once for
+// the NT column tiles.
 //  - Q4_K/Q5_K: sub-block j (chunk j / 2, nibble j & 1; Q5_K's fifth bit
-//    j of qh), one k32 MMA a tile.
+//    j of qh), one k32 MMA a tile pair.
 //  - Q8_0: block j of the step, one k32 MMA.
 //  - Q6_K: per half hf (128 weights) and group G (32 weights: ql bytes
 //    0..31 or 32..63, low or high nibbles, qh bits 2G), two k16 MMAs
 //    (elements 0..15 and 16..31 of the group, a scale each); lane t takes
 //    elements 4t..4t+3 of each 16 (the k16 A layout: rows g and g + 8 at
 //    k-slots 4t..4t+3; B: k-slots 4t..4t+3 of column g).
-template <int T, int R>
-__device__ __forceinline__ void gm_mul(const gm_w<T, R> &w, const int8_t *xq, const float *xd, const float *xs,
-                                       int64_t in, int nc, int64_t blk, int g, int t, float (&acc)[R][4])
+template <int T, int R, int NT, class XS>
+__device__ __forceinline__ void gm_mul(const gm_w<T, R> &w, const XS &xp, float (&acc)[R][NT][4])
 {
     if constexpr (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const gm_xb x = gm_x<true>(xq, xd, xs, in, nc, 8 * blk + j, g, t);
+            const gm_xb<NT> x = xp.template x<true>(j);
             const int c = j >> 1, sh = 4 * (j & 1);
 #pragma unroll
             for (int i = 0; i < R; i++) {
@@ -239,13 +294,17 @@ __device__ __forceinline__ void gm_mul(const gm_w<T, R> &w, const int8_t *xq, co
                     a[2] |= ((w.qh0[i].y >> j) & 0x01010101u) << 4;
                     a[3] |= ((w.qh1[i].y >> j) & 0x01010101u) << 4;
                 }
-                int s[4];
-                mma_k32(s, a, x.b.x, x.b.y);
                 int sc0, m0, sc1, m1;
                 cu_scale_min_k4w(w.h0[i].y, w.h0[i].z, w.h0[i].w, j, sc0, m0);
                 cu_scale_min_k4w(w.h1[i].y, w.h1[i].z, w.h1[i].w, j, sc1, m1);
-                gm_acc(acc[i], s, gm_h(w.h0[i].x, 0) * (float)sc0, gm_h(w.h1[i].x, 0) * (float)sc1,
-                       gm_h(w.h0[i].x, 1) * (float)m0, gm_h(w.h1[i].x, 1) * (float)m1, x);
+                const float w0 = gm_h(w.h0[i].x, 0) * (float)sc0, w1 = gm_h(w.h1[i].x, 0) * (float)sc1;
+                const float n0 = gm_h(w.h0[i].x, 1) * (float)m0, n1 = gm_h(w.h1[i].x, 1) * (float)m1;
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    float s[4];
+                    gm_mma32(s, a, x.b[n]);
+                    gm_acc<NT>(acc[i][n], s, w0, w1, n0, n1, x, n);
+                }
             }
         }
     } else if constexpr (T == SI_TYPE_Q6_K) {
@@ -254,39 +313,51 @@ __device__ __forceinline__ void gm_mul(const gm_w<T, R> &w, const int8_t *xq, co
 #pragma unroll
             for (int G = 0; G < 4; G++) {
                 const int nib = 4 * (G >> 1), hs = 2 * G, wq = 2 * (G & 1);
-                const int64_t sb = 8 * blk + 4 * hf + G;   // its sub-block of 32 (x's block)
-                const gm_xb x = gm_x<false>(xq, xd, nullptr, in, nc, sb, g, t);
+                const int sb = 4 * hf + G;   // its sub-block of 32 in the step (x's block)
+                const gm_xb<NT> x = xp.template x<false>(sb);
                 // the B operands of the two 16s: x's elements 4t.. and 16 + 4t..
-                const uint32_t b0 = g < nc ? __ldg((const uint32_t *)(xq + (int64_t)g * in + 32 * sb + 4 * t)) : 0u;
-                const uint32_t b1 =
-                    g < nc ? __ldg((const uint32_t *)(xq + (int64_t)g * in + 32 * sb + 16 + 4 * t)) : 0u;
+                uint32_t b0[NT], b1[NT];
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    b0[n] = xp.b16(sb, n, 0);
+                    b1[n] = xp.b16(sb, n, 1);
+                }
 #pragma unroll
                 for (int i = 0; i < R; i++) {
-                    int sa[4], sb2[4];
-                    mma_k16(sa, gm_q6(w.l0[i][hf][wq], w.h0[i][hf][0], nib, hs),
-                            gm_q6(w.l1[i][hf][wq], w.h1[i][hf][0], nib, hs), b0);
-                    mma_k16(sb2, gm_q6(w.l0[i][hf][wq + 1], w.h0[i][hf][1], nib, hs),
-                            gm_q6(w.l1[i][hf][wq + 1], w.h1[i][hf][1], nib, hs), b1);
+                    const uint32_t a0 = gm_q6(w.l0[i][hf][wq], w.h0[i][hf][0], nib, hs);
+                    const uint32_t a1 = gm_q6(w.l1[i][hf][wq], w.h1[i][hf][0], nib, hs);
+                    const uint32_t a2 = gm_q6(w.l0[i][hf][wq + 1], w.h0[i][hf][1], nib, hs);
+                    const uint32_t a3 = gm_q6(w.l1[i][hf][wq + 1], w.h1[i][hf][1], nib, hs);
                     // the scales of the two 16s: int8 bytes 2G and 2G + 1 of
                     // the half's 8 (the cpu's sc[is + 2G], is = 0, 1)
                     const int s0a = gm_sc6(w.sc0[i][hf], 2 * G), s0b = gm_sc6(w.sc0[i][hf], 2 * G + 1);
                     const int s1a = gm_sc6(w.sc1[i][hf], 2 * G), s1b = gm_sc6(w.sc1[i][hf], 2 * G + 1);
-                    const int s[4] = { s0a * sa[0] + s0b * sb2[0], s0a * sa[1] + s0b * sb2[1],
-                                       s1a * sa[2] + s1b * sb2[2], s1a * sa[3] + s1b * sb2[3] };
-                    gm_acc(acc[i], s, gm_h(w.d[i], 0), gm_h(w.d[i], 1), 0.0f, 0.0f, x);
+#pragma unroll
+                    for (int n = 0; n < NT; n++) {
+                        int sa[4], sb2[4];
+                        mma_k16(sa, a0, a1, b0[n]);
+                        mma_k16(sb2, a2, a3, b1[n]);
+                        const float s[4] = { (float)(s0a * sa[0] + s0b * sb2[0]), (float)(s0a * sa[1] + s0b * sb2[1]),
+                                             (float)(s1a * sa[2] + s1b * sb2[2]), (float)(s1a * sa[3] + s1b * sb2[3]) };
+                        gm_acc<NT>(acc[i][n], s, gm_h(w.d[i], 0), gm_h(w.d[i], 1), 0.0f, 0.0f, x, n);
+                    }
                 }
             }
         }
     } else {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const gm_xb x = gm_x<false>(xq, xd, nullptr, in, nc, 8 * blk + j, g, t);
+            const gm_xb<NT> x = xp.template x<false>(j);
 #pragma unroll
             for (int i = 0; i < R; i++) {
                 const uint32_t a[4] = { w.w0[i][j].x, w.w1[i][j].x, w.w0[i][j].y, w.w1[i][j].y };
-                int s[4];
-                mma_k32(s, a, x.b.x, x.b.y);
-                gm_acc(acc[i], s, gm_h(w.d[i][j], 0), gm_h(w.d[i][j], 1), 0.0f, 0.0f, x);
+                const float w0 = gm_h(w.d[i][j], 0), w1 = gm_h(w.d[i][j], 1);
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    float s[4];
+                    gm_mma32(s, a, x.b[n]);
+                    gm_acc<NT>(acc[i][n], s, w0, w1, 0.0f, 0.0f, x, n);
+                }
             }
         }
     }
@@ -302,16 +373,33 @@ template <int T, int R> __device__ __forceinline__ void gm_next(gm_rows (&rw)[R]
     }
 }
 
-// A block: GM_WARPS warps on R row tiles of 16 (16 R rows), the warps
-// taking the rows' steps round robin (a warp's first step loaded before
-// the programmatic-launch wait); with DB each warp holds its next step's
-// weights while it multiplies the current one.  The partial sums are added
-// through shared memory in warp order, tile i's by warp i.
-template <int T, int R, bool DB>
-__global__ void __launch_bounds__(32 * GM_WARPS) gm_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                           const float *xs)
+// A tile's four sums (rows r0 + g and r0 + g + 8, columns c0 + 2t and
+// c0 + 2t + 1: the m16n8 accumulator layout) into y; rows past the part's
+// and columns past ncols are not stored.
+__device__ __forceinline__ void gm_store(const gq_prod &p, int64_t r0, int c0, int g, int t, int nc,
+                                         const float sum[4])
 {
-    __shared__ float red[GM_WARPS][R][4][32];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int64_t r = r0 + g + 8 * (k >> 1);
+        const int c = c0 + 2 * t + (k & 1);
+        if (r < p.rows && c < nc)
+            p.y[c * p.ys + r] = sum[k];
+    }
+}
+
+// A block: GM_WARPS warps on R row tiles of 16 (16 R rows) and one column
+// tile of 8, the warps taking the rows' steps round robin (a warp's first
+// step loaded before the programmatic-launch wait); with DB each warp
+// holds its next step's weights while it multiplies the current one.  The
+// partial sums are added through shared memory in warp order, tile i's
+// by warp i.  MB: the blocks an SM the registers are capped for.
+template <int T, int R, bool DB, int MB>
+__global__ void __launch_bounds__(32 * GM_WARPS, MB) gm_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                               const float *xs)
+{
+    constexpr int NT = 1;
+    __shared__ float red[GM_WARPS][R * NT][4][32];
     const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols;
     const gq_prod p = gq_find(mm, 16 * R);
@@ -328,11 +416,12 @@ __global__ void __launch_bounds__(32 * GM_WARPS) gm_kernel(cu_mm mm, const int8_
         rw[i].B0 = p.w + (uint64_t)(a < p.rows ? a : p.rows - 1) * p.rb + warp * gm_traits<T>::bytes;
         rw[i].B1 = p.w + (uint64_t)(b < p.rows ? b : p.rows - 1) * p.rb + warp * gm_traits<T>::bytes;
     }
+    const gm_xp<NT> o = gm_xptr<NT>(mm.in, nc, g, t);
     gm_w<T, R> cur;
     if (warp < steps)
         gm_load<T, R>(rw, t, cur);
     cu_pdl_enter();
-    float acc[R][4] = {};
+    float acc[R][NT][4] = {};
     for (int64_t st = warp; st < steps; st += GM_WARPS) {
         if constexpr (DB) {
             gm_w<T, R> nxt;
@@ -340,35 +429,176 @@ __global__ void __launch_bounds__(32 * GM_WARPS) gm_kernel(cu_mm mm, const int8_
                 gm_next<T, R>(rw);
                 gm_load<T, R>(rw, t, nxt);
             }
-            gm_mul<T, R>(cur, xq, xd, xs, mm.in, nc, st, g, t, acc);
+            gm_mul<T, R, NT>(cur, gm_xg<NT>{ xq, xd, xs, o, (int)st }, acc);
             cur = nxt;
         } else {
             if (st != warp) {
                 gm_next<T, R>(rw);
                 gm_load<T, R>(rw, t, cur);
             }
-            gm_mul<T, R>(cur, xq, xd, xs, mm.in, nc, st, g, t, acc);
+            gm_mul<T, R, NT>(cur, gm_xg<NT>{ xq, xd, xs, o, (int)st }, acc);
         }
     }
 #pragma unroll
     for (int i = 0; i < R; i++)
 #pragma unroll
-        for (int k = 0; k < 4; k++)
-            red[warp][i][k][lane] = acc[i][k];
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                red[warp][i * NT + n][k][lane] = acc[i][n][k];
     __syncthreads();
-    if (warp >= R)
+    if (warp >= R * NT)
         return;
+    const int i = warp / NT, n = warp % NT;
     float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
     for (int w = 0; w < GM_WARPS; w++)
 #pragma unroll
         for (int k = 0; k < 4; k++)
             sum[k] += red[w][warp][k][lane];
+    gm_store(p, r_lo + 16 * i, 8 * n, g, t, nc, sum);
+}
+
+// ---- 9..32 columns (knob gemv_mma_wide): x staged in shared memory
+// Why not gm_kernel with more column tiles: its warps read x from the L2
+// a sub-block at a time, a column's scale and sum each a 32-byte sector
+// for 4 bytes, for 16 rows: at 32 columns ~10x the weights' bytes of L2
+// traffic (H200, bench_gemv wide: the 9b's Q4_K 12288 x 4096 at 32
+// columns 72 us, 392 GB/s; 37 us at 8).
+// Here a block's GX_WARPS warps are RT row tiles of 16 x KS k-groups
+// (RT KS = 8): each round the block stages KS steps of x (256 elements
+// of every column, int8, and their scales and sums) in shared memory by
+// cp.async, whole sectors, then warp (rt, kg) multiplies row tile rt's
+// weights of step round KS + kg by it.  So a block reads x once for
+// 16 RT rows, and a warp's x comes from shared memory (no L2 round trip
+// a sub-block).  The weights go straight to registers as in gm_kernel,
+// the next round's loaded before this one's multiply (the first before
+// the programmatic-launch wait).  The k-groups' sums are added through
+// shared memory in k-group order.
+#define GX_WARPS 8
+#define GX_ROW 288   // a column's 256 int8 of a step, padded: the B reads conflict-free
+
+template <int NT, int KS> struct gx_smem {
+    int8_t q[KS][8 * NT][GX_ROW];
+    float  d[KS][8 * NT][8], s[KS][8 * NT][8];   // [column][sub-block]
+};
+
+// x of a step from gx_smem, k-group kg.
+template <int NT, int KS> struct gm_xs {
+    const gx_smem<NT, KS> *S;
+    int kg, g, t;
+    template <bool SUMS> __device__ __forceinline__ gm_xb<NT> x(int j) const
+    {
+        gm_xb<NT> r;
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int64_t r = r_lo + 16 * warp + g + 8 * (k >> 1);
-        const int c = 2 * t + (k & 1);
-        if (r < p.rows && c < nc)
-            p.y[c * p.ys + r] = sum[k];
+        for (int n = 0; n < NT; n++) {
+            const int c0 = 8 * n + 2 * t;
+            r.b[n] = *(const uint2 *)&S->q[kg][8 * n + g][32 * j + 8 * t];
+            r.dx[n] = make_float2(S->d[kg][c0][j], S->d[kg][c0 + 1][j]);
+            r.xs[n] = SUMS ? make_float2(S->s[kg][c0][j], S->s[kg][c0 + 1][j]) : make_float2(0.0f, 0.0f);
+        }
+        return r;
+    }
+    __device__ __forceinline__ uint32_t b16(int j, int n, int h) const
+    {
+        return *(const uint32_t *)&S->q[kg][8 * n + g][32 * j + 16 * h + 4 * t];
+    }
+};
+
+// Round it's KS steps of x into S (every thread; one cp.async group).  A
+// column past ncols stages column ncols - 1 and a k-group past the steps
+// the last step: both are computed and never stored.
+template <int NT, int KS, bool SUMS>
+__device__ __forceinline__ void gx_stage(gx_smem<NT, KS> &S, const int8_t *xq, const float *xd, const float *xs,
+                                         int64_t in, int nc, int it, int steps, int tid)
+{
+    constexpr int NC = 8 * NT;
+    const int64_t nb = in / 32;
+    for (int i = tid; i < KS * NC * 16; i += 32 * GX_WARPS) {
+        const int k = i / (NC * 16), c = i / 16 % NC, q = i % 16;
+        const int64_t st = min(it * KS + k, steps - 1), cc = min(c, nc - 1);
+        cp_async16(&S.q[k][c][16 * q], xq + cc * in + st * 256 + 16 * q);
+    }
+    constexpr int P = SUMS ? 4 : 2;   // 16-byte pieces a column: the step's 8 scales (and 8 sums)
+    for (int i = tid; i < KS * NC * P; i += 32 * GX_WARPS) {
+        const int k = i / (NC * P), c = i / P % NC, u = i % P;
+        const int64_t st = min(it * KS + k, steps - 1), cc = min(c, nc - 1), o = cc * nb + st * 8 + 4 * (u & 1);
+        if (u < 2)
+            cp_async16(&S.d[k][c][4 * (u & 1)], xd + o);
+        else
+            cp_async16(&S.s[k][c][4 * (u & 1)], xs + o);
+    }
+    cp_async_commit();
+}
+
+// The block's shared memory: the staged x, then the k-groups' sums.
+template <int NT, int RT> union gx_union {
+    gx_smem<NT, GX_WARPS / RT> S;
+    float red[GX_WARPS / RT][RT][NT][4][32];
+};
+
+template <int T, int NT, int RT>
+__global__ void __launch_bounds__(32 * GX_WARPS, 2) gx_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                              const float *xs)
+{
+    constexpr int KS = GX_WARPS / RT;
+    constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
+    extern __shared__ __align__(16) uint8_t gx_raw[];   // gx_union: gx_go's bytes
+    gx_union<NT, RT> &u = *(gx_union<NT, RT> *)gx_raw;
+    const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols, rt = warp % RT, kg = warp / RT;
+    const gq_prod p = gq_find(mm, 16 * RT);
+    const int64_t r_lo = p.bx * 16 * RT;
+    const int steps = (int)(mm.in / 256), rounds = (steps + KS - 1) / KS;
+    constexpr int WB = gm_traits<T>::bytes;
+    if (mm.prefetch && warp == 0)
+        for (int r = lane; r < 16 * RT; r += 32)
+            if (r_lo + r < p.rows)
+                cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb, p.rb);
+    // rows past the end are computed on the last row, never stored
+    gm_rows rw[1];
+    {
+        const int64_t a = r_lo + 16 * rt + g, b = a + 8;
+        rw[0].B0 = p.w + (uint64_t)(a < p.rows ? a : p.rows - 1) * p.rb + (uint64_t)kg * WB;
+        rw[0].B1 = p.w + (uint64_t)(b < p.rows ? b : p.rows - 1) * p.rb + (uint64_t)kg * WB;
+    }
+    gm_w<T, 1> cur;
+    if (kg < steps)
+        gm_load<T, 1>(rw, t, cur);
+    cu_pdl_enter();
+    float acc[1][NT][4] = {};
+    const gm_xs<NT, KS> xp = { &u.S, kg, g, t };
+    for (int it = 0; it < rounds; it++) {
+        gx_stage<NT, KS, SUMS>(u.S, xq, xd, xs, mm.in, nc, it, steps, tid);
+        const bool live = it * KS + kg < steps, more = (it + 1) * KS + kg < steps;
+        gm_w<T, 1> nxt;
+        if (more) {
+            rw[0].B0 += (uint64_t)KS * WB;
+            rw[0].B1 += (uint64_t)KS * WB;
+            gm_load<T, 1>(rw, t, nxt);
+        }
+        cp_async_wait_all();
+        __syncthreads();
+        if (live)
+            gm_mul<T, 1, NT>(cur, xp, acc);
+        __syncthreads();   // (S is restaged next round, then reused for the sums)
+        if (more)
+            cur = nxt;
+    }
+    float (&red)[KS][RT][NT][4][32] = u.red;
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            red[kg][rt][n][k][lane] = acc[0][n][k];
+    __syncthreads();
+    for (int q = warp; q < RT * NT; q += GX_WARPS) {
+        const int i = q / NT, n = q % NT;
+        float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+        for (int k2 = 0; k2 < KS; k2++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                sum[k] += red[k2][i][n][k][lane];
+        gm_store(p, r_lo + 16 * i, 8 * n, g, t, nc, sum);
     }
 }
 
@@ -410,30 +640,72 @@ static inline int gm_r(const cu_mm *mm)
     return mm->rows >= GM_TALL ? 2 : 1;
 }
 
-template <int T, int R, bool DB>
-static cudaError_t gm_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+// Blocks of `rows` rows over mm's parts (gq_find's walk); 0: too many.
+static unsigned gm_blocks(const cu_mm *mm, int rows)
 {
-    int64_t blocks = (mm->rows + 16 * R - 1) / (16 * R);
+    int64_t blocks = (mm->rows + rows - 1) / rows;
     for (int k = 0; k < mm->n_more; k++)
-        blocks += (mm->more[k].rows + 16 * R - 1) / (16 * R);
-    if (blocks > 0x7fffffffLL)
-        return cudaErrorInvalidValue;
-    return cu_launch(gm_kernel<T, R, DB>, dim3((unsigned)blocks), dim3(32 * GM_WARPS), 0, s, *mm, xq, xd, xs);
+        blocks += (mm->more[k].rows + rows - 1) / rows;
+    return blocks > 0x7fffffffLL ? 0u : (unsigned)blocks;
 }
 
+template <int T, int R, bool DB, int MB>
+static cudaError_t gm_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const unsigned blocks = gm_blocks(mm, 16 * R);
+    if (blocks == 0)
+        return cudaErrorInvalidValue;
+    return cu_launch(gm_kernel<T, R, DB, MB>, dim3(blocks), dim3(32 * GM_WARPS), 0, s, *mm, xq, xd, xs);
+}
+
+// 9..32 columns: gx_kernel with 2 or 4 column tiles; RT row tiles a block
+// (mm->gemv_rows 2 or 8: bench A/B), else 8 for the LM heads (GM_TALL
+// rows or more), 2 below.  H200, bench_gemv wide (alone, L2 flushed), 32
+// columns: the 9b's Q4_K 12288 x 4096 57.7 us at RT 2, 61.7 at 4, 83.6 at
+// 8; its Q6_K 248320 x 4096 903 at 2, 857 at 8.
+template <int T, int NT, int RT>
+static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const unsigned blocks = gm_blocks(mm, 16 * RT);
+    if (blocks == 0)
+        return cudaErrorInvalidValue;
+    static_assert(sizeof(gx_union<NT, RT>) <= 48 * 1024, "no opt-in shared memory");
+    return cu_launch(gx_kernel<T, NT, RT>, dim3(blocks), dim3(32 * GX_WARPS), sizeof(gx_union<NT, RT>), s,
+                     *mm, xq, xd, xs);
+}
+
+template <int T, int NT>
+static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    if (mm->gemv_rows == 2 || mm->gemv_rows == 8)
+        return mm->gemv_rows == 2 ? gx_go<T, NT, 2>(mm, xq, xd, xs, s) : gx_go<T, NT, 8>(mm, xq, xd, xs, s);
+    int64_t rows = mm->rows;
+    for (int k = 0; k < mm->n_more; k++)
+        rows += mm->more[k].rows;
+    return rows >= GM_TALL ? gx_go<T, NT, 8>(mm, xq, xd, xs, s) : gx_go<T, NT, 2>(mm, xq, xd, xs, s);
+}
+
+// Up to 8 columns gm_kernel; 9..16 gx_kernel with 2 column tiles, 17..32
+// with 4.  gm_kernel's registers are capped for 3 blocks an SM at one row
+// tile (2 at two, or holding the next step): its x loads, unpredicated,
+// would otherwise be hoisted to ~150-215 registers (1 block an SM).
 template <int T>
 static cudaError_t gm_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
+    if (mm->ncols > 16)
+        return gx_launch<T, 4>(mm, xq, xd, xs, s);
+    if (mm->ncols > 8)
+        return gx_launch<T, 2>(mm, xq, xd, xs, s);
     // (the next step held only for Q8_0, one tile: H200, bench_gemv cols,
     // 35b 2048 x 4096 at 8 columns 13.0 vs 16.4 us; the K-quants lost with
     // it, e.g. the 9b's Q6_K 4096 x 12288 at 4 columns 41.8 vs 35.1 us: the
     // second step's registers crowd out the x loads hoisted ahead)
     if (gm_r(mm) == 2)
-        return gm_go<T, 2, false>(mm, xq, xd, xs, s);
+        return gm_go<T, 2, false, 2>(mm, xq, xd, xs, s);
     if constexpr (T == SI_TYPE_Q8_0)
-        return gm_go<T, 1, true>(mm, xq, xd, xs, s);
+        return gm_go<T, 1, true, 2>(mm, xq, xd, xs, s);
     else
-        return gm_go<T, 1, false>(mm, xq, xd, xs, s);
+        return gm_go<T, 1, false, 3>(mm, xq, xd, xs, s);
 }
 
 extern "C" int si_cu_gemvm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)

@@ -141,7 +141,9 @@ typedef struct cu_mm {
     int64_t        rows_split;   /* w2: rows below come from w             */
     bool           gemv_direct;  /* v2 GEMV: never staged (bench A/B only) */
     int            gemv_rows;    /* v2, one column: rows a lane group, 1 or
-                                  * 4 (bench A/B only; 0: by size)        */
+                                  * 4; cuda_gemvm.cu: row tiles a warp
+                                  * (1, 2) or a block (2, 8 at 9..32
+                                  * columns) (bench A/B only; 0: by size) */
     int            gemv_unroll;  /* v1, one column: units a lane loads at
                                   * once, 2/4/8 (bench A/B only; 0: 4)    */
     bool           gemv_wide;    /* v1, Q4_K, one column: 32-byte units
@@ -162,7 +164,9 @@ typedef struct cu_mm {
                                   * cuda_gemvq.cu's gqe_kernel too        */
     bool           gemv_mma;     /* knob gemv_mma: v1's dense products of
                                   * 2..8 columns on the int8 tensor cores
-                                  * (cuda_gemvm.cu) where it takes them  */
+                                  * (cuda_gemvm.cu) where it takes them;
+                                  * 9..32 where cuda_ops.c mm_wide sends
+                                  * them (knob gemv_mma_wide)             */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
     int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant
@@ -233,11 +237,13 @@ int  si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float *xd, cons
  * another f32 order. */
 bool si_cu_gemvq_ok(const cu_mm *mm);
 int  si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
-/* Knob gemv_mma (cuda_gemvm.cu): a dense product of 2..8 columns (x_div
+/* Knob gemv_mma (cuda_gemvm.cu): a dense product of 2..32 columns (x_div
  * 1, no experts, w2 or norm tail; more[] parts are one launch) of Q4_K,
- * Q5_K, Q6_K or Q8_0 rows of in % 256 == 0 (<= 16384), 16-byte aligned
- * rows, on mma.sync int8 with 16 rows a block.  Same integer terms as
- * the dp4a GEMVs, another f32 order.  Only where mm->gemv_mma is set. */
+ * Q5_K, Q6_K or Q8_0 rows of in % 256 == 0 (<= 65536), 16-byte aligned
+ * rows, on mma.sync int8: up to 8 columns 16 (LM heads 32) rows a block,
+ * 9..32 with x staged in shared memory, 32 (LM heads 128) rows a block.
+ * Same integer terms as the dp4a GEMVs, another f32 order.  Only where
+ * mm->gemv_mma is set. */
 bool si_cu_gemvm_ok(const cu_mm *mm);
 int  si_cu_gemvm(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream);
 /* Whether si_cu_gemvq runs mm's norm tail (mm->norm, knob norm_tail): one

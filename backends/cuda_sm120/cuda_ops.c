@@ -207,6 +207,20 @@ static void mm_knobs(const si_backend *b, cu_mm *m)
     m->w8_wg_pp = b->w8_wg_pp;
 }
 
+/* Knob gemv_mma_wide: whether a dense product of 9..32 columns (decode of
+ * 9..32 sequences) runs on cuda_gemvm.cu's tensor-core GEMV, one launch
+ * for a group (cu_mm.more), instead of the prefill GEMM (prefill_mm = mma;
+ * with gemv such products keep the f32 path, the fidelity reference). */
+static bool mm_wide(const si_backend *b, const cu_mm *mm)
+{
+    if (!b->gemv_mma_wide || !b->mm_dp4a || !b->mm_prefill_mma || mm->expert != NULL ||
+        mm->ncols <= SI_CU_MMQ_MAX_COLS)
+        return false;
+    cu_mm m = *mm;
+    mm_knobs(b, &m);
+    return si_cu_gemvm_ok(&m);
+}
+
 /* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
  * dense, more columns than the decode kernels take), else through dp4a
  * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
@@ -218,14 +232,15 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     mm_knobs(b, &m);
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
-    const bool mma = b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
+    const bool wide = mm_wide(b, &m);
+    const bool mma = !wide && b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
     /* Products of one input (mm_group) are one launch on the v1 GEMV only:
      * anywhere else they run one by one, each a plain cu_mm. */
     /* (float-stored weights, e.g. the MOE router and shared-expert gate,
      * are one launch on the f32 kernel where si_cu_matmul_more_ok) */
     const bool dp4a = b->mm_dp4a && si_cu_mmq_ok(&m);
-    const bool f32_more = !mma && !dp4a && si_cu_matmul_more_ok(&m);
-    if (m.n_more > 0 && !f32_more && (mma || !dp4a || b->gemv_v2)) {
+    const bool f32_more = !wide && !mma && !dp4a && si_cu_matmul_more_ok(&m);
+    if (m.n_more > 0 && !f32_more && !wide && (mma || !dp4a || b->gemv_v2)) {
         cu_mm one = m;
         one.n_more = 0;
         int rc = mm_run(b, &one, slot, err);
@@ -254,7 +269,7 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
         int rc = mm_run(b, &m, slot, err);
         return rc == SI_OK ? mm_run(b, &hi, slot, err) : rc;
     }
-    if (!mma && !dp4a)
+    if (!wide && !mma && !dp4a)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
     if (mma && b->mm_w8 && si_cu_w8_ok(&m))
@@ -264,6 +279,8 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     int rc = xq_get(b, m.x, m.x_stride, m.in, ncx, slot, 32, &q, &d, &s, err);
     if (rc != SI_OK)
         return rc;
+    if (wide)
+        return launched(si_cu_gemvm(&m, q, d, s, b->stream), "MATMUL (int8 mma GEMV)", err);
     if (mma && b->mm_mma_v2)
         return launched(si_cu_matmul_mma2(&m, q, d, s, b->stream), "MATMUL (int8 mma v2)", err);
     if (mma)
@@ -325,7 +342,7 @@ static bool mm_joins(si_backend *b, const si_op *ops, size_t i, size_t j, bool u
             return false;
     }
     cu_mm m = matmul_mm(op);
-    return m.rows > 0 && si_cu_mmq_ok(&m);
+    return m.rows > 0 && (si_cu_mmq_ok(&m) || mm_wide(b, &m));
 }
 
 /* How many ops from ops[i] run as one launch (1: op i alone). */
@@ -336,7 +353,7 @@ static size_t cu_mm_group_len(si_backend *b, const si_op *ops, size_t n_ops, siz
         si_oc_check(&b->oc, lead, NULL) != SI_OK || (use_kernel && cu_kernel_for(b, lead) != NULL))
         return 1;
     cu_mm m = matmul_mm(lead);
-    if (m.rows <= 0 || m.ncols > SI_CU_MMQ_MAX_COLS || !si_cu_mmq_ok(&m))
+    if (m.rows <= 0 || (!mm_wide(b, &m) && (m.ncols > SI_CU_MMQ_MAX_COLS || !si_cu_mmq_ok(&m))))
         return 1;
     size_t n = 1;
     while (n <= CU_MM_MORE && i + n < n_ops && mm_joins(b, ops, i, i + n, use_kernel))
@@ -394,6 +411,8 @@ static bool quantises(si_backend *b, const si_op *next, const si_tensor *y, bool
         return b->mm_dp4a && si_cu_mmq_ok(&g);
     }
     cu_mm m = matmul_mm(next);
+    if (mm_wide(b, &m))
+        return true;
     if (b->mm_prefill_mma && m.ncols > SI_CU_MMQ_MAX_COLS) {
         /* (mma_weights = i8 quantises its own way; a stacked pair runs
          * as two plain products) */

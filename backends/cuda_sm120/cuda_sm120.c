@@ -41,7 +41,9 @@
  *                         191.6 tok/s (ctx 4096); bench_gemv Q4_K 12288x4096
  *                         1510 vs 1324 GB/s (35b MoE decode: v2 1.1x).
  *   prefill_mm = mma | gemv  dense MATMUL/MOE products of more than 8
- *                         columns (prefill) with Q8_0/Q4_K/Q5_K/Q6_K
+ *                         columns (prefill; with mma a MATMUL of 9..32
+ *                         runs on gemv_mma_wide's kernel where that is on)
+ *                         with Q8_0/Q4_K/Q5_K/Q6_K
  *                         weights: mma (default) quantises the activations
  *                         as dp4a does (bit-identical to the cpu backend's
  *                         int8 path) and runs an int8 tensor-core GEMM
@@ -162,6 +164,21 @@
  *                         767.5, bs 4 763.6 / 757.9 vs 715.9; 35b-a3b bs 8
  *                         1,211.9 / 1,209.4 vs 1,063.6, bs 4 873.1 / 870.8
  *                         vs 783.6; bs 1-2 untouched.
+ *   gemv_mma_wide = true | false  (with gemv_mma and prefill_mm = mma) the
+ *                         dense products of 9..32 columns (decode of 9..32
+ *                         sequences) on that file's gx_kernel: 2 or 4
+ *                         column tiles of 8 a warp (a weight unpacked once
+ *                         for all), x staged in shared memory per block of
+ *                         32 rows (128 for the LM heads).  They ran on the
+ *                         prefill GEMM (128-column tiles; with mma_weights
+ *                         = i8, the default, on requantised weights); now
+ *                         the same integer terms as the cpu's int8 path,
+ *                         another f32 order.  false: that GEMM (A/B).  H200
+ *                         decode at ctx 4096, same binary: 9b bs 16
+ *                         1,825.8 tok/s vs 1,100.2, bs 32 2,388.0 vs
+ *                         2,037.0; 35b-a3b bs 16 1,378.4 vs 1,068.1, bs 32
+ *                         1,403.5 vs 1,334.6 (its MOE, untouched, is most
+ *                         of a bs-32 step).
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -668,7 +685,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -692,6 +709,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_quad_experts", "true", "false", &gemv_qe },
         { "gemv_quad_cols", "true", "false", &gemv_qn },
         { "gemv_mma", "true", "false", &gemv_mma },
+        { "gemv_mma_wide", "true", "false", &gemv_mma_wide },
         { "expert_early", "true", "false", &expert_early },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
@@ -802,6 +820,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_qe = gemv_qe;
     b->gemv_qn = gemv_qn;
     b->gemv_mma = gemv_mma;
+    b->gemv_mma_wide = gemv_mma_wide;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

@@ -668,6 +668,64 @@ static void bench_cols(const char *what, uint32_t t, int64_t in, int64_t rows)
     cudaFree(y);
 }
 
+/* Knob gemv_mma_wide: one dense product of 8, 16, 24 and 32 columns on
+ * the prefill GEMM (mma_tile v2 on the GGUF weights, exact) and on
+ * cuda_gemvm.cu (8 columns: gm_kernel; more: gx_kernel with its row tiles
+ * a block by the rows, then 2 and 8: cu_mm.gemv_rows), L2 flushed
+ * before each launch; GB/s is weight bytes over the time; "d" the largest
+ * relative difference of the GEMV's results from the GEMM's (another f32
+ * order).  (argument 2 "wide") */
+static void run_wide(void *p, int v)
+{
+    const chain_ctx *c = p;
+    if (v == 0)
+        CK((cudaError_t)si_cu_matmul_mma2(c->mm, c->xa->q, c->xa->d, c->xa->s, NULL));
+    else
+        CK((cudaError_t)si_cu_gemvm(c->mm, c->xa->q, c->xa->d, c->xa->s, NULL));
+}
+
+static void bench_wide(const char *what, uint32_t t, int64_t in, int64_t rows)
+{
+    uint8_t *w = make_weights(t, in, rows);
+    float *y, *y0;
+    CK(cudaMalloc((void **)&y, (size_t)(rows * 32) * sizeof(float)));
+    CK(cudaMalloc((void **)&y0, (size_t)(rows * 32) * sizeof(float)));
+    const double bytes = (double)bench_row_bytes(t, in) * (double)rows;
+    printf("wide  %-18s %s %lld x %lld, %.0f MB:", what, tname(t), (long long)rows, (long long)in, bytes / 1e6);
+    static const int ncs[] = { 8, 16, 24, 32 };
+    for (int k = 0; k < 4; k++) {
+        xq_set x = make_x(in, ncs[k]);
+        cu_mm m = chain_mm(t, in, rows, w, y);
+        m.ncols = ncs[k];
+        m.gemv_mma = true;
+        chain_ctx c = { .mm = &m, .n = 1, .xa = &x, .xb = &x };
+        printf(" | n%d", ncs[k]);
+        double d = 0.0;
+        static const char *const arm[] = { "gemm", "gm", "rt2", "rt8" };
+        for (int v = 0; v < (ncs[k] > 8 ? 4 : 2); v++) {
+            m.gemv_rows = v < 2 ? 0 : v == 2 ? 2 : 8;
+            if (v == 0 && !si_cu_mma_ok(&m)) {
+                printf(" gemm -");
+                continue;
+            }
+            const float us = time_median(run_wide, &c, v);
+            printf(" %s %.1f us %.0f", arm[v], us, bytes / (us * 1e-6) / 1e9);
+            CK(cudaDeviceSynchronize());
+            if (v == 0)
+                CK(cudaMemcpy(y0, y, (size_t)(rows * ncs[k]) * sizeof(float), cudaMemcpyDeviceToDevice));
+            else if (si_cu_mma_ok(&m))
+                d = fmax(d, rel_diff(y, y0, (size_t)(rows * ncs[k])));
+        }
+        printf(" d %.1e", d);
+        free_x(&x);
+    }
+    printf(" GB/s\n");
+    fflush(stdout);
+    cudaFree(w);
+    cudaFree(y);
+    cudaFree(y0);
+}
+
 int main(int argc, char **argv)
 {
     int n = 0;
@@ -685,15 +743,23 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&g_flush, FLUSH_BYTES));
     CK(cudaEventCreate(&g_e0));
     CK(cudaEventCreate(&g_e1));
-    if (argc > 2 && strcmp(argv[2], "cols") == 0) {
-        bench_cols("9b ffn gate", SI_TYPE_Q4_K, 4096, 12288);
-        bench_cols("9b ffn down", SI_TYPE_Q4_K, 12288, 4096);
-        bench_cols("9b ffn down", SI_TYPE_Q6_K, 12288, 4096);
-        bench_cols("9b attn 4096", SI_TYPE_Q4_K, 4096, 4096);
-        bench_cols("9b output", SI_TYPE_Q6_K, 4096, 248320);
-        bench_cols("35b gdn qkv+z", SI_TYPE_Q8_0, 2048, 12352);
-        bench_cols("35b gdn out", SI_TYPE_Q8_0, 4096, 2048);
-        bench_cols("35b output", SI_TYPE_Q6_K, 2048, 248320);
+    /* the tensor-core GEMVs at the models' decode shapes (argument 2
+     * "cols": 2..8 columns against dp4a; "wide": 8..32 against the GEMM) */
+    const bool wide = argc > 2 && strcmp(argv[2], "wide") == 0;
+    if (wide || (argc > 2 && strcmp(argv[2], "cols") == 0)) {
+        static const struct {
+            const char *what;
+            uint32_t    t;
+            int64_t     in, rows;
+        } sh[] = {
+            { "9b ffn gate", SI_TYPE_Q4_K, 4096, 12288 },    { "9b ffn down", SI_TYPE_Q4_K, 12288, 4096 },
+            { "9b ffn down", SI_TYPE_Q6_K, 12288, 4096 },    { "9b attn 4096", SI_TYPE_Q4_K, 4096, 4096 },
+            { "9b gdn qkv", SI_TYPE_Q5_K, 4096, 8192 },      { "9b output", SI_TYPE_Q6_K, 4096, 248320 },
+            { "35b gdn qkv+z", SI_TYPE_Q8_0, 2048, 12352 },  { "35b gdn out", SI_TYPE_Q8_0, 4096, 2048 },
+            { "35b output", SI_TYPE_Q6_K, 2048, 248320 },
+        };
+        for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+            (wide ? bench_wide : bench_cols)(sh[i].what, sh[i].t, sh[i].in, sh[i].rows);
         return g_bad ? 1 : 0;
     }
     /* decode-like chains (argument 2 "chain": only these) */

@@ -2035,16 +2035,27 @@ END_TEST
  * for Q8_0): the same integer terms in another f32 order (1e-5 of the
  * terms' scale, as test_gemv_ab).  4..8 columns (it takes no fewer), rows
  * off the block's 16, several waves, two row tiles a warp (>= 65536
- * rows), 16384-wide rows. */
+ * rows), 16384-wide rows.  Knob gemv_mma_wide (default true, with
+ * prefill_mm = mma): 9..32 columns (2 and 4 column tiles of 8, the last
+ * one partly past ncols) against the cpu's int8 path (MMA_TOL, as the
+ * GEMM), then against the exact prefill GEMM they replace (gemv_mma =
+ * false takes both knobs' products off; mma_weights = gguf). */
+static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n);
+
 START_TEST(test_gemv_mma)
 {
     static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
-    static const int64_t ncs[] = { 4, 5, 6, 8 };
+    static const int64_t ncs[] = { 4, 5, 6, 8 }, wide[] = { 9, 16, 21, 32 };
     pair p;
     pair_open(&p, "backend.cpu", "backend.cuda_dp4a_v1");
     for (size_t t = 0; t < 4; t++)
         for (size_t k = 0; k < 4; k++)
             matmul_case_tol(&p, kt[t], k & 1 ? 2048 : 4096, 77, ncs[k], true);
+    pair_close(&p);
+    pair_open(&p, "backend.cpu_fast", "backend.cuda_mma");
+    for (size_t t = 0; t < 4; t++)
+        for (size_t k = 0; k < 4; k++)
+            matmul_mma_case(&p, kt[t], k & 1 ? 4096 : 2048, 45, wide[k]);
     pair_close(&p);
     if (as_cpu)
         return;   /* (the A/B needs the knob) */
@@ -2058,6 +2069,15 @@ START_TEST(test_gemv_mma)
         matmul_ab(&p, kt[t], 16384, 13, 8);
         matmul_ab(&p, kt[t], 2048, 70001, 5);   /* (two row tiles a warp: >= 65536 rows) */
         matmul_ab(&p, kt[t], 4096, 33, 3);      /* (fewer than 4 columns: dp4a both sides) */
+    }
+    pair_close(&p);
+    pair_open_cu2(&p, "backend.cuda_gmm_off", "backend.cuda_mma");
+    for (size_t t = 0; t < 4; t++) {
+        for (size_t k = 0; k < 4; k++)
+            matmul_ab(&p, kt[t], 4096, 45, wide[k]);
+        matmul_ab(&p, kt[t], 12288, 4099, 32);
+        matmul_ab(&p, kt[t], 2048, 70001, 24);  /* (8 row tiles a block: >= 65536 rows) */
+        matmul_ab(&p, kt[t], 16384, 13, 16);
     }
     pair_close(&p);
 }
@@ -2786,7 +2806,8 @@ int main(void)
              /* (moe_sdc = true | false: test_moe_sdc) */
              "[backend.cuda_sdc]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_sdc_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (gemv_mma = false: test_gemv_mma) */
+             /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
+              * GGUF weights: 9..32 columns on the exact int8 GEMM) */
              "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
@@ -2803,7 +2824,8 @@ int main(void)
              as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n",
              dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
              dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n", dq_extra,
-             dq_extra, as_cpu ? "" : "moe_sdc = false\n", v1_extra, as_cpu ? "" : "gemv_mma = false\n");
+             dq_extra, as_cpu ? "" : "moe_sdc = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
+             as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;

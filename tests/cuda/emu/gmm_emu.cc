@@ -1,8 +1,9 @@
-// tests/cuda/emu/gmm_emu.cc — knob gemv_mma under the host emulation:
-// cuda_gemvm.cu's gm_kernel (dense products of 2..8 columns on mma.sync
-// int8, ptx_emu.h's mma) against the dp4a GEMV v1 (cuda_mmq.cu's
-// mmq_kernel: the same integer terms, another f32 order) on the same
-// quantised x.  Q4_K, Q5_K, Q6_K and Q8_0 rows; 2..8 columns; row counts
+// tests/cuda/emu/gmm_emu.cc — knobs gemv_mma and gemv_mma_wide under the
+// host emulation: cuda_gemvm.cu's gm_kernel and gx_kernel (dense products
+// of 2..8 and 9..32 columns on mma.sync int8, ptx_emu.h's mma and
+// cp.async) against the dp4a GEMV v1 (cuda_mmq.cu's mmq_kernel, by chunks
+// of 8 columns: the same integer terms, another f32 order) on the same
+// quantised x.  Q4_K, Q5_K, Q6_K and Q8_0 rows; row counts
 // off the block's 16; products with more[] parts in one launch; the
 // outputs poisoned, with guard rows past each column that nothing may
 // write; every global read checked against the buffers (emu::granges).
@@ -60,9 +61,18 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
             m.more[k - 1] = (cu_mm_part){ w[k].data(), y[k].data(), rows[k], (uint64_t)(w[k].size() / rows[k]),
                                           rows[k] + GUARD };
     };
-    cu_mm r = mm;
-    fill(r, ref);
-    rc |= si_cu_matmul_q8_v1(&r, q.data(), qd.data(), qs.data(), NULL);
+    // (v1 takes up to 8 columns: wider products by chunks of 8 columns,
+    // x and y offset to the chunk's first)
+    for (int c0 = 0; c0 < nc; c0 += 8) {
+        cu_mm r = mm;
+        fill(r, ref);
+        r.ncols = nc - c0 < 8 ? nc - c0 : 8;
+        r.y += c0 * r.y_stride;
+        for (int k = 0; k < r.n_more; k++)
+            r.more[k].y += c0 * r.more[k].y_stride;
+        const int64_t nb = in / 32;
+        rc |= si_cu_matmul_q8_v1(&r, q.data() + c0 * in, qd.data() + c0 * nb, qs.data() + c0 * nb, NULL);
+    }
     cu_mm g = mm;
     fill(g, got);
     g.gemv_mma = true;
@@ -113,19 +123,21 @@ static int refusals()
     int rc = si_cu_gemvm_ok(&m) ? 0 : 1;   // (taken)
     cu_mm a = m; a.gemv_mma = false; rc |= si_cu_gemvm_ok(&a);
     a = m; a.ncols = 1; rc |= si_cu_gemvm_ok(&a);
-    a = m; a.ncols = 9; rc |= si_cu_gemvm_ok(&a);
+    a = m; a.ncols = 33; rc |= si_cu_gemvm_ok(&a);
     a = m; a.x_div = 2; rc |= si_cu_gemvm_ok(&a);
     a = m; a.in = 384; rc |= si_cu_gemvm_ok(&a);
     const int32_t e[4] = { 0, 0, 0, 0 };
     a = m; a.expert = e; rc |= si_cu_gemvm_ok(&a);
     a = m; a.type = SI_TYPE_F16; rc |= si_cu_gemvm_ok(&a);
-    printf("  refusals (knob off, 1 and 9 columns, x_div 2, in %% 256, experts, f16): %s\n", rc ? "FAIL" : "ok");
+    printf("  refusals (knob off, 1 and 33 columns, x_div 2, in %% 256, experts, f16): %s\n", rc ? "FAIL" : "ok");
     return rc;
 }
 
 int main()
 {
     int rc = 0;
+    // (cp.async's bound; the launch's own bytes are guarded by emu.cc)
+    emu_ptx::smem_bytes = 48 * 1024;
     // R: row tiles of 16 a warp (cu_mm.gemv_rows; 0: the default)
     rc |= one(SI_TYPE_Q4_K, 4096, 8, { 64 });              // the 9b's: 8 sequences
     rc |= one(SI_TYPE_Q4_K, 2048, 3, { 37, 16, 100 }, 1);  // three parts, rows off 16
@@ -142,6 +154,20 @@ int main()
     rc |= one(SI_TYPE_Q5_K, 12288, 4, { 20 });             // 6 steps a warp (the next one held)
     rc |= one(SI_TYPE_Q8_0, 12288, 5, { 9 });              // (Q8_0 holds the next step)
     rc |= one(SI_TYPE_Q6_K, 12288, 3, { 9 }, 2);
+    // knob gemv_mma_wide: gx_kernel, 2 and 4 column tiles; R: its row
+    // tiles a block (2, 8; 0: by the rows)
+    rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 });
+    rc |= one(SI_TYPE_Q4_K, 2048, 13, { 37, 16, 100 }, 8);
+    rc |= one(SI_TYPE_Q5_K, 1024, 16, { 40 }, 8);
+    rc |= one(SI_TYPE_Q5_K, 2048, 27, { 21, 5 }, 2);
+    rc |= one(SI_TYPE_Q6_K, 4096, 32, { 33 }, 2);
+    rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 8);
+    rc |= one(SI_TYPE_Q8_0, 2048, 24, { 48, 24 }, 8);
+    rc |= one(SI_TYPE_Q8_0, 12288, 17, { 9 }, 2);
+    rc |= one(SI_TYPE_Q4_K, 256, 31, { 5 }, 8);          // fewer steps than k-groups
+    rc |= one(SI_TYPE_Q4_K, 1280, 20, { 70 }, 2);        // 5 steps: a round part past them
+    rc |= one(SI_TYPE_Q4_K, 512, 9, { 67 });               // 2 steps, 4 k-groups
+    rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 });
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;

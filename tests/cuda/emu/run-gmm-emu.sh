@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cuda/emu/run-gmm-emu.sh — knob gemv_mma: cuda_gemvm.cu's gm_kernel
-# (dense decode products of 2..8 columns on mma.sync int8) against the
+# tests/cuda/emu/run-gmm-emu.sh — knobs gemv_mma / gemv_mma_wide: cuda_gemvm.cu
+# (gm_kernel, gx_kernel: dense decode products of 2..32 columns on mma.sync int8) against the
 # dp4a GEMV v1 (cuda_mmq.cu) under the host emulation (gmm_emu.cc), then
 # planted bugs that must be caught.  No GPU; g++ (x86-64); ~1 minute.
 set -e
@@ -15,10 +15,11 @@ trap 'rm -rf "$out"' EXIT
 {
     cat "$src/cuda_mmq.cu"
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
+        -e 's/extern __shared__ __align__(16) uint8_t gx_raw\[\];/uint8_t *gx_raw = (uint8_t *)emu::dyn_smem();/' \
         "$src/cuda_gemvm.cu"
 } > "$out/k.cc"
-if grep -q '<<<\|cuda_ptx.cuh' "$out/k.cc"; then
-    echo "run-gmm-emu: a <<<>>> launch or cuda_ptx.cuh left; update the sed line" >&2; exit 1
+if grep -q '<<<\|cuda_ptx.cuh\|extern __shared__' "$out/k.cc"; then
+    echo "run-gmm-emu: a <<<>>> launch, cuda_ptx.cuh or a shared declaration left; update the sed lines" >&2; exit 1
 fi
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 g++ $F -c "$here/emu.cc" -o "$out/emu.o"
@@ -29,7 +30,7 @@ g++ $F -DGMM_KERNELS="\"$out/k.cc\"" "$here/gmm_emu.cc" "$out/emu.o" -o "$out/gm
 plant() { emu_plant "$1" "$2" GMM_KERNELS "$here/gmm_emu.cc" "$out/emu.o"; }
 [ "$PLANT" = no ] && exit 0
 # Q4_K's min term dropped
-plant no-min 's/acc\[0\] \+= \(x.dx.x \* w0\) \* \(float\)c\[0\] - m0 \* x.xs.x;/acc[0] += (x.dx.x * w0) * (float)c[0];/'
+plant no-min 's/acc\[0\] \+= \(x.dx\[n\].x \* w0\) \* c\[0\] - m0 \* x.xs\[n\].x;/acc[0] += (x.dx[n].x * w0) * c[0];/'
 # Q5_K's fifth bit from the wrong sub-block
 plant q5-bit 's/a\[0\] \|= \(\(w.qh0\[i\].x >> j\) & 0x01010101u\) << 4;/a[0] |= ((w.qh0[i].x >> (j ^ 1)) \& 0x01010101u) << 4;/'
 # Q6_K's second 16 with the first one's scale
@@ -47,6 +48,20 @@ plant past-end 's/if \(r < p.rows && c < nc\)/if (c < nc)/'
 # the partial sums of the last warp not added
 plant red 's/for \(int w = 0; w < GM_WARPS; w\+\+\)/for (int w = 0; w < GM_WARPS - 1; w++)/'
 # tile i's sums stored by the wrong warp's rows
-plant tile-rows 's/const int64_t r = r_lo \+ 16 \* warp \+ g/const int64_t r = r_lo + g/'
+plant tile-rows 's/gm_store\(p, r_lo \+ 16 \* i, 8 \* n/gm_store(p, r_lo, 8 * n/'
 # column 2t + 1's scales from column 2t
-plant dx-col 's/c1 < nc \? __ldg\(xd \+ c1 \* nb \+ b\)/c1 < nc ? __ldg(xd + c0 * nb + b)/'
+plant dx-col 's/o.d1\[n\] = c1 \* nb;/o.d1[n] = c0 * nb;/'
+# columns past ncols read past x instead of the last column (the read check)
+plant col-clamp 's/const int cg = min\(8 \* n \+ g, nc - 1\)/const int cg = 8 * n + g/'
+# gx_kernel: every column tile's sums stored as tile 0's
+plant gx-tile 's/const int i = q \/ NT, n = q % NT;/const int i = q \/ NT, n = 0;/'
+# gx_kernel: columns past ncols staged from past x (the read check)
+plant gx-clamp 's/cc = min\(c, nc - 1\);\n        cp_async16\(&S.q/cc = c;\n        cp_async16(\&S.q/'
+# gx_kernel: a warp's next weights one step on instead of KS
+plant gx-next 's/rw\[0\].B0 \+= \(uint64_t\)KS \* WB;/rw[0].B0 += (uint64_t)WB;/'
+# gx_kernel: column 2t + 1's scale staged as column 2t's
+plant gx-dx 's/S->d\[kg\]\[c0 \+ 1\]\[j\]/S->d[kg][c0][j]/'
+# gx_kernel: the k-groups' sums of the last one not added
+plant gx-red 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < KS - 1; k2++)/'
+# the MMA's magic offset taken off one ulp wrong (off by 1 in every sum)
+plant magic 's/- 12582912.0f;/- 12582911.0f;/'
