@@ -329,7 +329,7 @@ static void moe_section(const char *section, bool i8, double tol)
                     fails++;
                 }
             }
-    /* below min_tokens (32): the backend's own path, not the plugin */
+    /* below min_tokens (32 in these sections): the backend's own path */
     bool ran, ran_i8;
     double rel = moe_run(&p, &cases[1], true, true, 8, &ran, &ran_i8);
     ck_assert_msg(as_cpu || !ran, "n = 8 < min_tokens went to the plugin");
