@@ -712,6 +712,11 @@ extern "C" int si_cu_gemvm(const cu_mm *mm, const int8_t *xq, const float *xd, c
 {
     if (!si_cu_gemvm_ok(mm))
         return (int)cudaErrorInvalidValue;
+    // (gm_kernel reads x 8 bytes and a scale 4 at a time; gx_kernel
+    // stages both by 16-byte cp.async)
+    const uintptr_t aq = mm->ncols > 8 ? 16 : 8, as = mm->ncols > 8 ? 16 : 4;
+    if ((uintptr_t)xq % aq != 0 || (uintptr_t)xd % as != 0 || (uintptr_t)xs % as != 0)
+        return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
     case SI_TYPE_Q4_K: return (int)gm_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);

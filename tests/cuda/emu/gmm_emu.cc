@@ -129,7 +129,18 @@ static int refusals()
     const int32_t e[4] = { 0, 0, 0, 0 };
     a = m; a.expert = e; rc |= si_cu_gemvm_ok(&a);
     a = m; a.type = SI_TYPE_F16; rc |= si_cu_gemvm_ok(&a);
-    printf("  refusals (knob off, 1 and 33 columns, x_div 2, in %% 256, experts, f16): %s\n", rc ? "FAIL" : "ok");
+    // x the kernels cannot load (launched: nothing may run, an error back)
+    alignas(16) static int8_t xq[512 * 16];
+    alignas(16) static float xd[16 * 16], xs[16 * 16];
+    float y[16 * 16];
+    a = m; a.y = y; a.y_stride = 16;
+    rc |= si_cu_gemvm(&a, xq + 4, xd, xs, NULL) == 0;        // 8 bytes at a time
+    a.ncols = 12;
+    rc |= si_cu_gemvm(&a, xq + 8, xd, xs, NULL) == 0;        // gx_kernel: 16-byte cp.async
+    rc |= si_cu_gemvm(&a, xq, xd + 2, xs, NULL) == 0;
+    rc |= si_cu_gemvm(&a, xq, xd, xs + 1, NULL) == 0;
+    printf("  refusals (knob off, 1 and 33 columns, x_div 2, in %% 256, experts, f16, misaligned x): %s\n",
+           rc ? "FAIL" : "ok");
     return rc;
 }
 

@@ -63,5 +63,7 @@ plant gx-next 's/rw\[0\].B0 \+= \(uint64_t\)KS \* WB;/rw[0].B0 += (uint64_t)WB;/
 plant gx-dx 's/S->d\[kg\]\[c0 \+ 1\]\[j\]/S->d[kg][c0][j]/'
 # gx_kernel: the k-groups' sums of the last one not added
 plant gx-red 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < KS - 1; k2++)/'
+# x the kernels cannot load not refused
+plant x-align 's/const uintptr_t aq = mm->ncols > 8 \? 16 : 8, as = mm->ncols > 8 \? 16 : 4;/const uintptr_t aq = 1, as = 1;/'
 # the MMA's magic offset taken off one ulp wrong (off by 1 in every sum)
 plant magic 's/- 12582912.0f;/- 12582911.0f;/'
