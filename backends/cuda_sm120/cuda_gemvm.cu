@@ -152,19 +152,16 @@ __device__ __forceinline__ void gm_acc(float acc[4], const float c[4], float w0,
 }
 
 // An MMA whose int32 sums come back as exact floats without a conversion
-// instruction (I2F issues at 1/8 of the FP32 rate on sm_90: at 4 column
-// tiles it would bound the kernel): the MMA adds the bits of M = 1.5 * 2^23
-// (0x4B400000) to each sum, so the result's bits are the float M + S
-// exactly (|S| < 2^22), and one FADD takes M off, exactly.
-#define GM_MAGIC 0x4B400000
-
+// instruction (at 4 column tiles I2F would bound the kernel): the MMA adds
+// CU_I2F_MAGIC to each sum (|S| < 2^22), one FADD takes M off
+// (cuda_quant.cuh).
 __device__ __forceinline__ void gm_mma32(float c[4], const uint32_t a[4], uint2 b)
 {
     int s[4];
-    mma_k32c(s, a, b.x, b.y, GM_MAGIC);
+    mma_k32c(s, a, b.x, b.y, CU_I2F_MAGIC);
 #pragma unroll
     for (int k = 0; k < 4; k++)
-        c[k] = __int_as_float(s[k]) - 12582912.0f;
+        c[k] = __int_as_float(s[k]) - CU_I2F_MAGICF;
 }
 
 // A row tile's two rows (g, g + 8) as a lane sees them.

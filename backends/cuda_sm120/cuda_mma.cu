@@ -69,11 +69,10 @@
 #define SM_XS  (SM_XD + 2 * MMA_NSUB * MMA_BN * 4) // f32 [2][8][64]
 #define SM_TOTAL (SM_XS + 2 * MMA_NSUB * MMA_BN * 4)
 
-// int32 -> f32 for |v| < 2^22 with two full-rate ops (I2F runs at a
-// quarter of the FP32 rate on sm_90): the exact value, as __int2float_rn.
+// int32 -> f32 for |v| < 2^22 with two full-rate ops (cuda_quant.cuh).
 __device__ __forceinline__ float i2f_small(int v)
 {
-    return __int_as_float(v + 0x4B400000) - 12582912.0f;
+    return __int_as_float(v + CU_I2F_MAGIC) - CU_I2F_MAGICF;
 }
 
 __device__ __forceinline__ void st16(uint8_t *p, uint32_t a, uint32_t b, uint32_t c, uint32_t d)

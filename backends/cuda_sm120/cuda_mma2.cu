@@ -53,8 +53,6 @@
 #ifndef M2_PF
 #define M2_PF 4                        // weight k-tiles prefetched into L2 ahead
 #endif
-#define M2_MAGIC   0x4B400000          // bits of M = 1.5 * 2^23
-#define M2_MAGICF  12582912.0f
 
 // Shared memory (bytes) for BM weight rows: the decoded weight tiles W[2]
 // and their scales WS[2] (f32 [NSUB][4][BM], rows permuted), the
@@ -69,7 +67,7 @@ template <int BM> struct m2_smem {
 };
 
 
-// round(isum * dw) (see the header) from mi = isum + M2_MAGIC (the mma
+// round(isum * dw) (see the header) from mi = isum + CU_I2F_MAGIC (the mma
 // adds it: its C operand), nmdw = -M * dw.
 __device__ __forceinline__ float m2_scale(int mi, float dw, float nmdw)
 {
@@ -188,7 +186,7 @@ template <int T, int BM> struct m2_raw_k45 {
                     cu_scale_min_k4(b, lb, &sc, &m);
                 const float dw = d * (float)sc;   // the cpu's d16 and m32
                 m2_ws<BM>(ws, lb, 0, r, dw);
-                m2_ws<BM>(ws, lb, 1, r, -M2_MAGICF * dw);
+                m2_ws<BM>(ws, lb, 1, r, -CU_I2F_MAGICF * dw);
                 m2_ws<BM>(ws, lb, 2, r, -(dmin * (float)m));
             }
         }
@@ -268,9 +266,9 @@ template <int BM> struct m2_raw<SI_TYPE_Q6_K, BM> {
                 const float lo = d * (float)(int8_t)(sc[lb / 2] >> (16 * (lb % 2)));
                 const float hi = d * (float)(int8_t)(sc[lb / 2] >> (16 * (lb % 2) + 8));
                 m2_ws<BM>(ws, lb, 0, r, lo);
-                m2_ws<BM>(ws, lb, 1, r, -M2_MAGICF * lo);
+                m2_ws<BM>(ws, lb, 1, r, -CU_I2F_MAGICF * lo);
                 m2_ws<BM>(ws, lb, 2, r, hi);
-                m2_ws<BM>(ws, lb, 3, r, -M2_MAGICF * hi);
+                m2_ws<BM>(ws, lb, 3, r, -CU_I2F_MAGICF * hi);
             }
         }
     }
@@ -323,7 +321,7 @@ template <int BM> struct m2_raw<SI_TYPE_Q8_0, BM> {
             if (h == 0) {
                 const float d = __half2float(__ushort_as_half(dh[i]));
                 m2_ws<BM>(ws, blk, 0, r, d);
-                m2_ws<BM>(ws, blk, 1, r, -M2_MAGICF * d);
+                m2_ws<BM>(ws, blk, 1, r, -CU_I2F_MAGICF * d);
             }
         }
     }
@@ -434,8 +432,8 @@ __device__ __forceinline__ void m2_block(float (&acc)[BM / 32][4][4], const uint
         for (int nt = 0; nt < NT; nt++) {
             if (T == SI_TYPE_Q6_K) {
                 int lo[4], hi[4];
-                mma_k16c(lo, af[0], af[1], bf[nt][0], M2_MAGIC);
-                mma_k16c(hi, af[2], af[3], bf[nt][1], M2_MAGIC);
+                mma_k16c(lo, af[0], af[1], bf[nt][0], CU_I2F_MAGIC);
+                mma_k16c(hi, af[2], af[3], bf[nt][1], CU_I2F_MAGIC);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {   // |lo|, |hi| <= 16 * 32 * 127 < 2^22
                     const int ri = e >> 1, ci = e & 1;
@@ -444,7 +442,7 @@ __device__ __forceinline__ void m2_block(float (&acc)[BM / 32][4][4], const uint
                 }
             } else {
                 int c[4];
-                mma_k32c(c, af, bf[nt][0], bf[nt][1], M2_MAGIC);
+                mma_k32c(c, af, bf[nt][0], bf[nt][1], CU_I2F_MAGIC);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {   // |c| <= 32 * 31 * 127 < 2^22 (Q8_0: 32 * 128 * 127)
                     const int ri = e >> 1, ci = e & 1;

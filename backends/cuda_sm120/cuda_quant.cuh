@@ -20,6 +20,14 @@
 
 #include <sparkinfer/types.h>
 
+// int32 -> f32 without I2F (a quarter or less of the FP32 rate on sm_90):
+// for |v| < 2^22 the float with bits v + CU_I2F_MAGIC is M + v exactly
+// (M = 1.5 * 2^23 = CU_I2F_MAGICF), so __int_as_float(v + CU_I2F_MAGIC) -
+// CU_I2F_MAGICF is v, as __int2float_rn gives it.  The int8 MMAs add the
+// bits for free as their C operand.
+#define CU_I2F_MAGIC  0x4B400000
+#define CU_I2F_MAGICF 12582912.0f
+
 // Programmatic dependent launch (knob pdl, cuda_launch.cuh): a kernel
 // launched with it may be resident while the kernel before it in the
 // stream still runs (its launch and set-up hidden in that kernel's tail);

@@ -176,7 +176,7 @@ w8_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++) {
                         if (G == 32 || (h == 0 && kk == 0))
-                            mma_k32c(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1], W8_MAGIC);
+                            mma_k32c(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1], CU_I2F_MAGIC);
                         else
                             mma_k32acc(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
                     }

@@ -14,8 +14,6 @@
 #include "cuda_quant.cuh"
 
 #define W8_BM      128                       // weight rows of a block tile
-#define W8_MAGIC   0x4B400000                // bits of M = 1.5 * 2^23
-#define W8_MAGICF  12582912.0f
 
 // ---- requantisation: 128-wide blocks to int8 + one f32 scale ---------------
 
@@ -141,7 +139,7 @@ __device__ __forceinline__ void w8_epilogue(float (&acc)[4][4][4], const int (&c
 #pragma unroll
     for (int mt = 0; mt < 4; mt++) {
         const float w0 = sc[wr + 16 * mt + g], w1 = sc[wr + 16 * mt + g + 8];
-        const float n0 = -W8_MAGICF * w0, n1 = -W8_MAGICF * w1;
+        const float n0 = -CU_I2F_MAGICF * w0, n1 = -CU_I2F_MAGICF * w1;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll

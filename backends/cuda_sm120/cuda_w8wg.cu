@@ -161,7 +161,7 @@ wg_kernel(cu_mm mm, const int8_t *wq, const float *ws, const int8_t *xq, const f
             const uint64_t da = wg_desc(smem_u32(st + WG_A + 64 * 128 * wg)), db = wg_desc(smem_u32(st + WG_B));
 #pragma unroll
             for (int i = 0; i < 64; i++)
-                d[i] = W8_MAGIC;
+                d[i] = CU_I2F_MAGIC;
             if (PP)
                 named_sync(1 + wg, 256);   // the other warpgroup's wgmma completed
             wg_fence();

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "cuda_w8.cuh"   // W8_BM, W8_MAGICF
+#include "cuda_w8.cuh"   // W8_BM, CU_I2F_MAGICF
 
 // The shared-memory matrix descriptor (PTX ISA, wgmma's "matrix
 // descriptor") of a K-major operand whose rows are 128 bytes of k, 8 rows a
@@ -37,7 +37,7 @@ template <int N>
 __device__ __forceinline__ void wg_fold(float (&acc)[N], const int (&d)[N], const float *sc, int row0, int col0)
 {
     const float w0 = sc[row0], w1 = sc[row0 + 8];
-    const float n0 = -W8_MAGICF * w0, n1 = -W8_MAGICF * w1;
+    const float n0 = -CU_I2F_MAGICF * w0, n1 = -CU_I2F_MAGICF * w1;
 #pragma unroll
     for (int j = 0; j < N / 4; j++) {
         const float2 dx = *(const float2 *)(sc + W8_BM + 8 * j + col0);

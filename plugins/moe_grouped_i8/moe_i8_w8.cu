@@ -37,7 +37,7 @@
 
 #include "cuda_ptx.cuh"
 #include "cuda_mma_dec.cuh"   // ldsm_b4, cu_mma_acc_zero
-#include "cuda_w8.cuh"        // the requantiser, w8_epilogue, W8_BM, W8_MAGIC
+#include "cuda_w8.cuh"        // the requantiser, w8_epilogue, W8_BM, CU_I2F_MAGIC
 
 #include "moe_i8.h"
 
@@ -294,7 +294,7 @@ mw_kernel(mi8_q8w wa, mi8_q8w wb, const int8_t *xq, const float *xs, int64_t in,
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++) {
                         if (h == 0 && kk == 0)
-                            mma_k32c(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1], W8_MAGIC);
+                            mma_k32c(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1], CU_I2F_MAGIC);
                         else
                             mma_k32acc(ci[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
                     }

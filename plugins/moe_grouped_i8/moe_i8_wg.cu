@@ -51,7 +51,7 @@
 #include <math.h>
 
 #include "cuda_ptx.cuh"
-#include "cuda_w8.cuh"   // W8_BM, W8_MAGIC, w8_smem_fits
+#include "cuda_w8.cuh"   // W8_BM, CU_I2F_MAGIC, w8_smem_fits
 #include "cuda_wg.cuh"   // wg_desc, wg_fold
 
 #include "moe_i8.h"
@@ -246,7 +246,7 @@ __device__ __forceinline__ void mwg_consume(float (&acc)[32], const uint8_t *sm,
         const uint64_t da = wg_desc(smem_u32(st + MWG_A + 64 * 128 * wg)), db = wg_desc(smem_u32(st + MWG_B));
 #pragma unroll
         for (int i = 0; i < 32; i++)
-            d[i] = W8_MAGIC;
+            d[i] = CU_I2F_MAGIC;
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)

@@ -66,4 +66,4 @@ plant gx-red 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < KS - 1
 # x the kernels cannot load not refused
 plant x-align 's/const uintptr_t aq = mm->ncols > 8 \? 16 : 8, as = mm->ncols > 8 \? 16 : 4;/const uintptr_t aq = 1, as = 1;/'
 # the MMA's magic offset taken off one ulp wrong (off by 1 in every sum)
-plant magic 's/- 12582912.0f;/- 12582911.0f;/'
+plant magic 's/- CU_I2F_MAGICF;/- (CU_I2F_MAGICF - 1.0f);/'
