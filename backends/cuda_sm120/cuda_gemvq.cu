@@ -62,6 +62,7 @@ template <int T> struct gq_traits;
 template <> struct gq_traits<SI_TYPE_Q4_K> { static const int bytes = 144; };
 template <> struct gq_traits<SI_TYPE_Q5_K> { static const int bytes = 176; };
 template <> struct gq_traits<SI_TYPE_Q6_K> { static const int bytes = 210; };
+template <> struct gq_traits<CU_TYPE_Q6R> { static const int bytes = 210; };   // (Q6_K's blocks, regrouped)
 
 // The weight registers of one lane's part of one block (fields a type
 // does not use are dead and vanish).
@@ -109,6 +110,56 @@ template <int T, bool SM = false> __device__ __forceinline__ void gq_load(const 
         w.e[0] = __funnelshift_r(s0, s1, sh);   // scales 8h .. 8h+3
         w.e[1] = __funnelshift_r(s1, s2, sh);   // scales 8h+4 .. 8h+7
         w.e[2] = ld(52) >> sh;                  // d (low 16 bits)
+    }
+}
+
+// ---- knob gemv_q6r: Q6_K regrouped (CU_TYPE_Q6R, cuda_internal.h) ------
+// A Q6_K block is 210 bytes, so block b of a row starts 2-byte aligned and
+// gq_load reads a lane's part as 19 4-byte words put together by funnel
+// shifts (Q6_K rows streamed ~2.3 TB/s in a 9b decode step on the H200,
+// Q4_K's 16-byte loads ~3 TB/s).  The copy keeps every byte in the same
+// 1680-byte group of 8 blocks (a step of gq_body, at the same offset of
+// the row) and only regroups it: the 8 blocks' ql+qh (192 bytes each),
+// then their 16 scale bytes, then their 2-byte d.  A lane's part is then
+// three 16-byte loads, one of 8 bytes and one of 2, all aligned, and the
+// same gq_part words as gq_load's, so gq_dot and the sums are unchanged:
+// the same bits as the Q6_K rows.  B is where gq_body's Q6_K walk puts
+// block bl of the group (group + 210 bl).
+__device__ __forceinline__ void gq_load_r6(const uint8_t *B, int p, int bl, gq_part &w)
+{
+    const uint8_t *G = B - 210 * bl;
+    const int h = p >> 1, k = p & 1;
+    const uint8_t *q = G + 192 * bl;
+    cu_ld16(q + 64 * h + 16 * k, w.q);        // ql bytes 64h + 16k .. + 15
+    cu_ld16(q + 64 * h + 16 * k + 32, w.q + 4);
+    cu_ld16(q + 128 + 32 * h + 16 * k, w.h);  // qh bytes 32h + 16k .. + 15
+    const uint2 sc = __ldg((const uint2 *)(G + 1536 + 16 * bl + 8 * h));
+    w.e[0] = sc.x;   // scales 8h .. 8h+3
+    w.e[1] = sc.y;   // scales 8h+4 .. 8h+7
+    w.e[2] = __ldg((const unsigned short *)(G + 1664 + 2 * bl));   // d
+}
+
+// The loader of type T for gq_body (bl: the lane's block of the step).
+template <int T> __device__ __forceinline__ void gq_ld(const uint8_t *B, int p, int bl, gq_part &w)
+{
+    if constexpr (T == CU_TYPE_Q6R)
+        gq_load_r6(B, p, bl, w);
+    else
+        gq_load<T>(B, p, bl & 1, w);
+}
+
+// The regrouped copy: byte o of group g of dst from the group's Q6_K
+// blocks in src (a grid-stride loop over bytes; made once a weight).
+__global__ void q6r_kernel(const uint8_t *src, uint8_t *dst, uint64_t groups)
+{
+    const uint64_t n = groups * 1680;
+    cu_pdl_enter();   // (src may be a launch's output, in the tests)
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t g = i / 1680;
+        const int o = (int)(i - g * 1680);
+        const int bl = o < 1536 ? o / 192 : o < 1664 ? (o - 1536) / 16 : (o - 1664) / 2;
+        const int at = o < 1536 ? o % 192 : o < 1664 ? 192 + (o - 1536) % 16 : 208 + (o - 1664) % 2;
+        dst[i] = src[g * 1680 + 210 * bl + at];
     }
 }
 
@@ -376,7 +427,7 @@ __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const
     gq_part cur[R], nxt[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
-        gq_load<T>(wr[i], p, bl & 1, cur[i]);
+        gq_ld<T>(wr[i], p, bl, cur[i]);
     // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
     // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
     if (NORM)
@@ -398,7 +449,7 @@ __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const
         if (st + 1 < steps) {
 #pragma unroll
             for (int i = 0; i < R; i++)
-                gq_load<T>(wr[i] + (size_t)(st + 1) * 8 * gq_traits<T>::bytes, p, bl & 1, nxt[i]);
+                gq_ld<T>(wr[i] + (size_t)(st + 1) * 8 * gq_traits<T>::bytes, p, bl, nxt[i]);
         }
 #pragma unroll
         for (int i = 0; i < R; i++) {
@@ -1143,9 +1194,40 @@ static cudaError_t g6_go(const cu_mm *mm, const int8_t *xq, const float *xd, cud
     return cu_launch(g6_kernel<R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), G6_SMEM(mm->in, R), s, *mm, xq, xd);
 }
 
+// Knob gemv_q6r: a one-column Q6_K product with its regrouped copy
+// (mm->w_r6, cuda_q6r.c) on gq_kernel<CU_TYPE_Q6R>, the LM heads too (in
+// g6_kernel's place); the rows a lane group by Q4_K's rule (16-byte loads).
+static bool q6r_ok(const cu_mm *mm)
+{
+    return mm->w_r6 != NULL && mm->type == SI_TYPE_Q6_K && mm->ncols == 1 && mm->n_more == 0 &&
+           mm->norm.ctr == NULL && mm->expert == NULL && mm->row_bytes % 1680 == 0 && (uintptr_t)mm->w_r6 % 16 == 0;
+}
+
+static cudaError_t q6r_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    cu_mm m = *mm;
+    m.w = mm->w_r6;
+    m.type = CU_TYPE_Q6R;
+    const int r = gq_rows(&m);
+    if (gq_xs(&m))
+        return r == 2 ? gq_go<CU_TYPE_Q6R, 2, true>(&m, xq, xd, xs, s) : gq_go<CU_TYPE_Q6R, 1, true>(&m, xq, xd, xs, s);
+    return r == 2 ? gq_go<CU_TYPE_Q6R, 2, false>(&m, xq, xd, xs, s) : gq_go<CU_TYPE_Q6R, 1, false>(&m, xq, xd, xs, s);
+}
+
+extern "C" int si_cu_q6r_copy(const uint8_t *src, uint8_t *dst, uint64_t bytes, void *stream)
+{
+    if (bytes == 0 || bytes % 1680 != 0 || (uintptr_t)src % 2 != 0 || (uintptr_t)dst % 16 != 0)
+        return (int)cudaErrorInvalidValue;
+    const uint64_t blocks = (bytes + 255) / 256;
+    return (int)cu_launch(q6r_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(256), 0,
+                          (cudaStream_t)stream, src, dst, bytes / 1680);
+}
+
 template <int T>
 static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
+    if (T == SI_TYPE_Q6_K && q6r_ok(mm))
+        return q6r_launch(mm, xq, xd, xs, s);
     if (T == SI_TYPE_Q6_K && g6_ok(mm))
         return gq_rows(mm) == 2 ? g6_go<2>(mm, xq, xd, s) : g6_go<1>(mm, xq, xd, s);
     switch (gq_nt(mm)) {

@@ -119,12 +119,25 @@ typedef struct cu_mm_part {
     int64_t        y_stride;     /* floats                                 */
 } cu_mm_part;
 
+/* Knob gemv_q6r: a type id of cuda_gemvq.cu's own (never a GGUF type):
+ * Q6_K rows regrouped within each 1680-byte group of 8 blocks (the blocks'
+ * ql+qh, then their scales, then their d), so that every load of a lane is
+ * aligned; the same bytes at the same group offsets, so a Q6_K weight's
+ * copy serves any row or view of it.  si_cu_q6r_copy makes one (bytes a
+ * multiple of 1680, src 2- and dst 16-byte aligned). */
+#define CU_TYPE_Q6R 0x10006
+int si_cu_q6r_copy(const uint8_t *src, uint8_t *dst, uint64_t bytes, void *stream);
+
 typedef struct cu_mm {
     const uint8_t *w;            /* device: row 0 of expert 0              */
     uint32_t       type;
     int64_t        in, rows;
     uint64_t       row_bytes, expert_bytes;
     const int32_t *expert;       /* device [ncols] or NULL                 */
+    const uint8_t *w_r6;         /* knob gemv_q6r: device, w's regrouped
+                                  * copy (CU_TYPE_Q6R) at w's offsets, or
+                                  * NULL; cuda_gemvq.cu's one-column Q6_K
+                                  * products read it instead of w         */
     bool           expert_early; /* expert[] was written two or more
                                   * launches before this product's (each
                                   * launch between waits for the one

@@ -232,6 +232,10 @@ static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     mm_knobs(b, &m);
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
+    /* knob gemv_q6r: a one-column Q6_K product's regrouped copy (cuda_q6r.c) */
+    if (b->gemv_q6r && m.type == SI_TYPE_Q6_K && m.ncols == 1 && m.n_more == 0 && m.expert == NULL &&
+        m.in % 2048 == 0 && m.row_bytes % 1680 == 0)
+        m.w_r6 = cu_q6r_get(b, m.w, (uint64_t)(m.rows - 1) * m.row_bytes + (uint64_t)(m.in / 256) * 210);
     const bool wide = mm_wide(b, &m);
     const bool mma = !wide && b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
     /* Products of one input (mm_group) are one launch on the v1 GEMV only:

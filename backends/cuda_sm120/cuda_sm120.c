@@ -345,6 +345,25 @@
  *                         2,989; but the 9b decode step at ctx 4096 ran
  *                         340.8 (true) vs 345.2 tok/s (false), its Q6_K
  *                         ffn_down staged slower inside the chain.
+ *   gemv_q6r = true | false  with gemv_quad, one-column dense Q6_K
+ *                         products (in % 2048 == 0) read a copy of their
+ *                         weights regrouped so that every lane load is an
+ *                         aligned 16-, 8- or 2-byte one (CU_TYPE_Q6R,
+ *                         gq_kernel; the LM heads too, in g6_kernel's
+ *                         place), made when a dense Q6_K weight is loaded
+ *                         or on first use (cuda_q6r.c) while the device
+ *                         keeps its free-memory reserve; costs the Q6_K
+ *                         weights' bytes again on the device.  false: the
+ *                         Q6_K rows (A/B; same bits).  H200, ctx 4096
+ *                         bs 1, same binary: 9b 409.4 / 407.5 vs 375.1 /
+ *                         371.0 tok/s (graph device time 2,329 vs 2,500 us
+ *                         a step; ncu: qkv 27.5 MB 13.5 -> 10.7 us, ffn
+ *                         down 41.3 MB 17.9 -> 14.0, LM head 834 MB 266 ->
+ *                         203 = 4.1 TB/s); 35b-a3b even (360.1 vs 362.2:
+ *                         its one dense Q6_K weight is the LM head).  The
+ *                         9b preset's copies take ~1.8 GB.  Since the
+ *                         copies are made at load, before the KV cache,
+ *                         set false where memory is tight.
  *   w8_ktile = 128 | 64   the i8 prefill GEMM's (mma_weights = i8,
  *                         cuda_w8.cu) k bytes a cp.async stage: 128 (the
  *                         default) halves the block barriers and waits of
@@ -607,6 +626,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->xq);
     cudaFree(b->w8);
     cu_w8_cache_free(b);
+    cu_q6r_free(b);
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFree(b->route_ctr);
@@ -689,7 +709,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
-    bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true;
+    bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
@@ -714,6 +734,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
         { "moe_sdc", "true", "false", &moe_sdc },
+        { "gemv_q6r", "true", "false", &gemv_q6r },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -826,6 +847,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->moe_dec_fuse = moe_dec_fuse;
     b->moe_dec_fuse_gu = moe_dec_fuse_gu;
     b->moe_sdc = moe_sdc;
+    b->gemv_q6r = gemv_q6r;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
@@ -1184,6 +1206,7 @@ static void cuda_buf_free(si_backend *b, si_buf *buf)
         cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
     if (b != NULL)
         cu_w8_cache_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
+        cu_q6r_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
     cudaFree(buf->dev);
     free(buf);
 }
@@ -1207,6 +1230,7 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     if (rc != SI_OK || n == 0)
         return rc;
     cu_w8_cache_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
+    cu_q6r_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cudaError_t e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->stream);
@@ -1269,6 +1293,10 @@ static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *o
     }
     if (rc != SI_OK)
         return rc;
+    /* knob gemv_q6r: a dense Q6_K weight's regrouped copy, made now (a
+     * product's first use may be inside a graph capture, which makes none) */
+    if (w->type == SI_TYPE_Q6_K && out->ne[0] % 2048 == 0 && out->ne[2] * out->ne[3] == 1)
+        (void)cu_q6r_get(b, buf->dev, total);
     out->buf = buf;
     out->offset = 0;
     return SI_OK;

@@ -59,7 +59,7 @@ static bool same_key(const cu_w8_entry *e, const cu_mm *m, int g)
 
 /* Free memory that must remain after an entry: 1/16 of the device, at
  * least 1 GiB. */
-static bool fits(size_t bytes)
+bool cu_mem_fits(size_t bytes)
 {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
@@ -103,7 +103,7 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
         c->cap = cap;
     }
     uint8_t *mem = NULL;
-    if (!fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
+    if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
         cudaGetLastError();
         c->full = true;
         b->host->log(b->host, SI_LOG_INFO, CU_NAME,

@@ -159,6 +159,25 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
         default: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 1>(*mm, xq, xd); }); break;
         }
         emu_ptx::check_drained();
+    } else if (T == SI_TYPE_Q6_K && getenv("EMU_Q6R") != NULL) {   // (knob gemv_q6r, as q6r_launch)
+        printf("  (gemvq q6r)\n");
+        const uint64_t bytes = (uint64_t)(mm->rows - 1) * mm->row_bytes + (uint64_t)(mm->in / 256) * 210;
+        uint8_t *r6 = (uint8_t *)aligned_alloc(16, (size_t)((bytes + 15) & ~(uint64_t)15));
+        const std::vector<emu::grange> gr0 = emu::granges;   // (the copy is read where the checks look)
+        if (!emu::granges.empty()) emu::granges.push_back({ r6, r6 + bytes, "q6r copy" });
+        emu_launch(dim3(3), dim3(256), 0, [&] { q6r_kernel(mm->w, r6, bytes / 1680); });
+        cu_mm m = *mm;
+        m.w = r6;
+        m.type = CU_TYPE_Q6R;
+        const int r6r = gq_rows(&m);
+        int64_t g6 = (m.rows + (int64_t)W * r6r - 1) / ((int64_t)W * r6r);
+        const size_t xs6 = gq_xs(&m) ? (size_t)m.in : 0;
+        if (r6r == 2 && xs6) emu_launch(dim3((unsigned)g6), dim3(32 * W), xs6, [&] { gq_kernel<CU_TYPE_Q6R, 2, true, 1>(m, xq, xd, xs); });
+        else if (r6r == 2) emu_launch(dim3((unsigned)g6), dim3(32 * W), 0, [&] { gq_kernel<CU_TYPE_Q6R, 2, false, 1>(m, xq, xd, xs); });
+        else if (xs6) emu_launch(dim3((unsigned)g6), dim3(32 * W), xs6, [&] { gq_kernel<CU_TYPE_Q6R, 1, true, 1>(m, xq, xd, xs); });
+        else emu_launch(dim3((unsigned)g6), dim3(32 * W), 0, [&] { gq_kernel<CU_TYPE_Q6R, 1, false, 1>(m, xq, xd, xs); });
+        emu::granges = gr0;
+        free(r6);
     } else if (T == SI_TYPE_Q6_K && g6_ok(mm)) {   // (as gq_launch: staged Q6_K, GQ_WARPS)
         const int64_t rb6 = (int64_t)GQ_WARPS * R;
         int64_t gx6 = (mm->rows + rb6 - 1) / rb6;
@@ -368,9 +387,12 @@ quad_plants() {
     plant dp4a quad-q6-scale 's/(w.e\[1\] >> (o + 16))/(w.e[1] >> o)/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
     plant dp4a quad-scale-pick 's/const unsigned s = 16u \* (unsigned)(g \& 1);/const unsigned s = 0;/' "EMU_QUAD=1" q5_k 9 2048 1
     plant dp4a quad-min 's/acc -= (dmin/acc += (dmin/' "EMU_QUAD=1" q4_k 9 2048 1
-    plant dp4a quad-parts 's/g.rows = (int)mm.more\[k\].rows;/;/' "EMU_QUAD=1 EMU_PARTS=3" q4_k 37 2048 1
     plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2 EMU_NOST6=1" q6_k 37 2048 1
-    plant dp4a quad-q6-odd 's/gq_load<T>(wr\[i\], p, bl \& 1, cur\[i\]);/gq_load<T>(wr[i], p, 0, cur[i]);/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
+    plant dp4a quad-q6-odd 's/gq_load<T>(B, p, bl \& 1, w);/gq_load<T>(B, p, 0, w);/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
+    # knob gemv_q6r: a lane's qh run, a block's d, the copy's scale bytes
+    plant dp4a q6r-qh 's/cu_ld16(q + 128 + 32 \* h + 16 \* k, w.h);/cu_ld16(q + 128 + 16 * k, w.h);/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 4096 1
+    plant dp4a q6r-d 's/(G + 1664 + 2 \* bl)/(G + 1664)/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 2048 1
+    plant dp4a q6r-copy 's/192 + (o - 1536) % 16/192 + (o - 1536) % 8/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 4096 1
     # gqe_kernel: the column's expert, its x column, the row sets' stride,
     # the part's output stride, the lane group's reduction
     # gq_kernel's columns: column c's x copy, its scales, its output row
@@ -499,10 +521,24 @@ quad6_cases() {
     quad q6_k 2 22528 1; EMU_NOST6=1 quad q6_k 9 4096 1
     if grep -q '(gemvq q6 staged)' "$out/quad.log"; then echo "quad q6_k: EMU_NOST6 still staged"; rc=1; fi
 }
+# knob gemv_q6r: the regrouped copy (q6r_kernel) on gq_kernel<CU_TYPE_Q6R>:
+# 1..6 steps a row, 1 and 2 rows a lane group (2048: two), rows that leave
+# blocks part empty, x from global memory too; the run must say it went there
+quad6r() {
+    EMU_Q6R=1 quad "$@"
+    grep -q '(gemvq q6r)' "$out/quad.log" || { echo "quad6r $*: did not run the regrouped copy"; rc=1; }
+}
+quad6r_cases() {
+    quad6r q6_k 37 2048 1; quad6r q6_k 9 4096 1
+    [ "$1" = quick ] && return 0
+    quad6r q6_k 3 12288 1; quad6r q6_k 2 6144 1; EMU_ROWS=2 quad6r q6_k 13 4096 1; EMU_NOXS=1 quad6r q6_k 5 12288 1
+    EMU_WARPS=8 quad6r q6_k 37 4096 1
+}
 quad_cases() {
     if [ "$1" = quick ]; then
         quadn_cases quick
         quad6_cases quick
+        quad6r_cases quick
         quad q4_k 37 2048 1; quad q6_k 9 4096 1; EMU_PARTS=3 quad q5_k 21 2048 1; quad q8_0 9 4096 1
         quade_cases quick
         return 0
@@ -510,6 +546,7 @@ quad_cases() {
     quadn_cases
     quade_cases
     quad6_cases
+    quad6r_cases
     for t in q4_k q5_k q6_k; do
         quad $t 37 2048 1; quad $t 9 4096 1; quad $t 3 12288 1; quad $t 1 6144 1
         EMU_ROWS=2 quad $t 37 4096 1; EMU_ROWS=1 quad $t 13 2048 1
