@@ -135,8 +135,9 @@ struct si_backend {
     bool           w8_cache_on;
     bool           pdl;             /* knob pdl (cuda_launch.cuh)            */
     struct cu_w8_cache *w8_cache;
-    bool           gemv_q6r;        /* knob gemv_q6r (cuda_q6r.c)            */
-    struct cu_q6r_cache *q6r;
+    bool           gemv_q6r;        /* knob gemv_q6r (cuda_regroup.c)        */
+    bool           gemv_q8r;        /* knob gemv_q8r (cuda_regroup.c)        */
+    struct cu_rg_cache *rg;
     si_opcheck     oc;              /* the shared op checks, set up by open() */
     struct cu_prof *prof;           /* knob profile = true (cuda_prof.c)     */
     /* Knob graph = true (cuda_graph.c): the cache of captured op lists
@@ -209,14 +210,16 @@ void cu_w8_cache_free(si_backend *b);
 /* Whether `bytes` more of device memory leave the reserve free (1/16 of
  * the device, at least 1 GiB) for the KV cache and scratch (cuda_w8cache.c). */
 bool cu_mem_fits(size_t bytes);
-/* Knob gemv_q6r (cuda_q6r.c): the regrouped copy (CU_TYPE_Q6R) of the
- * Q6_K bytes [w, w + bytes), a multiple of 1680 starting on a group of a
- * weight: device memory the cache owns (valid until cu_q6r_drop of its
- * range), made now on a miss where memory and capture allow, or NULL
- * (read the Q6_K rows). */
-const uint8_t *cu_q6r_get(si_backend *b, const uint8_t *w, uint64_t bytes);
-void cu_q6r_drop(si_backend *b, const void *lo, const void *hi);
-void cu_q6r_free(si_backend *b);
+/* Knobs gemv_q6r / gemv_q8r (cuda_regroup.c): whether the knob of `type`
+ * is on; the regrouped copy (CU_TYPE_Q6R / CU_TYPE_Q8R) of the bytes
+ * [w, w + bytes) of a Q6_K / Q8_0 weight, a whole number of groups starting
+ * on one: device memory the cache owns (valid until cu_rg_drop of its
+ * range), made now on a miss where the knob, memory and capture allow, or
+ * NULL (read the GGUF rows). */
+bool cu_rg_on(const si_backend *b, uint32_t type);
+const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_t bytes);
+void cu_rg_drop(si_backend *b, const void *lo, const void *hi);
+void cu_rg_free(si_backend *b);
 /* Completes `a` for the attention core (knob, SM count, longest context
  * from the host positions pos[0..a->n)) and points a->part at a large
  * enough split workspace; SI_ENOMEM/SI_EDEVICE with err set otherwise. */

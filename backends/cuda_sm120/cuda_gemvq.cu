@@ -63,6 +63,7 @@ template <> struct gq_traits<SI_TYPE_Q4_K> { static const int bytes = 144; };
 template <> struct gq_traits<SI_TYPE_Q5_K> { static const int bytes = 176; };
 template <> struct gq_traits<SI_TYPE_Q6_K> { static const int bytes = 210; };
 template <> struct gq_traits<CU_TYPE_Q6R> { static const int bytes = 210; };   // (Q6_K's blocks, regrouped)
+template <> struct gq_traits<CU_TYPE_Q8R> { static const int bytes = 272; };   // (8 Q8_0 blocks, regrouped)
 
 // The weight registers of one lane's part of one block (fields a type
 // does not use are dead and vanish).
@@ -113,18 +114,24 @@ template <int T, bool SM = false> __device__ __forceinline__ void gq_load(const 
     }
 }
 
-// ---- knob gemv_q6r: Q6_K regrouped (CU_TYPE_Q6R, cuda_internal.h) ------
-// A Q6_K block is 210 bytes, so block b of a row starts 2-byte aligned and
-// gq_load reads a lane's part as 19 4-byte words put together by funnel
-// shifts (Q6_K rows streamed ~2.3 TB/s in a 9b decode step on the H200,
-// Q4_K's 16-byte loads ~3 TB/s).  The copy keeps every byte in the same
-// 1680-byte group of 8 blocks (a step of gq_body, at the same offset of
-// the row) and only regroups it: the 8 blocks' ql+qh (192 bytes each),
-// then their 16 scale bytes, then their 2-byte d.  A lane's part is then
-// three 16-byte loads, one of 8 bytes and one of 2, all aligned, and the
-// same gq_part words as gq_load's, so gq_dot and the sums are unchanged:
-// the same bits as the Q6_K rows.  B is where gq_body's Q6_K walk puts
-// block bl of the group (group + 210 bl).
+// ---- knobs gemv_q6r / gemv_q8r: rows regrouped (cuda_internal.h) -------
+// A Q6_K block is 210 bytes and a Q8_0 block 34, so a row's blocks start
+// 2-byte aligned: gq_load reads a Q6_K lane part as 19 4-byte words put
+// together by funnel shifts (Q6_K rows streamed ~2.3 TB/s in a 9b decode
+// step on the H200, Q4_K's 16-byte loads ~3 TB/s), and Q8_0 went through
+// shared memory (gs_kernel's cp.async rings).  The copies keep every byte
+// in the same group of a row's 2048 weights (a step of gq_body, at the
+// same offset) and only regroup it, so that each lane loads its part with
+// aligned 16-byte loads (and one small one), into gq_part words whose
+// products are the GGUF rows' kernels' own: the same bits.
+//  - CU_TYPE_Q6R, 1680 bytes: the 8 blocks' ql+qh (192 bytes each), then
+//    their 16 scale bytes, then their 2-byte d; gq_load's words.
+//  - CU_TYPE_Q8R, 2176 bytes: the 64 blocks' qs (32 bytes each), then their
+//    2-byte d.  gq_body's "block" bl of a step is 8 Q8_0 blocks (272
+//    bytes), so lane l = 4 bl + p takes blocks 2l and 2l + 1 of the step as
+//    gs_kernel's lane l does (gs_dot's arithmetic, below in gq_dot).
+// B is where gq_body's walk puts block bl of the group (group + bl times
+// gq_traits' bytes).
 __device__ __forceinline__ void gq_load_r6(const uint8_t *B, int p, int bl, gq_part &w)
 {
     const uint8_t *G = B - 210 * bl;
@@ -139,27 +146,46 @@ __device__ __forceinline__ void gq_load_r6(const uint8_t *B, int p, int bl, gq_p
     w.e[2] = __ldg((const unsigned short *)(G + 1664 + 2 * bl));   // d
 }
 
+__device__ __forceinline__ void gq_load_r8(const uint8_t *B, int p, int bl, gq_part &w)
+{
+    const uint8_t *G = B - 272 * bl;
+    const int l = 4 * bl + p;
+    cu_ld16(G + 64 * l, w.q);        // block 2l's qs
+    cu_ld16(G + 64 * l + 16, w.q + 4);
+    cu_ld16(G + 64 * l + 32, w.e);   // block 2l + 1's
+    cu_ld16(G + 64 * l + 48, w.e + 4);
+    w.h[0] = __ldg((const uint32_t *)(G + 2048 + 4 * l));   // their d (low, high half)
+}
+
 // The loader of type T for gq_body (bl: the lane's block of the step).
 template <int T> __device__ __forceinline__ void gq_ld(const uint8_t *B, int p, int bl, gq_part &w)
 {
     if constexpr (T == CU_TYPE_Q6R)
         gq_load_r6(B, p, bl, w);
+    else if constexpr (T == CU_TYPE_Q8R)
+        gq_load_r8(B, p, bl, w);
     else
         gq_load<T>(B, p, bl & 1, w);
 }
 
-// The regrouped copy: byte o of group g of dst from the group's Q6_K
-// blocks in src (a grid-stride loop over bytes; made once a weight).
-__global__ void q6r_kernel(const uint8_t *src, uint8_t *dst, uint64_t groups)
+// The regrouped copy of type T: byte o of group g of dst from the group's
+// GGUF blocks in src (a grid-stride loop over bytes; made once a weight).
+template <int T> __global__ void rg_kernel(const uint8_t *src, uint8_t *dst, uint64_t groups)
 {
-    const uint64_t n = groups * 1680;
+    constexpr int G = T == SI_TYPE_Q6_K ? 1680 : 2176;
+    const uint64_t n = groups * G;
     cu_pdl_enter();   // (src may be a launch's output, in the tests)
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t g = i / 1680;
-        const int o = (int)(i - g * 1680);
-        const int bl = o < 1536 ? o / 192 : o < 1664 ? (o - 1536) / 16 : (o - 1664) / 2;
-        const int at = o < 1536 ? o % 192 : o < 1664 ? 192 + (o - 1536) % 16 : 208 + (o - 1664) % 2;
-        dst[i] = src[g * 1680 + 210 * bl + at];
+        const uint64_t g = i / G;
+        const int o = (int)(i - g * G);
+        int at;
+        if constexpr (T == SI_TYPE_Q6_K) {
+            const int bl = o < 1536 ? o / 192 : o < 1664 ? (o - 1536) / 16 : (o - 1664) / 2;
+            at = 210 * bl + (o < 1536 ? o % 192 : o < 1664 ? 192 + (o - 1536) % 16 : 208 + (o - 1664) % 2);
+        } else {
+            at = o < 2048 ? 34 * (o / 32) + 2 + o % 32 : 34 * ((o - 2048) / 2) + (o - 2048) % 2;
+        }
+        dst[i] = src[g * G + at];
     }
 }
 
@@ -211,6 +237,25 @@ template <int T, bool XS>
 __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const int8_t *xq, const uint4 *xsm,
                                         const float *xd, const float *xs, float acc)
 {
+    if constexpr (T == CU_TYPE_Q8R) {
+        // gs_dot's: blocks 2l, 2l + 1 (w.q, w.e; their d in w.h[0]) of
+        // lane l = 4 (b % 8) + p, at x element 2048 (b / 8) + 64 l
+        const int e = 256 * b + 64 * p;
+        uint32_t xa[8], xb[8];
+        gq_x16<XS>(xq, xsm, e, xa);
+        gq_x16<XS>(xq, xsm, e + 16, xa + 4);
+        gq_x16<XS>(xq, xsm, e + 32, xb);
+        gq_x16<XS>(xq, xsm, e + 48, xb + 4);
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            s0 = __dp4a((int)w.q[k], (int)xa[k], s0);
+            s1 = __dp4a((int)w.e[k], (int)xb[k], s1);
+        }
+        const float2 dx = __ldg((const float2 *)(xd + e / 32));
+        acc += (dx.x * gq_h2f(w.h[0])) * (float)s0 + (dx.y * gq_h2f(w.h[0] >> 16)) * (float)s1;
+        return acc;
+    }
     if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
         const int e = 256 * b + 64 * p, xb = 8 * b + 2 * p;
         uint32_t xl[8], xh[8];
@@ -1194,40 +1239,63 @@ static cudaError_t g6_go(const cu_mm *mm, const int8_t *xq, const float *xd, cud
     return cu_launch(g6_kernel<R>, dim3((unsigned)gx), dim3(32 * GQ_WARPS), G6_SMEM(mm->in, R), s, *mm, xq, xd);
 }
 
-// Knob gemv_q6r: a one-column Q6_K product with its regrouped copy
-// (mm->w_r6, cuda_q6r.c) on gq_kernel<CU_TYPE_Q6R>, the LM heads too (in
-// g6_kernel's place); the rows a lane group by Q4_K's rule (16-byte loads).
-static bool q6r_ok(const cu_mm *mm)
+// Knobs gemv_q6r / gemv_q8r: a one-column product of Q6_K / Q8_0 rows with
+// their regrouped copies (mm->w_rg and each part's, cuda_regroup.c) on
+// gq_kernel<TR>, in g6_kernel's (the LM heads) and gs_kernel's place; the
+// rows a lane group by gq_rows (the 16-byte loads of Q4_K).
+static bool rg_part_ok(const uint8_t *w_rg, uint64_t row_bytes, uint64_t grp)
 {
-    return mm->w_r6 != NULL && mm->type == SI_TYPE_Q6_K && mm->ncols == 1 && mm->n_more == 0 &&
-           mm->norm.ctr == NULL && mm->expert == NULL && mm->row_bytes % 1680 == 0 && (uintptr_t)mm->w_r6 % 16 == 0;
+    return w_rg != NULL && (uintptr_t)w_rg % 16 == 0 && row_bytes % grp == 0;
 }
 
-static cudaError_t q6r_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+static bool rg_ok(const cu_mm *mm)
+{
+    const uint64_t grp = si_cu_rg_group(mm->type);
+    if (grp == 0 || mm->ncols != 1 || mm->norm.ctr != NULL || mm->expert != NULL || mm->w2 != NULL ||
+        mm->in % 2048 != 0 || !rg_part_ok(mm->w_rg, mm->row_bytes, grp))
+        return false;
+    for (int k = 0; k < mm->n_more; k++)
+        if (!rg_part_ok(mm->more[k].w_rg, mm->more[k].row_bytes, grp))
+            return false;
+    return true;
+}
+
+template <int TR>
+static cudaError_t rg_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     cu_mm m = *mm;
-    m.w = mm->w_r6;
-    m.type = CU_TYPE_Q6R;
+    m.w = mm->w_rg;
+    m.type = TR;
+    for (int k = 0; k < m.n_more; k++)
+        m.more[k].w = m.more[k].w_rg;
     const int r = gq_rows(&m);
     if (gq_xs(&m))
-        return r == 2 ? gq_go<CU_TYPE_Q6R, 2, true>(&m, xq, xd, xs, s) : gq_go<CU_TYPE_Q6R, 1, true>(&m, xq, xd, xs, s);
-    return r == 2 ? gq_go<CU_TYPE_Q6R, 2, false>(&m, xq, xd, xs, s) : gq_go<CU_TYPE_Q6R, 1, false>(&m, xq, xd, xs, s);
+        return r == 2 ? gq_go<TR, 2, true>(&m, xq, xd, xs, s) : gq_go<TR, 1, true>(&m, xq, xd, xs, s);
+    return r == 2 ? gq_go<TR, 2, false>(&m, xq, xd, xs, s) : gq_go<TR, 1, false>(&m, xq, xd, xs, s);
 }
 
-extern "C" int si_cu_q6r_copy(const uint8_t *src, uint8_t *dst, uint64_t bytes, void *stream)
+extern "C" uint64_t si_cu_rg_group(uint32_t type)
 {
-    if (bytes == 0 || bytes % 1680 != 0 || (uintptr_t)src % 2 != 0 || (uintptr_t)dst % 16 != 0)
+    return type == SI_TYPE_Q6_K ? 1680u : type == SI_TYPE_Q8_0 ? 2176u : 0u;
+}
+
+extern "C" int si_cu_rg_copy(uint32_t type, const uint8_t *src, uint8_t *dst, uint64_t bytes, void *stream)
+{
+    const uint64_t grp = si_cu_rg_group(type);
+    if (grp == 0 || bytes == 0 || bytes % grp != 0 || (uintptr_t)src % 2 != 0 || (uintptr_t)dst % 16 != 0)
         return (int)cudaErrorInvalidValue;
     const uint64_t blocks = (bytes + 255) / 256;
-    return (int)cu_launch(q6r_kernel, dim3((unsigned)(blocks < 65536 ? blocks : 65536)), dim3(256), 0,
-                          (cudaStream_t)stream, src, dst, bytes / 1680);
+    const dim3 grid((unsigned)(blocks < 65536 ? blocks : 65536));
+    cudaStream_t s = (cudaStream_t)stream;
+    return (int)(type == SI_TYPE_Q6_K ? cu_launch(rg_kernel<SI_TYPE_Q6_K>, grid, dim3(256), 0, s, src, dst, bytes / grp)
+                                      : cu_launch(rg_kernel<SI_TYPE_Q8_0>, grid, dim3(256), 0, s, src, dst, bytes / grp));
 }
 
 template <int T>
 static cudaError_t gq_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    if (T == SI_TYPE_Q6_K && q6r_ok(mm))
-        return q6r_launch(mm, xq, xd, xs, s);
+    if (T == SI_TYPE_Q6_K && rg_ok(mm))
+        return rg_launch<CU_TYPE_Q6R>(mm, xq, xd, xs, s);
     if (T == SI_TYPE_Q6_K && g6_ok(mm))
         return gq_rows(mm) == 2 ? g6_go<2>(mm, xq, xd, s) : g6_go<1>(mm, xq, xd, s);
     switch (gq_nt(mm)) {
@@ -1474,6 +1542,8 @@ extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, c
     }
     switch (mm->type) {
     case SI_TYPE_Q8_0: {
+        if (rg_ok(mm))
+            return (int)rg_launch<CU_TYPE_Q8R>(mm, xq, xd, xs, s);
         switch (gq_nt(mm)) {
         case 2: return (int)gs_cols<2>(mm, xq, xd, s);
         case 4: return (int)gs_cols<4>(mm, xq, xd, s);

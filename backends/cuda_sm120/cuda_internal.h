@@ -117,16 +117,21 @@ typedef struct cu_mm_part {
     int64_t        rows;
     uint64_t       row_bytes;
     int64_t        y_stride;     /* floats                                 */
+    const uint8_t *w_rg;         /* (as cu_mm.w_rg)                        */
 } cu_mm_part;
 
-/* Knob gemv_q6r: a type id of cuda_gemvq.cu's own (never a GGUF type):
- * Q6_K rows regrouped within each 1680-byte group of 8 blocks (the blocks'
- * ql+qh, then their scales, then their d), so that every load of a lane is
- * aligned; the same bytes at the same group offsets, so a Q6_K weight's
- * copy serves any row or view of it.  si_cu_q6r_copy makes one (bytes a
- * multiple of 1680, src 2- and dst 16-byte aligned). */
+/* Knobs gemv_q6r / gemv_q8r: type ids of cuda_gemvq.cu's own (never GGUF
+ * types): Q6_K / Q8_0 rows regrouped within each group of a row's 2048
+ * weights (si_cu_rg_group bytes: 8 Q6_K blocks' ql+qh, then their scales,
+ * then their d; 64 Q8_0 blocks' qs, then their d), so that every load of a
+ * lane is aligned; the same bytes in the same group, so a weight's copy
+ * serves any row or view of it that starts on a group.  si_cu_rg_copy
+ * makes one (bytes a whole number of groups, src 2- and dst 16-byte
+ * aligned); si_cu_rg_group is 0 for the types it does not take. */
 #define CU_TYPE_Q6R 0x10006
-int si_cu_q6r_copy(const uint8_t *src, uint8_t *dst, uint64_t bytes, void *stream);
+#define CU_TYPE_Q8R 0x10008
+uint64_t si_cu_rg_group(uint32_t type);
+int si_cu_rg_copy(uint32_t type, const uint8_t *src, uint8_t *dst, uint64_t bytes, void *stream);
 
 typedef struct cu_mm {
     const uint8_t *w;            /* device: row 0 of expert 0              */
@@ -134,10 +139,10 @@ typedef struct cu_mm {
     int64_t        in, rows;
     uint64_t       row_bytes, expert_bytes;
     const int32_t *expert;       /* device [ncols] or NULL                 */
-    const uint8_t *w_r6;         /* knob gemv_q6r: device, w's regrouped
-                                  * copy (CU_TYPE_Q6R) at w's offsets, or
-                                  * NULL; cuda_gemvq.cu's one-column Q6_K
-                                  * products read it instead of w         */
+    const uint8_t *w_rg;         /* knobs gemv_q6r / gemv_q8r: device, w's
+                                  * regrouped copy (CU_TYPE_Q6R / Q8R) at
+                                  * w's offsets, or NULL; cuda_gemvq.cu's
+                                  * one-column products read it instead   */
     bool           expert_early; /* expert[] was written two or more
                                   * launches before this product's (each
                                   * launch between waits for the one

@@ -226,16 +226,35 @@ static bool mm_wide(const si_backend *b, const cu_mm *mm)
  * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
  * f32 kernel.  Column j reads x column j / x_div (ncx columns).  A stacked
  * second matrix (mm->w2) is one launch on the v2 GEMV, two elsewhere. */
+/* Knobs gemv_q6r / gemv_q8r: the regrouped copy of each product of m
+ * (cuda_regroup.c) into w_rg, where it has whole groups; the kernels take
+ * them only where every product has one (cuda_gemvq.cu rg_ok). */
+static const uint8_t *rg_copy(si_backend *b, const cu_mm *m, const uint8_t *w, int64_t rows, uint64_t row_bytes)
+{
+    uint32_t blk = 0, bytes = 0;
+    si_oc_type_blk(m->type, &blk, &bytes);
+    const uint64_t grp = si_cu_rg_group(m->type);
+    if (blk == 0 || grp == 0 || rows <= 0 || m->in % 2048 != 0 || row_bytes % grp != 0)
+        return NULL;
+    return cu_rg_get(b, m->type, w, (uint64_t)(rows - 1) * row_bytes + (uint64_t)(m->in / blk) * bytes);
+}
+
+static void rg_copies(si_backend *b, cu_mm *m)
+{
+    m->w_rg = rg_copy(b, m, m->w, m->rows, m->row_bytes);
+    for (int k = 0; k < m->n_more && m->w_rg != NULL; k++)
+        m->more[k].w_rg = rg_copy(b, m, m->more[k].w, m->more[k].rows, m->more[k].row_bytes);
+}
+
 static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
 {
     cu_mm m = *mm;
     mm_knobs(b, &m);
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
-    /* knob gemv_q6r: a one-column Q6_K product's regrouped copy (cuda_q6r.c) */
-    if (b->gemv_q6r && m.type == SI_TYPE_Q6_K && m.ncols == 1 && m.n_more == 0 && m.expert == NULL &&
-        m.in % 2048 == 0 && m.row_bytes % 1680 == 0)
-        m.w_r6 = cu_q6r_get(b, m.w, (uint64_t)(m.rows - 1) * m.row_bytes + (uint64_t)(m.in / 256) * 210);
+    /* knobs gemv_q6r / gemv_q8r: a one-column product's regrouped copies */
+    if (m.ncols == 1 && m.expert == NULL && cu_rg_on(b, m.type))
+        rg_copies(b, &m);
     const bool wide = mm_wide(b, &m);
     const bool mma = !wide && b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);
     /* Products of one input (mm_group) are one launch on the v1 GEMV only:

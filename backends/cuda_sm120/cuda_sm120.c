@@ -351,7 +351,7 @@
  *                         aligned 16-, 8- or 2-byte one (CU_TYPE_Q6R,
  *                         gq_kernel; the LM heads too, in g6_kernel's
  *                         place), made when a dense Q6_K weight is loaded
- *                         or on first use (cuda_q6r.c) while the device
+ *                         or on first use (cuda_regroup.c) while the device
  *                         keeps its free-memory reserve; costs the Q6_K
  *                         weights' bytes again on the device.  false: the
  *                         Q6_K rows (A/B; same bits).  H200, ctx 4096
@@ -364,6 +364,18 @@
  *                         9b preset's copies take ~1.8 GB.  Since the
  *                         copies are made at load, before the KV cache,
  *                         set false where memory is tight.
+ *   gemv_q8r = true | false  the same for one-column dense Q8_0 products
+ *                         (in % 2048 == 0, every product of the launch):
+ *                         each lane's two 34-byte blocks as four aligned
+ *                         16-byte loads on gq_kernel (CU_TYPE_Q8R), in
+ *                         gs_kernel's place (its cp.async rings through
+ *                         shared memory); gs_kernel's arithmetic, so the
+ *                         same bits.  H200 35b-a3b ctx 4096 bs 1, same
+ *                         binary: 362.3 / 366.6 vs 356.2 / 356.9 tok/s
+ *                         (graph device time 2,516 vs 2,593 us a step);
+ *                         its copies take ~1.4 GB (the 9b has no Q8_0).
+ *                         Greedy text of both presets identical with both
+ *                         knobs on and off.
  *   w8_ktile = 128 | 64   the i8 prefill GEMM's (mma_weights = i8,
  *                         cuda_w8.cu) k bytes a cp.async stage: 128 (the
  *                         default) halves the block barriers and waits of
@@ -626,7 +638,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->xq);
     cudaFree(b->w8);
     cu_w8_cache_free(b);
-    cu_q6r_free(b);
+    cu_rg_free(b);
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFree(b->route_ctr);
@@ -709,7 +721,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gemv_w8 = true, fuse_gdn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
-    bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true;
+    bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
@@ -735,6 +747,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
         { "moe_sdc", "true", "false", &moe_sdc },
         { "gemv_q6r", "true", "false", &gemv_q6r },
+        { "gemv_q8r", "true", "false", &gemv_q8r },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -848,6 +861,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->moe_dec_fuse_gu = moe_dec_fuse_gu;
     b->moe_sdc = moe_sdc;
     b->gemv_q6r = gemv_q6r;
+    b->gemv_q8r = gemv_q8r;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
@@ -1206,7 +1220,7 @@ static void cuda_buf_free(si_backend *b, si_buf *buf)
         cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
     if (b != NULL)
         cu_w8_cache_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
-        cu_q6r_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
+        cu_rg_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
     cudaFree(buf->dev);
     free(buf);
 }
@@ -1230,7 +1244,7 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     if (rc != SI_OK || n == 0)
         return rc;
     cu_w8_cache_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
-    cu_q6r_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
+    cu_rg_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cudaError_t e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->stream);
@@ -1293,10 +1307,10 @@ static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *o
     }
     if (rc != SI_OK)
         return rc;
-    /* knob gemv_q6r: a dense Q6_K weight's regrouped copy, made now (a
-     * product's first use may be inside a graph capture, which makes none) */
-    if (w->type == SI_TYPE_Q6_K && out->ne[0] % 2048 == 0 && out->ne[2] * out->ne[3] == 1)
-        (void)cu_q6r_get(b, buf->dev, total);
+    /* knobs gemv_q6r / gemv_q8r: a dense weight's regrouped copy, made now
+     * (a product's first use may be inside a graph capture, which makes none) */
+    if (out->ne[0] % 2048 == 0 && out->ne[2] * out->ne[3] == 1)
+        (void)cu_rg_get(b, w->type, buf->dev, total);
     out->buf = buf;
     out->offset = 0;
     return SI_OK;

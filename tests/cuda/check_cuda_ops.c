@@ -2083,25 +2083,29 @@ START_TEST(test_gemv_mma)
 }
 END_TEST
 
-/* Knob gemv_q6r (default true): one-column Q6_K products on the weights'
- * regrouped copy (CU_TYPE_Q6R, cuda_q6r.c) against the Q6_K rows
- * (gemv_q6r = false), bit for bit: the 9b's widths (4096, 12288), the
- * 35b-a3b's (2048: two rows a lane group), a 20480-wide row, rows off the
- * block's, an LM-head-sized product (>= 2^28 weights: g6_kernel's on the
- * other side), and a width the copy does not take (2560: both sides on
- * the Q6_K rows).  Each case's weights are new buffers, often at the
- * address of the case before's: a copy not dropped with its weights
- * would be read stale. */
-START_TEST(test_gemv_q6r)
+/* Knobs gemv_q6r and gemv_q8r (default true): one-column Q6_K and Q8_0
+ * products on the weights' regrouped copies (CU_TYPE_Q6R / Q8R,
+ * cuda_regroup.c) against the GGUF rows (both knobs false), bit for bit:
+ * the 9b's widths (4096, 12288), the 35b-a3b's (2048: two rows a lane
+ * group), a 20480-wide row (x from global memory), rows off the block's,
+ * an LM-head-sized Q6_K product (>= 2^28 weights: g6_kernel's on the other
+ * side), and widths the copies do not take (2560; Q8_0 past 12288 goes to
+ * v1 on both sides).  Each case's weights are new buffers, often at the
+ * address of the case before's: a copy not dropped with its weights would
+ * be read stale. */
+START_TEST(test_gemv_regroup)
 {
     if (as_cpu)
         return;   /* a cuda_sm120 knob A/B */
     pair p;
-    pair_open_cu2(&p, "backend.cuda_q6r_off", "backend.cuda_q6r");
+    pair_open_cu2(&p, "backend.cuda_rg_off", "backend.cuda_rg");
     static const int64_t ins[] = { 4096, 12288, 2048, 20480, 2560, 4096 }, outs[] = { 45, 33, 77, 13, 19, 45 };
-    for (size_t k = 0; k < 6; k++)
+    for (size_t k = 0; k < 6; k++) {
         matmul_ab_tol(&p, SI_TYPE_Q6_K, ins[k], outs[k], 1, 0.0);
+        matmul_ab_tol(&p, SI_TYPE_Q8_0, ins[k], outs[k], 1, 0.0);
+    }
     matmul_ab_tol(&p, SI_TYPE_Q6_K, 4096, 65600, 1, 0.0);
+    matmul_ab_tol(&p, SI_TYPE_Q8_0, 2048, 12352, 1, 0.0);
     pair_close(&p);
 }
 END_TEST
@@ -2829,9 +2833,9 @@ int main(void)
              /* (moe_sdc = true | false: test_moe_sdc) */
              "[backend.cuda_sdc]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_sdc_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (gemv_q6r = true | false: test_gemv_q6r) */
-             "[backend.cuda_q6r]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_q6r_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             /* (gemv_q6r, gemv_q8r = true | false: test_gemv_regroup) */
+             "[backend.cuda_rg]\npath = cuda_sm120.so\nkv_type = f32\n%s"
+             "[backend.cuda_rg_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
               * GGUF weights: 9..32 columns on the exact int8 GEMM) */
              "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
@@ -2851,7 +2855,7 @@ int main(void)
              dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
              dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n", dq_extra,
              dq_extra, as_cpu ? "" : "moe_sdc = false\n", as_cpu ? "" : "matmul = dp4a\n",
-             as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
+             as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
              as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
@@ -2928,7 +2932,7 @@ int main(void)
     single_case(s, "gemv_glu", test_gemv_glu);
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     single_case(s, "moe_sdc", test_moe_sdc);
-    single_case(s, "gemv_q6r", test_gemv_q6r);
+    single_case(s, "gemv_regroup", test_gemv_regroup);
     single_case(s, "gemv_mma", test_gemv_mma);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);

@@ -148,6 +148,31 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
     const int64_t rb = (int64_t)W * R;
     int64_t gx = (mm->rows + rb - 1) / rb;
     for (int k = 0; k < mm->n_more; k++) gx += (mm->more[k].rows + rb - 1) / rb;
+    if constexpr (T == SI_TYPE_Q6_K || T == SI_TYPE_Q8_0) {   // (knobs gemv_q6r / gemv_q8r, as rg_launch)
+        if (getenv(T == SI_TYPE_Q6_K ? "EMU_Q6R" : "EMU_Q8R") != NULL) {
+            constexpr int TR = T == SI_TYPE_Q6_K ? CU_TYPE_Q6R : CU_TYPE_Q8R;
+            printf("  (gemvq regrouped)\n");
+            const uint64_t row = T == SI_TYPE_Q6_K ? (uint64_t)mm->in / 256 * 210 : (uint64_t)mm->in / 32 * 34;
+            const uint64_t bytes = (uint64_t)(mm->rows - 1) * mm->row_bytes + row;
+            uint8_t *rg = (uint8_t *)aligned_alloc(16, (size_t)((bytes + 15) & ~(uint64_t)15));
+            const std::vector<emu::grange> gr0 = emu::granges;   // (the copy is read where the checks look)
+            if (!emu::granges.empty()) emu::granges.push_back({ rg, rg + bytes, "regrouped copy" });
+            emu_launch(dim3(3), dim3(256), 0, [&] { rg_kernel<T>(mm->w, rg, bytes / (T == SI_TYPE_Q6_K ? 1680 : 2176)); });
+            cu_mm m = *mm;
+            m.w = rg;
+            m.type = TR;
+            const int rr = gq_rows(&m), Wr = gq_warps(&m);
+            const int64_t g = (m.rows + (int64_t)Wr * rr - 1) / ((int64_t)Wr * rr);
+            const size_t xsr = gq_xs(&m) ? (size_t)m.in : 0;
+            if (rr == 2 && xsr) emu_launch(dim3((unsigned)g), dim3(32 * Wr), xsr, [&] { gq_kernel<TR, 2, true, 1>(m, xq, xd, xs); });
+            else if (rr == 2) emu_launch(dim3((unsigned)g), dim3(32 * Wr), 0, [&] { gq_kernel<TR, 2, false, 1>(m, xq, xd, xs); });
+            else if (xsr) emu_launch(dim3((unsigned)g), dim3(32 * Wr), xsr, [&] { gq_kernel<TR, 1, true, 1>(m, xq, xd, xs); });
+            else emu_launch(dim3((unsigned)g), dim3(32 * Wr), 0, [&] { gq_kernel<TR, 1, false, 1>(m, xq, xd, xs); });
+            emu::granges = gr0;
+            free(rg);
+            return;
+        }
+    }
     if constexpr (T == SI_TYPE_Q8_0) {   // (R: gs_rows; NT: gq_nt, as gs_cols)
         const size_t sm = GS_SMEM(mm->in, R, mm->ncols);
         emu_ptx::smem_bytes = sm;
@@ -159,25 +184,6 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
         default: emu_launch(dim3((unsigned)gx), dim3(32 * GQ_WARPS), sm, [&] { gs_kernel<R, 1>(*mm, xq, xd); }); break;
         }
         emu_ptx::check_drained();
-    } else if (T == SI_TYPE_Q6_K && getenv("EMU_Q6R") != NULL) {   // (knob gemv_q6r, as q6r_launch)
-        printf("  (gemvq q6r)\n");
-        const uint64_t bytes = (uint64_t)(mm->rows - 1) * mm->row_bytes + (uint64_t)(mm->in / 256) * 210;
-        uint8_t *r6 = (uint8_t *)aligned_alloc(16, (size_t)((bytes + 15) & ~(uint64_t)15));
-        const std::vector<emu::grange> gr0 = emu::granges;   // (the copy is read where the checks look)
-        if (!emu::granges.empty()) emu::granges.push_back({ r6, r6 + bytes, "q6r copy" });
-        emu_launch(dim3(3), dim3(256), 0, [&] { q6r_kernel(mm->w, r6, bytes / 1680); });
-        cu_mm m = *mm;
-        m.w = r6;
-        m.type = CU_TYPE_Q6R;
-        const int r6r = gq_rows(&m);
-        int64_t g6 = (m.rows + (int64_t)W * r6r - 1) / ((int64_t)W * r6r);
-        const size_t xs6 = gq_xs(&m) ? (size_t)m.in : 0;
-        if (r6r == 2 && xs6) emu_launch(dim3((unsigned)g6), dim3(32 * W), xs6, [&] { gq_kernel<CU_TYPE_Q6R, 2, true, 1>(m, xq, xd, xs); });
-        else if (r6r == 2) emu_launch(dim3((unsigned)g6), dim3(32 * W), 0, [&] { gq_kernel<CU_TYPE_Q6R, 2, false, 1>(m, xq, xd, xs); });
-        else if (xs6) emu_launch(dim3((unsigned)g6), dim3(32 * W), xs6, [&] { gq_kernel<CU_TYPE_Q6R, 1, true, 1>(m, xq, xd, xs); });
-        else emu_launch(dim3((unsigned)g6), dim3(32 * W), 0, [&] { gq_kernel<CU_TYPE_Q6R, 1, false, 1>(m, xq, xd, xs); });
-        emu::granges = gr0;
-        free(r6);
     } else if (T == SI_TYPE_Q6_K && g6_ok(mm)) {   // (as gq_launch: staged Q6_K, GQ_WARPS)
         const int64_t rb6 = (int64_t)GQ_WARPS * R;
         int64_t gx6 = (mm->rows + rb6 - 1) / rb6;
@@ -393,6 +399,10 @@ quad_plants() {
     plant dp4a q6r-qh 's/cu_ld16(q + 128 + 32 \* h + 16 \* k, w.h);/cu_ld16(q + 128 + 16 * k, w.h);/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 4096 1
     plant dp4a q6r-d 's/(G + 1664 + 2 \* bl)/(G + 1664)/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 2048 1
     plant dp4a q6r-copy 's/192 + (o - 1536) % 16/192 + (o - 1536) % 8/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 4096 1
+    # knob gemv_q8r: block 2l + 1's qs, its d, the copy's qs offset
+    plant dp4a q8r-second 's/cu_ld16(G + 64 \* l + 32, w.e);/cu_ld16(G + 64 * l, w.e);/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 4096 1
+    plant dp4a q8r-d 's/gq_h2f(w.h\[0\] >> 16)/gq_h2f(w.h[0])/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 2048 1
+    plant dp4a q8r-copy 's/34 \* (o \/ 32) + 2 + o % 32/34 * (o \/ 32) + o % 32/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 4096 1
     # gqe_kernel: the column's expert, its x column, the row sets' stride,
     # the part's output stride, the lane group's reduction
     # gq_kernel's columns: column c's x copy, its scales, its output row
@@ -526,13 +536,14 @@ quad6_cases() {
 # blocks part empty, x from global memory too; the run must say it went there
 quad6r() {
     EMU_Q6R=1 quad "$@"
-    grep -q '(gemvq q6r)' "$out/quad.log" || { echo "quad6r $*: did not run the regrouped copy"; rc=1; }
+    grep -q '(gemvq regrouped)' "$out/quad.log" || { echo "quad6r $*: did not run the regrouped copy"; rc=1; }
 }
 quad6r_cases() {
-    quad6r q6_k 37 2048 1; quad6r q6_k 9 4096 1
+    quad6r q6_k 37 2048 1; quad6r q6_k 9 4096 1; EMU_Q8R=1 quad6r q8_0 37 2048 1; EMU_Q8R=1 quad6r q8_0 9 4096 1
     [ "$1" = quick ] && return 0
     quad6r q6_k 3 12288 1; quad6r q6_k 2 6144 1; EMU_ROWS=2 quad6r q6_k 13 4096 1; EMU_NOXS=1 quad6r q6_k 5 12288 1
     EMU_WARPS=8 quad6r q6_k 37 4096 1
+    EMU_Q8R=1 quad6r q8_0 3 12288 1; EMU_Q8R=1 EMU_NOXS=1 quad6r q8_0 5 6144 1; EMU_Q8R=1 EMU_WARPS=8 quad6r q8_0 13 4096 1
 }
 quad_cases() {
     if [ "$1" = quick ]; then

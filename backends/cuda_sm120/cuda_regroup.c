@@ -1,0 +1,121 @@
+/* backends/cuda_sm120/cuda_regroup.c — knobs gemv_q6r and gemv_q8r: the
+ * regrouped copies (CU_TYPE_Q6R, CU_TYPE_Q8R, cuda_internal.h) of Q6_K and
+ * Q8_0 weights that one-column decode products read on gq_kernel
+ * (cuda_gemvq.cu), whose lanes then load aligned 16-byte units instead of
+ * 2-byte-aligned blocks.
+ *
+ * A copy is made of a whole dense weight when it is loaded
+ * (cuda_weight_load), or on a product's first use of weights that have
+ * none (outside graph capture: no allocation may happen there), while a
+ * reserve of the device's memory stays free (cu_mem_fits); otherwise the
+ * product reads the GGUF rows, the same bits.  Regrouping keeps each group
+ * (si_cu_rg_group: a 2048-weight step of a row) at its offset, so the copy
+ * of a weight serves any of its rows: an entry covers [w, w_end) and
+ * answers every range of its type inside it that starts on a group.
+ * Entries go when a copy into their memory or its release could make them
+ * stale (cu_rg_drop, from the upload and buf_free), and then captured
+ * graphs that may read them are stale too (ws_gen). */
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_backend.h"
+#include "cuda_internal.h"
+
+typedef struct cu_rg_entry {
+    const uint8_t *w, *w_end;   /* the GGUF bytes it was made from */
+    uint32_t       type;        /* their type: SI_TYPE_Q6_K or SI_TYPE_Q8_0 */
+    uint8_t       *mem;         /* device: the regrouped copy */
+} cu_rg_entry;
+
+struct cu_rg_cache {
+    cu_rg_entry *e;
+    size_t       n, cap;
+    size_t       bytes;   /* device memory held */
+    bool         full;    /* the reserve was reached: no more entries */
+};
+
+bool cu_rg_on(const si_backend *b, uint32_t type)
+{
+    return type == SI_TYPE_Q6_K ? b->gemv_q6r : type == SI_TYPE_Q8_0 ? b->gemv_q8r : false;
+}
+
+const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_t bytes)
+{
+    const uint64_t grp = si_cu_rg_group(type);
+    if (!cu_rg_on(b, type) || grp == 0 || w == NULL || bytes == 0 || bytes % grp != 0)
+        return NULL;
+    struct cu_rg_cache *c = b->rg;
+    if (c == NULL) {
+        if ((c = calloc(1, sizeof *c)) == NULL)
+            return NULL;   /* (no host memory: the GGUF rows) */
+        b->rg = c;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        const cu_rg_entry *e = &c->e[i];
+        if (e->type == type && w >= e->w && w + bytes <= e->w_end && (uint64_t)(w - e->w) % grp == 0)
+            return e->mem + (w - e->w);
+    }
+    if (c->full || b->capturing || (uintptr_t)w % 2 != 0)
+        return NULL;
+    if (c->n == c->cap) {
+        const size_t cap = c->cap ? 2 * c->cap : 64;
+        cu_rg_entry *ne = realloc(c->e, cap * sizeof *ne);
+        if (ne == NULL)
+            return NULL;
+        c->e = ne;
+        c->cap = cap;
+    }
+    uint8_t *mem = NULL;
+    if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        c->full = true;
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
+                     "gemv_q6r/q8r: %zu copies, %.1f MiB; no more (the device's free-memory reserve): later "
+                     "products read the GGUF rows", c->n, (double)c->bytes / 1048576.0);
+        return NULL;
+    }
+    if (si_cu_rg_copy(type, w, mem, bytes, b->stream) != 0) {
+        cudaGetLastError();
+        cudaFree(mem);
+        return NULL;   /* (the product reads the GGUF rows) */
+    }
+    c->e[c->n++] = (cu_rg_entry){ w, w + bytes, type, mem };
+    c->bytes += bytes;
+    return mem;
+}
+
+void cu_rg_drop(si_backend *b, const void *lo, const void *hi)
+{
+    struct cu_rg_cache *c = b->rg;
+    if (c == NULL || c->n == 0)
+        return;
+    bool synced = false;
+    for (size_t i = 0; i < c->n;) {
+        cu_rg_entry *e = &c->e[i];
+        if (e->w < (const uint8_t *)hi && (const uint8_t *)lo < e->w_end) {
+            if (!synced && b->stream != NULL)
+                cudaStreamSynchronize(b->stream);   /* a product may still read it */
+            synced = true;
+            b->ws_gen++;
+            cudaFree(e->mem);
+            c->bytes -= (size_t)(e->w_end - e->w);
+            c->e[i] = c->e[--c->n];
+            c->full = false;
+        } else {
+            i++;
+        }
+    }
+}
+
+void cu_rg_free(si_backend *b)
+{
+    struct cu_rg_cache *c = b->rg;
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        cudaFree(c->e[i].mem);
+    free(c->e);
+    free(c);
+    b->rg = NULL;
+}
