@@ -207,6 +207,22 @@ int  cu_w8_cache_get(si_backend *b, const struct cu_mm *m, int g, const int8_t *
 /* Forget entries whose weights overlap device memory [lo, hi). */
 void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi);
 void cu_w8_cache_free(si_backend *b);
+/* The caches of weight copies (w8_cache, cuda_regroup.c; the helpers in
+ * cuda_w8cache.c): a device copy `mem` (`bytes`, owned by the cache) of
+ * the weight bytes [w, w_end), first in each cache's entries.
+ * cu_wcopy_room grows an array of n entries of `size` bytes to hold one
+ * more (false: no host memory); cu_wcopy_drop frees and removes the entries
+ * overlapping device memory [lo, hi) (the stream synced first, captured
+ * graphs made stale: ws_gen) and returns their bytes; cu_wcopy_free frees
+ * every entry's copy and the array. */
+typedef struct cu_wcopy {
+    const uint8_t *w, *w_end;
+    uint8_t       *mem;
+    size_t         bytes;
+} cu_wcopy;
+bool   cu_wcopy_room(void **entries, size_t *cap, size_t n, size_t size);
+size_t cu_wcopy_drop(si_backend *b, void *entries, size_t *n, size_t size, const void *lo, const void *hi);
+void   cu_wcopy_free(void *entries, size_t n, size_t size);
 /* Whether `bytes` more of device memory leave the reserve free (1/16 of
  * the device, at least 1 GiB) for the KV cache and scratch (cuda_w8cache.c). */
 bool cu_mem_fits(size_t bytes);

@@ -233,29 +233,36 @@ template <bool XS> __device__ __forceinline__ void gq_x16(const int8_t *xq, cons
 }
 
 // acc += the lane's part of block b (index in the row) against x.
+// acc += a lane's two Q8_0 blocks against x at element e: qa and qb the
+// qs words of blocks 2l and 2l + 1, d0 and d1 their d (low 16 bits).
+// gs_kernel's and the regrouped copy's (CU_TYPE_Q8R) arithmetic, so one
+// set of bits.
+template <bool XS>
+__device__ __forceinline__ float q8_pair_dot(const uint32_t qa[8], const uint32_t qb[8], uint32_t d0, uint32_t d1,
+                                             int e, const int8_t *xq, const uint4 *xsm, const float *xd, float acc)
+{
+    uint32_t xa[8], xb[8];
+    gq_x16<XS>(xq, xsm, e, xa);
+    gq_x16<XS>(xq, xsm, e + 16, xa + 4);
+    gq_x16<XS>(xq, xsm, e + 32, xb);
+    gq_x16<XS>(xq, xsm, e + 48, xb + 4);
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        s0 = __dp4a((int)qa[k], (int)xa[k], s0);
+        s1 = __dp4a((int)qb[k], (int)xb[k], s1);
+    }
+    const float2 dx = __ldg((const float2 *)(xd + e / 32));
+    acc += (dx.x * gq_h2f(d0)) * (float)s0 + (dx.y * gq_h2f(d1)) * (float)s1;
+    return acc;
+}
+
 template <int T, bool XS>
 __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const int8_t *xq, const uint4 *xsm,
                                         const float *xd, const float *xs, float acc)
 {
-    if constexpr (T == CU_TYPE_Q8R) {
-        // gs_dot's: blocks 2l, 2l + 1 (w.q, w.e; their d in w.h[0]) of
-        // lane l = 4 (b % 8) + p, at x element 2048 (b / 8) + 64 l
-        const int e = 256 * b + 64 * p;
-        uint32_t xa[8], xb[8];
-        gq_x16<XS>(xq, xsm, e, xa);
-        gq_x16<XS>(xq, xsm, e + 16, xa + 4);
-        gq_x16<XS>(xq, xsm, e + 32, xb);
-        gq_x16<XS>(xq, xsm, e + 48, xb + 4);
-        int s0 = 0, s1 = 0;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            s0 = __dp4a((int)w.q[k], (int)xa[k], s0);
-            s1 = __dp4a((int)w.e[k], (int)xb[k], s1);
-        }
-        const float2 dx = __ldg((const float2 *)(xd + e / 32));
-        acc += (dx.x * gq_h2f(w.h[0])) * (float)s0 + (dx.y * gq_h2f(w.h[0] >> 16)) * (float)s1;
-        return acc;
-    }
+    if constexpr (T == CU_TYPE_Q8R)   // blocks 2l, 2l + 1 of lane l = 4 (b % 8) + p
+        return q8_pair_dot<XS>(w.q, w.e, w.h[0], w.h[0] >> 16, 256 * b + 64 * p, xq, xsm, xd, acc);
     if (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
         const int e = 256 * b + 64 * p, xb = 8 * b + 2 * p;
         uint32_t xl[8], xh[8];
@@ -710,23 +717,13 @@ __device__ __forceinline__ void gs_words(const uint8_t *u, int lane, uint32_t w[
 __device__ __forceinline__ float gs_dot(const uint32_t w[17], int st, int lane, const uint4 *xsm, const float *xd,
                                         float acc)
 {
-    const int e = 2048 * st + 64 * lane;
-    uint32_t xa[8], xb[8];
-    gq_x16<true>(NULL, xsm, e, xa);
-    gq_x16<true>(NULL, xsm, e + 16, xa + 4);
-    gq_x16<true>(NULL, xsm, e + 32, xb);
-    gq_x16<true>(NULL, xsm, e + 48, xb + 4);
-    int s0 = 0, s1 = 0;
+    // block 2l: d in bytes 0-1, qs in 2..33; block 2l + 1: d in 34-35, qs
+    // in 36..67 (words 9..16)
+    uint32_t qa[8];
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        // block 2l: d in bytes 0-1, qs in 2..33; block 2l + 1: d in 34-35,
-        // qs in 36..67 (words 9..16)
-        s0 = __dp4a((int)__funnelshift_r(w[k], w[k + 1], 16), (int)xa[k], s0);
-        s1 = __dp4a((int)w[9 + k], (int)xb[k], s1);
-    }
-    const float2 dx = __ldg((const float2 *)(xd + e / 32));
-    acc += (dx.x * gq_h2f(w[0])) * (float)s0 + (dx.y * gq_h2f(w[8] >> 16)) * (float)s1;
-    return acc;
+    for (int k = 0; k < 8; k++)
+        qa[k] = __funnelshift_r(w[k], w[k + 1], 16);
+    return q8_pair_dot<true>(qa, w + 9, w[0], w[8] >> 16, 2048 * st + 64 * lane, NULL, xsm, xd, acc);
 }
 
 // NT > 1: up to NT columns (mm.ncols, x_div 1), as gq_kernel's: each

@@ -390,7 +390,7 @@ static int cu_mm_group_exec(si_backend *b, const si_op *ops, size_t n, si_err *e
     cu_mm mm = matmul_mm(&ops[0]);
     for (size_t k = 1; k < n; k++) {
         const cu_mm o = matmul_mm(&ops[k]);
-        mm.more[k - 1] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
+        mm.more[k - 1] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride, NULL };
     }
     mm.n_more = (int)(n - 1);
     int rc = mm_run(b, &mm, 0, err);
@@ -541,7 +541,7 @@ static cu_mm glu_mm(si_backend *b, const si_op *ops)
     const bool ab = same_tensor(ops[2].src[0], &ops[0].dst);
     cu_mm mm = matmul_mm(ab ? &ops[0] : &ops[1]);
     const cu_mm o = matmul_mm(ab ? &ops[1] : &ops[0]);
-    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride };
+    mm.more[0] = (cu_mm_part){ o.w, o.y, o.rows, o.row_bytes, o.y_stride, NULL };
     mm.n_more = 1;
     mm_knobs(b, &mm);
     return mm;
@@ -1181,7 +1181,7 @@ static int gate_up_run(si_backend *b, const si_tensor *wg, uint64_t g_row, const
     }
     if (up.type == mm.type && up.row_bytes == mm.row_bytes && up.expert_bytes == mm.expert_bytes) {
         if (!b->gemv_v2 && b->gemv_fuse) {   /* v1: up as a second product of the launch */
-            mm.more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride };
+            mm.more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride, NULL };
             mm.n_more = 1;
             return mm_run(b, &mm, 0, err);
         }
@@ -1227,7 +1227,7 @@ static bool moe_glu_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *d
     const cu_mm up = mm_of(d->fused ? W[2] : W[3], d->fused ? (uint64_t)F : 0, h, hs, K, gu + F, 2 * F, NK, F, sel);
     if (up.type != mm->type || up.expert_bytes != mm->expert_bytes)
         return false;
-    mm->more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride };
+    mm->more[0] = (cu_mm_part){ up.w, up.y, up.rows, up.row_bytes, up.y_stride, NULL };
     mm->n_more = 1;
     mm->expert_early = early;
     mm_knobs(b, mm);
@@ -1371,7 +1371,7 @@ static bool moe_fuse_plan(si_backend *b, const si_op *op, const si_oc_moe_dims *
         if (alike && su.w == sg.w + (uint64_t)F * sg.row_bytes) {
             sg.rows = 2 * F;
         } else if (alike && b->gemv_fuse) {
-            sg.more[0] = (cu_mm_part){ su.w, su.y, F, su.row_bytes, su.y_stride };
+            sg.more[0] = (cu_mm_part){ su.w, su.y, F, su.row_bytes, su.y_stride, NULL };
             sg.n_more = 1;
         }
         mm_knobs(b, &sg);
@@ -1625,7 +1625,7 @@ static int moe_exec(si_backend *b, const si_op *op, si_err *err)
     const bool gate_with_router = d.shared && b->gemv_fuse && W[5]->type == W[1]->type && W[5]->ne[0] == H &&
                                   W[5]->nb[1] == W[1]->nb[1];
     if (gate_with_router) {
-        mm.more[0] = (cu_mm_part){ dptr(W[5]), gamma, 1, W[5]->nb[1], 1 };
+        mm.more[0] = (cu_mm_part){ dptr(W[5]), gamma, 1, W[5]->nb[1], 1, NULL };
         mm.n_more = 1;
     }
     const bool one_act = d.shared && Fs == F;

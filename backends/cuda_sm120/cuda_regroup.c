@@ -23,9 +23,8 @@
 #include "cuda_internal.h"
 
 typedef struct cu_rg_entry {
-    const uint8_t *w, *w_end;   /* the GGUF bytes it was made from */
-    uint32_t       type;        /* their type: SI_TYPE_Q6_K or SI_TYPE_Q8_0 */
-    uint8_t       *mem;         /* device: the regrouped copy */
+    cu_wcopy c;      /* the GGUF bytes; mem: the regrouped copy */
+    uint32_t type;   /* their type: SI_TYPE_Q6_K or SI_TYPE_Q8_0 */
 } cu_rg_entry;
 
 struct cu_rg_cache {
@@ -53,19 +52,13 @@ const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_
     }
     for (size_t i = 0; i < c->n; i++) {
         const cu_rg_entry *e = &c->e[i];
-        if (e->type == type && w >= e->w && w + bytes <= e->w_end && (uint64_t)(w - e->w) % grp == 0)
-            return e->mem + (w - e->w);
+        if (e->type == type && w >= e->c.w && w + bytes <= e->c.w_end && (uint64_t)(w - e->c.w) % grp == 0)
+            return e->c.mem + (w - e->c.w);
     }
     if (c->full || b->capturing || (uintptr_t)w % 2 != 0)
         return NULL;
-    if (c->n == c->cap) {
-        const size_t cap = c->cap ? 2 * c->cap : 64;
-        cu_rg_entry *ne = realloc(c->e, cap * sizeof *ne);
-        if (ne == NULL)
-            return NULL;
-        c->e = ne;
-        c->cap = cap;
-    }
+    if (!cu_wcopy_room((void **)&c->e, &c->cap, c->n, sizeof *c->e))
+        return NULL;
     uint8_t *mem = NULL;
     if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
         cudaGetLastError();
@@ -80,7 +73,7 @@ const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_
         cudaFree(mem);
         return NULL;   /* (the product reads the GGUF rows) */
     }
-    c->e[c->n++] = (cu_rg_entry){ w, w + bytes, type, mem };
+    c->e[c->n++] = (cu_rg_entry){ { w, w + bytes, mem, bytes }, type };
     c->bytes += bytes;
     return mem;
 }
@@ -90,22 +83,9 @@ void cu_rg_drop(si_backend *b, const void *lo, const void *hi)
     struct cu_rg_cache *c = b->rg;
     if (c == NULL || c->n == 0)
         return;
-    bool synced = false;
-    for (size_t i = 0; i < c->n;) {
-        cu_rg_entry *e = &c->e[i];
-        if (e->w < (const uint8_t *)hi && (const uint8_t *)lo < e->w_end) {
-            if (!synced && b->stream != NULL)
-                cudaStreamSynchronize(b->stream);   /* a product may still read it */
-            synced = true;
-            b->ws_gen++;
-            cudaFree(e->mem);
-            c->bytes -= (size_t)(e->w_end - e->w);
-            c->e[i] = c->e[--c->n];
-            c->full = false;
-        } else {
-            i++;
-        }
-    }
+    const size_t freed = cu_wcopy_drop(b, c->e, &c->n, sizeof *c->e, lo, hi);
+    c->bytes -= freed;
+    c->full = c->full && freed == 0;
 }
 
 void cu_rg_free(si_backend *b)
@@ -113,9 +93,7 @@ void cu_rg_free(si_backend *b)
     struct cu_rg_cache *c = b->rg;
     if (c == NULL)
         return;
-    for (size_t i = 0; i < c->n; i++)
-        cudaFree(c->e[i].mem);
-    free(c->e);
+    cu_wcopy_free(c->e, c->n, sizeof *c->e);
     free(c);
     b->rg = NULL;
 }

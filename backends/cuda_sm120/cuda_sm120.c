@@ -1218,9 +1218,10 @@ static void cuda_buf_free(si_backend *b, si_buf *buf)
     }
     if (b != NULL && b->stream != NULL)
         cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
-    if (b != NULL)
+    if (b != NULL) {
         cu_w8_cache_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
         cu_rg_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
+    }
     cudaFree(buf->dev);
     free(buf);
 }

@@ -23,13 +23,13 @@
 #include "cuda_internal.h"
 
 typedef struct cu_w8_entry {
-    const uint8_t *w, *w_end;   /* the weight bytes it was made from */
+    cu_wcopy       c;       /* the weight bytes; mem: int8 rows, then the f32
+                             * scales at ws_off */
     uint32_t       type;
     int64_t        rows, in;
     uint64_t       row_bytes;
     int            g;
-    uint8_t       *mem;     /* device: int8 rows, then the f32 scales at ws_off */
-    size_t         bytes, ws_off;
+    size_t         ws_off;
 } cu_w8_entry;
 
 struct cu_w8_cache {
@@ -53,7 +53,7 @@ static const uint8_t *weight_end(const cu_mm *m)
 
 static bool same_key(const cu_w8_entry *e, const cu_mm *m, int g)
 {
-    return e->w == m->w && e->type == m->type && e->rows == m->rows && e->in == m->in &&
+    return e->c.w == m->w && e->type == m->type && e->rows == m->rows && e->in == m->in &&
            e->row_bytes == m->row_bytes && e->g == g;
 }
 
@@ -86,22 +86,16 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
     }
     for (size_t i = 0; i < c->n; i++)
         if (same_key(&c->e[i], m, g)) {
-            *wq = (const int8_t *)c->e[i].mem;
-            *ws = (const float *)(c->e[i].mem + c->e[i].ws_off);
+            *wq = (const int8_t *)c->e[i].c.mem;
+            *ws = (const float *)(c->e[i].c.mem + c->e[i].ws_off);
             return SI_OK;
         }
     if (c->full || b->capturing)
         return SI_OK;
     const size_t ws_off = ((size_t)(m->rows * m->in) + 255) & ~(size_t)255;
     const size_t bytes = ws_off + (size_t)(m->rows * (m->in / g)) * 4;
-    if (c->n == c->cap) {
-        const size_t cap = c->cap ? 2 * c->cap : 64;
-        cu_w8_entry *ne = realloc(c->e, cap * sizeof *ne);
-        if (ne == NULL)
-            return SI_OK;
-        c->e = ne;
-        c->cap = cap;
-    }
+    if (!cu_wcopy_room((void **)&c->e, &c->cap, c->n, sizeof *c->e))
+        return SI_OK;
     uint8_t *mem = NULL;
     if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
         cudaGetLastError();
@@ -117,15 +111,12 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
         return si_err_set(err, SI_EDEVICE, CU_NAME ": MATMUL (int8 weights, cached): %s", si_cu_errstr(rc));
     }
     cu_w8_entry *e = &c->e[c->n++];
-    e->w = m->w;
-    e->w_end = weight_end(m);
+    e->c = (cu_wcopy){ m->w, weight_end(m), mem, bytes };
     e->type = m->type;
     e->rows = m->rows;
     e->in = m->in;
     e->row_bytes = m->row_bytes;
     e->g = g;
-    e->mem = mem;
-    e->bytes = bytes;
     e->ws_off = ws_off;
     c->bytes += bytes;
     *wq = (const int8_t *)mem;
@@ -138,23 +129,9 @@ void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi)
     struct cu_w8_cache *c = b->w8_cache;
     if (c == NULL || c->n == 0)
         return;
-    bool synced = false;
-    for (size_t i = 0; i < c->n;) {
-        cu_w8_entry *e = &c->e[i];
-        const uint8_t *elo = e->w, *ehi = e->w_end;
-        if (elo < (const uint8_t *)hi && (const uint8_t *)lo < ehi) {
-            if (!synced && b->stream != NULL)
-                cudaStreamSynchronize(b->stream);   /* a product may still read it */
-            synced = true;
-            b->ws_gen++;
-            cudaFree(e->mem);
-            c->bytes -= e->bytes;
-            c->e[i] = c->e[--c->n];
-            c->full = false;
-        } else {
-            i++;
-        }
-    }
+    const size_t freed = cu_wcopy_drop(b, c->e, &c->n, sizeof *c->e, lo, hi);
+    c->bytes -= freed;
+    c->full = c->full && freed == 0;
 }
 
 void cu_w8_cache_free(si_backend *b)
@@ -162,9 +139,54 @@ void cu_w8_cache_free(si_backend *b)
     struct cu_w8_cache *c = b->w8_cache;
     if (c == NULL)
         return;
-    for (size_t i = 0; i < c->n; i++)
-        cudaFree(c->e[i].mem);
-    free(c->e);
+    cu_wcopy_free(c->e, c->n, sizeof *c->e);
     free(c);
     b->w8_cache = NULL;
+}
+
+/* ---- shared by the caches of weight copies (w8_cache above, the
+ * regrouped copies of cuda_regroup.c): arrays of entries of `size` bytes,
+ * each beginning with a cu_wcopy. */
+
+bool cu_wcopy_room(void **entries, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return true;
+    const size_t nc = *cap ? 2 * *cap : 64;
+    void *ne = realloc(*entries, nc * size);
+    if (ne == NULL)
+        return false;
+    *entries = ne;
+    *cap = nc;
+    return true;
+}
+
+size_t cu_wcopy_drop(si_backend *b, void *entries, size_t *n, size_t size, const void *lo, const void *hi)
+{
+    uint8_t *base = entries;
+    size_t freed = 0;
+    bool synced = false;
+    for (size_t i = 0; i < *n;) {
+        cu_wcopy *e = (cu_wcopy *)(base + i * size);
+        if (e->w < (const uint8_t *)hi && (const uint8_t *)lo < e->w_end) {
+            if (!synced && b->stream != NULL)
+                cudaStreamSynchronize(b->stream);   /* a product may still read it */
+            synced = true;
+            b->ws_gen++;   /* (captured graphs may read it) */
+            cudaFree(e->mem);
+            freed += e->bytes;
+            if (i != --*n)
+                memcpy(e, base + *n * size, size);
+        } else {
+            i++;
+        }
+    }
+    return freed;
+}
+
+void cu_wcopy_free(void *entries, size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        cudaFree(((cu_wcopy *)((uint8_t *)entries + i * size))->mem);
+    free(entries);
 }

@@ -317,7 +317,7 @@ static void bench_group(const char *what, uint32_t t, int64_t in, const int64_t 
     c.all = (cu_mm){ .w = w[0], .type = t, .in = in, .rows = rows[0], .row_bytes = (uint64_t)rb, .x_div = 1,
                      .x_stride = in, .y = y1, .y_stride = rows[0], .ncols = 1, .n_more = n - 1 };
     for (int k = 1, off = (int)rows[0]; k < n; off += (int)rows[k], k++)
-        c.all.more[k - 1] = (cu_mm_part){ w[k], y1 + off, rows[k], (uint64_t)rb, rows[k] };
+        c.all.more[k - 1] = (cu_mm_part){ w[k], y1 + off, rows[k], (uint64_t)rb, rows[k], NULL };
     const float us1 = time_median(run_group, &c, 1);
     CK(cudaMemcpy(y2, y1, (size_t)tot * sizeof(float), cudaMemcpyDeviceToDevice));
     CK(cudaMemset(y1, 0, (size_t)tot * sizeof(float)));
@@ -558,7 +558,7 @@ static void bench_chain(const char *what, uint32_t ta, int64_t in_a, int64_t ra0
         if (ra1 > 0) {
             w[3 * l + 1] = make_weights(ta, in_a, ra1);
             a.n_more = 1;
-            a.more[0] = (cu_mm_part){ w[3 * l + 1], a.y + ra0, ra1, a.row_bytes, ra1 };
+            a.more[0] = (cu_mm_part){ w[3 * l + 1], a.y + ra0, ra1, a.row_bytes, ra1, NULL };
         }
         w[3 * l + 2] = make_weights(tb, ra0, rb);
         mm[2 * l] = a;

@@ -401,7 +401,7 @@ quad_plants() {
     plant dp4a q6r-copy 's/192 + (o - 1536) % 16/192 + (o - 1536) % 8/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 4096 1
     # knob gemv_q8r: block 2l + 1's qs, its d, the copy's qs offset
     plant dp4a q8r-second 's/cu_ld16(G + 64 \* l + 32, w.e);/cu_ld16(G + 64 * l, w.e);/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 4096 1
-    plant dp4a q8r-d 's/gq_h2f(w.h\[0\] >> 16)/gq_h2f(w.h[0])/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 2048 1
+    plant dp4a q8r-d 's/w.h\[0\], w.h\[0\] >> 16,/w.h[0], w.h[0],/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 2048 1
     plant dp4a q8r-copy 's/34 \* (o \/ 32) + 2 + o % 32/34 * (o \/ 32) + o % 32/' "EMU_QUAD=1 EMU_Q8R=1" q8_0 9 4096 1
     # gqe_kernel: the column's expert, its x column, the row sets' stride,
     # the part's output stride, the lane group's reduction
@@ -431,7 +431,7 @@ quad_plants() {
     plant dp4a stage-syncwarp 's/__syncwarp();   \/\/ every lane is done.*/;/' "EMU_QUAD=1 EMU_ROWS=4" q8_0 9 4096 1
     plant dp4a stage-landed 's/__syncwarp();   \/\/ everyone.s copies.*/;/' "EMU_QUAD=1" q8_0 9 4096 1
     plant dp4a stage-qs 's/__funnelshift_r(w\[k\], w\[k + 1\], 16)/w[k]/' "EMU_QUAD=1" q8_0 9 2048 1
-    plant dp4a stage-d1 's/gq_h2f(w\[8\] >> 16)/gq_h2f(w[8])/' "EMU_QUAD=1 EMU_ROWS=4" q8_0 13 2048 1
+    plant dp4a stage-d1 's/w\[0\], w\[8\] >> 16,/w[0], w[8],/' "EMU_QUAD=1 EMU_ROWS=4" q8_0 13 2048 1
 }
 # the GEMV v1 and the quantiser (checked bit for bit in every run)
 dp4a_plants() {
