@@ -1309,8 +1309,11 @@ static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *o
     if (rc != SI_OK)
         return rc;
     /* knobs gemv_q6r / gemv_q8r: a dense weight's regrouped copy, made now
-     * (a product's first use may be inside a graph capture, which makes none) */
-    if (out->ne[0] % 2048 == 0 && out->ne[2] * out->ne[3] == 1)
+     * (a product's first use may be inside a graph capture, which makes
+     * none).  Not the token embedding: GET_ROWS reads it, and where it is
+     * also the LM head (tied) the prefill's last-token product, outside
+     * any capture, makes its copy on first use. */
+    if (out->ne[0] % 2048 == 0 && out->ne[2] * out->ne[3] == 1 && strstr(name, "token_embd") == NULL)
         (void)cu_rg_get(b, w->type, buf->dev, total);
     out->buf = buf;
     out->offset = 0;
