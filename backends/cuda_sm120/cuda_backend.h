@@ -223,6 +223,10 @@ typedef struct cu_wcopy {
 bool   cu_wcopy_room(void **entries, size_t *cap, size_t n, size_t size);
 size_t cu_wcopy_drop(si_backend *b, void *entries, size_t *n, size_t size, const void *lo, const void *hi);
 void   cu_wcopy_free(void *entries, size_t n, size_t size);
+/* The bytes a product reads of weights of `rows` rows (`in` elements of
+ * `type` each, `row_bytes` apart): from row 0 to the end of the last row's
+ * data (cuda_w8cache.c). */
+uint64_t cu_weight_span(uint32_t type, int64_t in, int64_t rows, uint64_t row_bytes);
 /* Whether `bytes` more of device memory leave the reserve free (1/16 of
  * the device, at least 1 GiB) for the KV cache and scratch (cuda_w8cache.c). */
 bool cu_mem_fits(size_t bytes);

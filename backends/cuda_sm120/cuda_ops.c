@@ -221,22 +221,15 @@ static bool mm_wide(const si_backend *b, const cu_mm *mm)
     return si_cu_gemvm_ok(&m);
 }
 
-/* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
- * dense, more columns than the decode kernels take), else through dp4a
- * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
- * f32 kernel.  Column j reads x column j / x_div (ncx columns).  A stacked
- * second matrix (mm->w2) is one launch on the v2 GEMV, two elsewhere. */
 /* Knobs gemv_q6r / gemv_q8r: the regrouped copy of each product of m
- * (cuda_regroup.c) into w_rg, where it has whole groups; the kernels take
- * them only where every product has one (cuda_gemvq.cu rg_ok). */
+ * (cuda_regroup.c) into w_rg, where its rows start on groups; the kernels
+ * use them only where every product has one (cuda_gemvq.cu rg_ok). */
 static const uint8_t *rg_copy(si_backend *b, const cu_mm *m, const uint8_t *w, int64_t rows, uint64_t row_bytes)
 {
-    uint32_t blk = 0, bytes = 0;
-    si_oc_type_blk(m->type, &blk, &bytes);
     const uint64_t grp = si_cu_rg_group(m->type);
-    if (blk == 0 || grp == 0 || rows <= 0 || m->in % 2048 != 0 || row_bytes % grp != 0)
+    if (grp == 0 || rows <= 0 || m->in % 2048 != 0 || row_bytes % grp != 0)
         return NULL;
-    return cu_rg_get(b, m->type, w, (uint64_t)(rows - 1) * row_bytes + (uint64_t)(m->in / blk) * bytes);
+    return cu_rg_get(b, m->type, w, cu_weight_span(m->type, m->in, rows, row_bytes));
 }
 
 static void rg_copies(si_backend *b, cu_mm *m)
@@ -246,6 +239,11 @@ static void rg_copies(si_backend *b, cu_mm *m)
         m->more[k].w_rg = rg_copy(b, m, m->more[k].w, m->more[k].rows, m->more[k].row_bytes);
 }
 
+/* The product through the int8 tensor-core GEMM (knob prefill_mm = mma,
+ * dense, more columns than the decode kernels take), else through dp4a
+ * (knob gemv: v2 or v1) when the knob and the weight allow it, else the
+ * f32 kernel.  Column j reads x column j / x_div (ncx columns).  A stacked
+ * second matrix (mm->w2) is one launch on the v2 GEMV, two elsewhere. */
 static int mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
 {
     cu_mm m = *mm;

@@ -39,16 +39,22 @@ struct cu_w8_cache {
     bool         full;      /* the reserve was reached: no more entries */
 };
 
-/* The end of the bytes the product reads: the last row's data.  Not
- * rows * row_bytes: a one-row weight's cu_mm has row_bytes 0 (cuda_ops.c's
- * row_stride), and such an entry was never dropped (check_cuda_ops caught
- * a stale one at the next weight allocated at the same address). */
-static const uint8_t *weight_end(const cu_mm *m)
+/* Not rows * row_bytes: a one-row weight's cu_mm has row_bytes 0
+ * (cuda_ops.c's row_stride), and such an entry was never dropped
+ * (check_cuda_ops caught a stale one at the next weight allocated at the
+ * same address). */
+uint64_t cu_weight_span(uint32_t type, int64_t in, int64_t rows, uint64_t row_bytes)
 {
     uint32_t blk = 0, bytes = 0;
-    si_oc_type_blk(m->type, &blk, &bytes);
-    const uint64_t row = blk ? (uint64_t)(m->in / blk) * bytes : 0;
-    return m->w + (uint64_t)(m->rows - 1) * m->row_bytes + row;
+    si_oc_type_blk(type, &blk, &bytes);
+    const uint64_t row = blk ? (uint64_t)(in / blk) * bytes : 0;
+    return (uint64_t)(rows - 1) * row_bytes + row;
+}
+
+/* The end of the bytes the product reads: the last row's data. */
+static const uint8_t *weight_end(const cu_mm *m)
+{
+    return m->w + cu_weight_span(m->type, m->in, m->rows, m->row_bytes);
 }
 
 static bool same_key(const cu_w8_entry *e, const cu_mm *m, int g)
