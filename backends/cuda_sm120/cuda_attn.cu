@@ -425,9 +425,18 @@ typedef struct split_plan {
     int32_t chunk;     /* positions per chunk, a multiple of SPLIT_TILE      */
 } split_plan;
 
+// Whether knob attn_ring's kernel is the split core (cuda_attn_ring.cu).
+static bool ring_runs(const cu_attn *a, int rb)
+{
+    return !a->i8 && a->gqa_shared && a->dec_mma && cu_split_ring_ok(a, rb);
+}
+
 // Whether the split path runs this op, and its shape: enough splits that
 // about attn_split_blocks (a->split_bps, 4 when unset) blocks per
-// multiprocessor exist, none shorter than one tile.
+// multiprocessor exist, none shorter than one tile.  The ring kernel
+// (knob attn_ring) plans as many blocks as the SMs hold at once instead:
+// its warps keep their own loads in flight, so a second wave would only
+// add a block's start-up and merge.
 // The paged int8 cache has no other kernel: with attn = simple it runs
 // unsplit (one block per token and head group over the whole context).
 static bool plan_split(const cu_attn *a, split_plan *pl)
@@ -441,7 +450,8 @@ static bool plan_split(const cu_attn *a, split_plan *pl)
         return false;
     pl->rb = R % 8 == 0 ? 8 : R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1;
     const int64_t blocks = a->n * (a->n_head / pl->rb);
-    const int64_t target = (int64_t)(a->split_bps > 0 ? a->split_bps : 4) * (a->n_sm > 0 ? a->n_sm : 128);
+    const int bps = ring_runs(a, pl->rb) ? cu_split_ring_bps(a, pl->rb) : a->split_bps > 0 ? a->split_bps : 4;
+    const int64_t target = (int64_t)bps * (a->n_sm > 0 ? a->n_sm : 128);
     int64_t ns = blocks >= target || !a->split ? 1 : (target + blocks - 1) / blocks;
     const int64_t most = ((int64_t)a->max_len + SPLIT_TILE - 1) / SPLIT_TILE;
     ns = ns < most ? ns : most;
@@ -548,6 +558,8 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
         if (a->i8)
             cu_launch_split_i8(a, pl.rb, pl.chunk, pl.n_split,
                                ((size_t)pl.rb * a->head_dim + (size_t)pl.rb * SPLIT_TILE) * sizeof(float), s);
+        else if (ring_runs(a, pl.rb))
+            cu_launch_split_ring(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->gqa_shared && a->dec_mma && cu_split_mma_ok(a, pl.rb))
             cu_launch_split_mma(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->gqa_shared)

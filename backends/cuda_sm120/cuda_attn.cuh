@@ -116,6 +116,12 @@ void cu_launch_split_gqa(const cu_attn *a, int rb, int32_t chunk, int n_split, c
 // cache (f16 dense, head_dim 64/128/256, 16-byte aligned) and rb.
 bool cu_split_mma_ok(const cu_attn *a, int rb);
 cudaError_t cu_launch_split_mma(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
+// Knob attn_ring (cuda_attn_ring.cu): the same for the kernel whose warps
+// each stream their positions through a cp.async ring; cu_split_ring_bps
+// is how many of its blocks an SM holds (0: its shape does not fit).
+bool cu_split_ring_ok(const cu_attn *a, int rb);
+int  cu_split_ring_bps(const cu_attn *a, int rb);
+cudaError_t cu_launch_split_ring(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s);
 
 
 // The block's place in the split grid: token t, query heads h0.. (RB of

@@ -28,24 +28,12 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
-#include "cuda_attn.cuh"
 #include "cuda_launch.cuh"
 #include "cuda_ptx.cuh"
 
-#define DM_T   64   /* positions a tile (SPLIT_TILE): 16 a warp in S      */
-#define DM_PAD 8    /* halves of padding a staged row                      */
+#include "cuda_attn_mma.cuh"
 
-// Rows [p0, p0 + cnt) of one kv head (row p at byte offset p * stepb from
-// src) into the padded tile dst (rs halves a row), 16 bytes per copy.
-__device__ __forceinline__ void dm_issue(__half *dst, int rs, const char *src, uint64_t stepb, int64_t p0, int cnt,
-                                         int hd)
-{
-    const int cpr = hd >> 3;
-    for (int i = threadIdx.x; i < cnt * cpr; i += blockDim.x) {
-        const int r = i / cpr, c = i % cpr;
-        cp_async16(dst + r * rs + c * 8, src + (uint64_t)(p0 + r) * stepb + c * 16);
-    }
-}
+#define DM_T 64   /* positions a tile (SPLIT_TILE): 16 a warp in S */
 
 // Block (token t, heads h0..h0+RB of kv head g, split s), as split_gqa_kernel.
 // KS = hd / 16 k-steps of S (Q's fragments in registers); hd is KS * 16.
@@ -59,64 +47,32 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_mma_kernel(cu_attn a, int
     __shared__ float m_s[RB], l_s[RB], f_s[RB];
     constexpr int hd = KS * 16, rs = hd + DM_PAD, prs = DM_T + DM_PAD;
     constexpr int MT = KS / 4 > 0 ? KS / 4 : 1;   // 16-row tiles of O^T a warp
-    split_blk sb;
-    if (!split_where<RB>(a, chunk, sb))
+    dm_blk d;
+    if (!dm_where<RB>(a, chunk, hd, d))
         return;
-    const int64_t t = sb.t, c0 = sb.c0, c1 = sb.c1;
-    const int h0 = sb.h0, s = sb.s, g = sb.g;
+    const int64_t t = d.b.t, c0 = d.b.c0, c1 = d.b.c1;
+    const int h0 = d.b.h0, s = d.b.s;
+    const char *kg = d.kg, *vg = d.vg;
+    const uint64_t stepb = d.stepb;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, qd = lane & 3;
     float *qs = sm, *ps = sm + RB * hd;
     __half *qh = (__half *)(ps + RB * DM_T), *ph = qh + 8 * rs, *kt = ph + 8 * prs, *vt = kt + DM_T * rs;
-
-    const uint64_t rowb = (uint64_t)hd * 2, stepb = (uint64_t)a.n_head_kv * rowb;
-    const uint64_t rowb0 = (((uint64_t)a.seq[t] * a.n_ctx) * a.n_head_kv + (uint64_t)g) * rowb;
-    const char *kg = (const char *)a.kc + rowb0, *vg = (const char *)a.vc + rowb0;
     {
         const int cnt = c1 - c0 < DM_T ? (int)(c1 - c0) : DM_T;
-        dm_issue(kt, rs, kg, stepb, c0, cnt, hd);
+        dm_issue(kt, rs, kg, stepb, c0, cnt, hd, threadIdx.x, blockDim.x);
         cp_async_commit();
-        dm_issue(vt, rs, vg, stepb, c0, cnt, hd);
+        dm_issue(vt, rs, vg, stepb, c0, cnt, hd, threadIdx.x, blockDim.x);
         cp_async_commit();
-    }
-    // q rows of the block: all loads out before the first store
-    const float *qg = a.qg + t * a.qg_stride + (uint64_t)h0 * 2 * hd;
-    {
-        constexpr int PER = (RB * hd + SPLIT_THREADS - 1) / SPLIT_THREADS;
-        float qv[PER];
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int i = threadIdx.x + k * SPLIT_THREADS;   // index in [RB][hd]
-            if (i < RB * hd)
-                qv[k] = qg[(uint64_t)(i / hd) * 2 * hd + i % hd];
-        }
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int i = threadIdx.x + k * SPLIT_THREADS;
-            if (i < RB * hd)
-                qs[i] = qv[k];
-        }
     }
     if (threadIdx.x < RB) {
         m_s[threadIdx.x] = -INFINITY;
         l_s[threadIdx.x] = 0.0f;
     }
-    // padded heads: zero rows of Q and P, so their columns stay 0
-    for (int i = threadIdx.x; i < (8 - RB) * rs; i += blockDim.x)
-        qh[RB * rs + i] = __float2half_rn(0.0f);
+    // padded heads: zero rows of P, so their columns stay 0
     for (int i = threadIdx.x; i < (8 - RB) * prs; i += blockDim.x)
         ph[RB * prs + i] = __float2half_rn(0.0f);
-    __syncthreads();
-    norm_rope_rows(qs, RB, a.q_norm, a, a.rope + t * a.n_rot);
-    for (int i = threadIdx.x; i < RB * hd; i += blockDim.x)
-        qh[(i / hd) * rs + i % hd] = __float2half_rn(qs[i]);
-    __syncthreads();
-    // Q^T's B fragments: head gr, dims 16k + 2qd (+1) and + 8
     uint32_t qf[KS][2];
-#pragma unroll
-    for (int k = 0; k < KS; k++) {
-        qf[k][0] = *(const uint32_t *)(qh + gr * rs + 16 * k + 2 * qd);
-        qf[k][1] = *(const uint32_t *)(qh + gr * rs + 16 * k + 8 + 2 * qd);
-    }
+    const float *qg = dm_q_frags<RB, KS, SPLIT_THREADS>(a, t, h0, qs, qh, qf);
     float acc[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; i++)
@@ -152,7 +108,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_mma_kernel(cu_attn a, int
             }
         }
         __syncthreads();   // the K tile is free, the scores complete
-        dm_issue(kt, rs, kg, stepb, pn, cnt_n, hd);   // nothing past the last tile
+        dm_issue(kt, rs, kg, stepb, pn, cnt_n, hd, threadIdx.x, blockDim.x);   // nothing past the last tile
         cp_async_commit();
         split_softmax_tile<RB, false>(ps, cnt, warp, lane, m_s, l_s, f_s, NULL);
         // in flight: V of this tile, K of the next; land V
@@ -187,7 +143,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_mma_kernel(cu_attn a, int
             }
         }
         __syncthreads();   // the V tile, ph and f_s are rewritten by the next tile
-        dm_issue(vt, rs, vg, stepb, pn, cnt_n, hd);
+        dm_issue(vt, rs, vg, stepb, pn, cnt_n, hd, threadIdx.x, blockDim.x);
         cp_async_commit();
     }
     // the outputs into qs as [RB][hd] (each (head, dim) is one lane's)

@@ -92,6 +92,8 @@ struct si_backend {
     bool           attn_fa3_ov;     /* knob attn_fa3_overlap (cuda_attn_fa3.cu) */
     bool           attn_gqa;        /* knob attn_gqa = shared (else per_head) */
     bool           attn_mma;        /* knob attn_mma (cuda_attn_mma.cu)      */
+    int            attn_ring;       /* knob attn_ring: 0, 1, 2 (cuda_attn_ring.cu) */
+    int            smem_blk, smem_sm; /* opt-in shared memory a block / an SM */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
     bool           gdn_tc;          /* knob gdn_tc (cuda_gdn_tc.cu)          */

@@ -444,6 +444,12 @@ typedef struct cu_attn {
     bool         dec_mma;        /* knob attn_mma (with gqa_shared): the
                                   * f16 dense cache's split core on the
                                   * tensor cores (cuda_attn_mma.cu)       */
+    int          ring;           /* knob attn_ring (with dec_mma): 0 off,
+                                  * 1 true (4 warps, 3 stages), 2 small
+                                  * (2 warps, 2 stages), cuda_attn_ring.cu */
+    int          smem_blk, smem_sm; /* opt-in shared memory a block, and an
+                                  * SM: which ring shape fits, how many a
+                                  * multiprocessor holds                  */
     int32_t      max_len;        /* max over the tokens of pos + 1         */
     float       *part;           /* device, si_cu_attn_part_bytes() bytes  */
     /* Knob attn_prefill = fa and an op of runs of >= SI_CU_FA_MIN_RUN
@@ -491,6 +497,9 @@ bool si_cu_fa_plan(const cu_attn *a, cu_fa_plan *p);
 /* cuda_attn_mma.cu: the opt-in shared memory of its kernels (above 48 KB),
  * once at open, outside any graph capture; a CUDA error code, 0 on success. */
 int si_cu_attn_mma_init(void);
+/* Knob attn_ring (cuda_attn_ring.cu): the opt-in shared memory of its
+ * kernels that fit `blk` bytes a block; a cudaError_t. */
+int si_cu_attn_ring_init(int blk);
 /* The core alone (after rope and append; without the combine). */
 int  si_cu_fa(const cu_attn *a, const cu_fa_plan *p, void *stream);
 /* cuda_attn_fa3.cu (v3, wgmma): whether this device runs it (at open,

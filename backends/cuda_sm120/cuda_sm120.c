@@ -112,6 +112,21 @@
  *                         ~25 us of dependent instructions per tile (35b
  *                         decode, H200).  Same plan, partials, combine;
  *                         false: split_gqa_kernel (A/B).
+ *   attn_ring = false | true | small  (with attn_mma, head_dim 128 or
+ *                         256) that core with each warp streaming its own
+ *                         16-position groups of K and V through a cp.async
+ *                         ring, no block barrier until the warps' merge
+ *                         (cuda_attn_ring.cu): true is 4 warps x 3 stages
+ *                         (212 KB at head_dim 256: one block an SM on an
+ *                         H200), small 2 x 2 (79 KB: fits sm_120's 99 KB);
+ *                         a shape that does not fit the device's shared
+ *                         memory runs split_mma_kernel.  The split plan
+ *                         then makes one split per resident block
+ *                         (attn_split_blocks does not apply).  Same f16
+ *                         rounding of q and p, f32 sums, same partials.
+ *                         Default false until measured on hardware: it is
+ *                         checked on the emulator and by check_cuda_ops
+ *                         attn_long_ring, not yet timed.
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
  *                         loading its K/V rows into registers a few at a
@@ -726,6 +741,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
+    int ring_i = 0;            /* attn_ring = false | true | small: 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
@@ -789,11 +805,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" },
                              *const profs[] = { "false", "true", "graph" },
+                             *const rings[] = { "false", "true", "small" },
                              *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" },
                              *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "attn_ring", rings, 3, &ring_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
@@ -880,6 +898,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->attn_fa3_ov = attn_fa3_ov;
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
+    b->attn_ring = attn_mma ? ring_i : 0;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
     b->gdn_tc = gdn_tc;
@@ -914,6 +933,16 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_mma: %s; using the attn_gqa core", cudaGetErrorString(e));
         cudaGetLastError();
         b->attn_mma = false;
+        b->attn_ring = 0;
+    }
+    if (b->attn_ring > 0 &&
+        ((e = cudaDeviceGetAttribute(&b->smem_blk, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) != cudaSuccess ||
+         (e = cudaDeviceGetAttribute(&b->smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) != cudaSuccess ||
+         (e = (cudaError_t)si_cu_attn_ring_init(b->smem_blk)) != cudaSuccess)) {
+        /* (split_mma_kernel then runs: the same results within f16 rounding) */
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_ring: %s; using the attn_mma core", cudaGetErrorString(e));
+        cudaGetLastError();
+        b->attn_ring = 0;
     }
     bool wg_avail = false;
     if (b->w8_wgmma && (e = (cudaError_t)si_cu_w8wg_init(&wg_avail)) != cudaSuccess) {
@@ -1119,6 +1148,9 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->split = b->attn_split;
     a->gqa_shared = b->attn_gqa;
     a->dec_mma = b->attn_mma;
+    a->ring = b->attn_ring;
+    a->smem_blk = b->smem_blk;
+    a->smem_sm = b->smem_sm;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;
     a->fa_tile = b->attn_fa_tile;
     a->fa3_overlap = b->attn_fa3_ov;

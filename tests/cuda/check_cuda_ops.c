@@ -1141,6 +1141,23 @@ START_TEST(test_attn_long_gqa_9b)
 }
 END_TEST
 
+/* attn_ring (cuda_attn_ring.cu) = true (4 warps, 3 stages where the
+ * device's shared memory holds it) and small (2 warps, 2 stages: what
+ * fits sm_120), both families' shapes and head_dim 128, each against the
+ * cpu backend; the knob's default (false: split_mma_kernel) is what the
+ * sections above run. */
+START_TEST(test_attn_long_ring)
+{
+    static const char *const secs[] = { "backend.cuda16_ring", "backend.cuda16_ring_small" };
+    for (int i = 0; i < 2; i++) {
+        attn_long("backend.cpu16", secs[i], 8, 1, 256, 1e-3);
+        attn_long("backend.cpu16", secs[i], 16, 4, 256, 1e-3);
+        attn_long("backend.cpu16", secs[i], 8, 2, 128, 1e-3);
+    }
+    attn_long("backend.cpu16", "backend.cuda16_gqa", 8, 2, 128, 1e-3);
+}
+END_TEST
+
 /* attn_gqa = shared without attn_mma (split_gqa_kernel: the f16 cache's
  * core before the tensor-core one, kept as its A/B), both families' shapes */
 START_TEST(test_attn_long_gqa_fma)
@@ -1761,7 +1778,7 @@ START_TEST(test_gdn_prefill_9b_timing)
 }
 END_TEST
 
-/* An unknown gdn_prefill, gemv_staged_q6 or attn_split_blocks value is
+/* An unknown gdn_prefill, gemv_staged_q6, attn_ring or attn_split_blocks value is
  * refused at open, naming key and value. */
 START_TEST(test_gdn_prefill_knob)
 {
@@ -1780,6 +1797,8 @@ START_TEST(test_gdn_prefill_knob)
                   err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_prof_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "profile") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_ring_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "attn_ring") != NULL && strstr(err.msg, "'big'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2838,7 +2857,12 @@ int main(void)
              "[backend.cuda_rg_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
               * GGUF weights: 9..32 columns on the exact int8 GEMM) */
-             "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s",
+             "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
+             /* (attn_ring = true | small: test_attn_long_ring; false is
+              * the default, so cuda16_gqa runs split_mma_kernel) */
+             "[backend.cuda16_ring]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
+             "[backend.cuda16_ring_small]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
+             "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2856,7 +2880,8 @@ int main(void)
              dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n", dq_extra,
              dq_extra, as_cpu ? "" : "moe_sdc = false\n", as_cpu ? "" : "matmul = dp4a\n",
              as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
-             as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n");
+             as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n", cu_extra, gqa, as_cpu ? "" : "attn_ring = true\n",
+             cu_extra, gqa, as_cpu ? "" : "attn_ring = small\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2947,6 +2972,7 @@ int main(void)
     tcase_add_test(ta, test_attn_gqa_shared);
     tcase_add_test(ta, test_attn_long_gqa_35b);
     tcase_add_test(ta, test_attn_long_gqa_9b);
+    tcase_add_test(ta, test_attn_long_ring);
     tcase_add_test(ta, test_attn_long_gqa_f32);
     tcase_add_test(ta, test_attn_long_gqa_fma);
     tcase_add_test(ta, test_kv_too_big);

@@ -22,9 +22,12 @@
 // SPLIT 3 (f16): attn_gqa = shared with attn_mma, split_mma_kernel
 // (cuda_attn_mma.cu) on the emulated tensor cores, checked likewise to
 // 1e-3 of max |out| (its q and p are rounded to f16).
+// SPLIT 4 / 5 (f16): that with attn_ring = true / small, split_ring_kernel
+// (cuda_attn_ring.cu; head_dim 128 and 256, else split_mma_kernel runs),
+// checked as SPLIT 3.
 // Usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...
 //   KV i8|f16|f32, SPLIT 1 = attn split, 2 = split with attn_gqa = shared,
-//   3 = that with attn_mma
+//   3 = that with attn_mma, 4 / 5 = that with attn_ring = true / small
 //   (else simple), NSM multiprocessors
 //   (sizes the split grid: small = many splits), PF 0 = the prefill op runs
 //   append (rope table, K/V) only (long contexts: its attention is not checked).
@@ -137,10 +140,17 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     // cu_attn_prepare
     int32_t ml = 0;
     for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
-    a.split = C.split != 0; a.gqa_shared = C.split >= 2; a.dec_mma = C.split == 3; a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
-    size_t pb = si_cu_attn_part_bytes(&a);
-    std::vector<float> part(pb / 4 + 1, NAN);
-    a.part = pb ? part.data() : nullptr;
+    a.split = C.split != 0; a.gqa_shared = C.split >= 2; a.dec_mma = C.split >= 3;
+    a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
+    a.ring = C.split == 4 ? 1 : C.split == 5 ? 2 : 0; a.smem_blk = 232448; a.smem_sm = 233472;   // an H200's
+    size_t pb = si_cu_attn_part_bytes(&a), pb_all = pb;
+    if (a.gqa_shared) {   // the per_head rerun below plans its own splits (attn_ring plans fewer)
+        a.gqa_shared = false;
+        pb_all = std::max(pb, si_cu_attn_part_bytes(&a));
+        a.gqa_shared = true;
+    }
+    std::vector<float> part(pb_all / 4 + 1, NAN);
+    a.part = pb_all ? part.data() : nullptr;
     if (a.gqa_shared) {
         // split_gqa_kernel's shared memory as cuda_attn_gqa.cu's comment
         // gives it: q [rb][hd] and p [rb][64] f32, then a K and a V tile of
@@ -153,6 +163,10 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         emu_ptx::smem_bytes = (size_t)(rb * hd + rb * 64) * 4 + 2 * (size_t)rows * rowb;
         if (a.dec_mma)   // split_mma_kernel (cuda_attn_mma.cu): q, p f32; q, p f16 of 8 rows; K and V of 64 rows, rows padded by 8 halves
             emu_ptx::smem_bytes = (size_t)(rb * hd + rb * 64) * 4 + (8 * (size_t)(hd + 8) + 8 * 72 + 128 * (size_t)(hd + 8)) * 2;
+        if (a.ring && (hd == 128 || hd == 256)) {   // split_ring_kernel: q f32; q f16 of 8 rows; per warp P [8][24] f16 and NS stages of K, V [16][hd + 8]
+            const size_t w = a.ring == 2 ? 2 : 4, ns = a.ring == 2 ? 2 : 3;
+            emu_ptx::smem_bytes = (size_t)rb * hd * 4 + (8 * (size_t)(hd + 8) + w * 8 * 24 + w * ns * 32 * (size_t)(hd + 8)) * 2;
+        }
     }
     if (attend) {
         int rc = si_cu_attn(&a, nullptr);
@@ -280,7 +294,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         }
     // (SPLIT 3: q and p rounded to f16 for the tensor cores, as the
     // flash-attention prefill: 1e-3 of max |out|, fa_emu.cc's bound)
-    const double tol = C.split == 3 ? 1e-3 : 2e-5;
+    const double tol = C.split >= 3 ? 1e-3 : 2e-5;
     bool ok = nan == 0 && md <= tol * mx && (!C.i8 || mq <= 0.05 * mx);
     if (C.split >= 2) {   // shared (or mma) vs per_head
         double pd = 0;
@@ -294,7 +308,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
             }
         const bool pok = pd <= tol * mx;
         printf("  %s: attn_gqa %s vs per_head: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what,
-               C.split == 3 ? "shared + attn_mma" : "shared", pd, pd / mx, same, all, pok ? "ok" : "FAIL");
+               C.split == 4 ? "shared + attn_ring" : C.split == 5 ? "shared + attn_ring small" : C.split == 3 ? "shared + attn_mma" : "shared", pd, pd / mx, same, all, pok ? "ok" : "FAIL");
         ok = ok && pok;
     }
     const int nsp = pb ? (int)(pb / ((size_t)n * nh * (hd + 2) * 4)) : 1;

@@ -28,7 +28,7 @@ for f in cuda_attn cuda_attn_i8; do g++ $F -c "$out/$f.cc" -o "$out/$f.o"; done
 # the flash-attention core si_cu_attn dispatches to (not taken here: fa = 0)
 # and the attn_gqa = shared split kernel (cp.async: ptx_emu.h)
 sh "$here/run-fa-emu.sh" "$out" objs
-g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/attn_emu"
+g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" "$out/cuda_attn_ring.o" -o "$out/attn_emu"
 rc=0
 cuda=${CUDA_HOME:-/usr/local/cuda}
 gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/include -I$top/backends \
@@ -37,6 +37,7 @@ gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/inclu
 # KV SPLIT HD NH NKV NROT NSM PF | prefill lengths per sequence (one op), then one decoding token each
 # (SPLIT 2: attn_gqa = shared, also compared with the per-head split kernel;
 # SPLIT 3: that with attn_mma, the f16 tensor-core core, f16 caches only;
+# SPLIT 4 / 5: that with attn_ring = true / small (head_dim 64: mma's);
 # GQA ratios 1, 2, 3, 4, 8, 16, head_dim 16..256, f16 and f32 caches, the
 # 1000/700-position decodes beside a short sequence: its later splits empty)
 while read -r c; do
@@ -75,23 +76,42 @@ f16 3 128 4 2 64 8 1 1 65 200
 f16 3 64 4 4 64 64 1 33 129
 f16 3 128 16 1 64 64 1 40 5
 f16 3 256 2 1 64 300 1 7 64 65
+f16 4 256 8 1 64 64 1 100 17 70
+f16 4 256 16 2 64 64 0 1000 15
+f16 4 256 16 4 64 64 0 700 3
+f16 4 128 4 2 64 8 1 1 65 200
+f16 4 128 16 1 64 64 1 40 5
+f16 4 256 2 1 64 300 1 7 64 65
+f16 4 64 4 4 64 64 1 33 129
+f16 5 256 8 1 64 64 1 100 17 70
+f16 5 128 16 4 64 8 0 1000 3
+f16 5 256 16 2 64 2 1 300 31
 CASES
 # attn_gqa = shared with warps drifting apart between block barriers
 # (emu.cc EMU_DRIFT): a cp.async wait or barrier too few shows here
 EMU_DRIFT=7 "$out/attn_emu" f16 2 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=3 "$out/attn_emu" f32 2 128 4 2 64 64 1 90 130 || rc=1
 EMU_DRIFT=5 "$out/attn_emu" f16 3 256 8 1 64 64 1 100 17 70 || rc=1
+EMU_DRIFT=9 "$out/attn_emu" f16 4 256 8 1 64 64 1 100 17 70 || rc=1
+EMU_DRIFT=4 "$out/attn_emu" f16 5 128 16 4 64 8 0 1000 3 || rc=1
 # Planted bugs in split_mma_kernel (attn_mma), each of which the checks
 # above must see (PLANT=no skips them): the online softmax's rescale of
 # one head column, V rows past the context left unzeroed, the P V
-# product's k-step, the scores' second row half
+# product's k-step, the scores' second row half.  Then in
+# split_ring_kernel (attn_ring): the same rescale, the zeroed V rows, the
+# mask of the scores past the context, the ring's wait one group short,
+# the merge's factor of the warps, the per-lane l never summed.
+# aplant SED NAME [FILE [SPLIT]]: FILE's object rebuilt with the edit
 aplant() {
-    sed -e "$1" "$out/cuda_attn_mma.cc" > "$out/bug.cc"
-    if cmp -s "$out/bug.cc" "$out/cuda_attn_mma.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
+    f=${3:-cuda_attn_mma} sp=${4:-3}
+    sed -e "$1" "$out/$f.cc" > "$out/bug.cc"
+    if cmp -s "$out/bug.cc" "$out/$f.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/bug.cc" -o "$out/bug.o"
+    objs=""
+    for o in cuda_attn_mma cuda_attn_ring; do [ $o = "$f" ] || objs="$objs $out/$o.o"; done
     g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" \
-        "$out/cuda_attn_gqa.o" "$out/bug.o" -o "$out/attn_bug"
-    if "$out/attn_bug" f16 3 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
+        "$out/cuda_attn_gqa.o" $objs "$out/bug.o" -o "$out/attn_bug"
+    if "$out/attn_bug" f16 $sp 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
         echo "plant $2: NOT detected"; rc=1
     else
         echo "plant $2: detected ($(grep -c FAIL "$out/bug.log") FAIL lines)"
@@ -102,5 +122,11 @@ if [ "$PLANT" != no ]; then
     aplant 's/vt\[(i \/ hd) \* rs + i % hd\] = __float2half_rn(0.0f);/;/' mma-vzero
     aplant 's/ldsm_x4_t(af, vb + kk \* 16 \* rs \* 2);/ldsm_x4_t(af, vb);/' mma-vstep
     aplant 's/pp = 16 \* warp + gr + (j >> 1) \* 8;/pp = 16 * warp + gr;/' mma-srow
+    aplant 's/acc\[i\]\[3\] \*= f1;/;/' ring-rescale cuda_attn_ring 4
+    aplant 's/if (cnt < RG_G)   \/\/ V rows/if (false)   \/\/ V rows/' ring-vzero cuda_attn_ring 4
+    aplant 's/s2 = gr + 8 < cnt ? sc\[2\] \* scale/s2 = gr < cnt ? sc[2] * scale/' ring-mask cuda_attn_ring 4
+    aplant 's/cp_async_wait_group<NS - 1>();/cp_async_wait_group<NS>();/' ring-wait cuda_attn_ring 4
+    aplant 's/o = fmaf(fw_s\[w\]\[r\], /o = fmaf(1.0f, /' ring-merge cuda_attn_ring 4
+    aplant 's/l0 += __shfl_xor_sync(0xffffffffu, l0, o);/;/' ring-lsum cuda_attn_ring 5
 fi
 exit $rc

@@ -15,10 +15,10 @@
 # overlapping the tile before's P V: v3's bits expected).  Then planted
 # bugs in v2, v3 and the overlap that a case must catch.
 # quick: the cases of emu.test; objs: only compile cuda_attn_fa.cu,
-# cuda_attn_fa3.cu and cuda_attn_gqa.cu (the attn_gqa = shared split
-# kernel: cp.async too) as host C++ into builddir/cuda_attn_fa.o,
-# cuda_attn_fa3.o, cuda_attn_gqa.o (run-attn-emu.sh links them:
-# si_cu_attn's dispatch calls them).  Usage:
+# cuda_attn_fa3.cu, cuda_attn_gqa.cu, cuda_attn_mma.cu and
+# cuda_attn_ring.cu (the split decode cores: cp.async too) as host C++
+# into builddir/<name>.o (run-attn-emu.sh links them: si_cu_attn's
+# dispatch calls them).  Usage:
 # run-fa-emu.sh [builddir] [quick|objs]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +26,7 @@ top=$(cd "$here/../../.." && pwd)
 src=$top/backends/cuda_sm120
 F="-std=c++17 -O2 -fno-strict-aliasing -I$here -I$src -I$top/core/include -Wno-unused-function"
 launch='s/\([A-Za-z_][A-Za-z_0-9]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>(\(.*\));/emu_launch_s(\3, [\&] { \1(\4); });/'
-# cuda_attn_fa.cu, cuda_attn_gqa.cu and cuda_attn_mma.cu ($2): cuda_ptx.cuh (and
+# cuda_attn_fa.cu, cuda_attn_gqa.cu, cuda_attn_mma.cu and cuda_attn_ring.cu ($2): cuda_ptx.cuh (and
 # any PTX wrappers of their own) cut
 # (ptx_emu.h stands in), the device queries and the shared-memory opt-in
 # answered as an sm_90 would
@@ -60,6 +60,7 @@ if [ "$2" = objs ]; then
     fa_obj "$1" cuda_attn_fa3
     fa_obj "$1" cuda_attn_gqa
     fa_obj "$1" cuda_attn_mma
+    fa_obj "$1" cuda_attn_ring
     exit 0
 fi
 out=${1:-${TMPDIR:-/tmp}}/fa-emu.$$
@@ -69,7 +70,7 @@ mkdir -p "$out"
 for f in cuda_attn cuda_attn_i8; do
     sed -e 's/extern __shared__ float sm\[\];/float *sm = emu::dyn_smem();/' -e "$launch" "$src/$f.cu" > "$out/$f.cc"
 done
-{ fa_obj "$out" && fa_obj "$out" cuda_attn_gqa && fa_obj "$out" cuda_attn_mma; } &
+{ fa_obj "$out" && fa_obj "$out" cuda_attn_gqa && fa_obj "$out" cuda_attn_mma && fa_obj "$out" cuda_attn_ring; } &
 fa_pid2=$!
 fa_obj "$out" cuda_attn_fa3 &
 fa_pid=$!
@@ -81,7 +82,7 @@ for f in cuda_attn cuda_attn_i8; do
 done
 wait $fa_pid
 wait $fa_pid2
-g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/fa_emu"
+g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" "$out/cuda_attn_ring.o" -o "$out/fa_emu"
 rc=0
 # HD NH NKV NROT NSM ORDER PRIOR:NEW...   (quick set first; EMU_DRIFT lets
 # warps drift apart between block barriers).  Cases of <= 64 tokens run v1
@@ -157,7 +158,7 @@ plant() {
     o1=$out/cuda_attn_fa.o o3=$out/cuda_attn_fa3.o
     [ "$file" = cuda_attn_fa3.cu ] || { fa_obj "$out/bug" cuda_attn_fa "$out/bug"; o1=$out/bug/cuda_attn_fa.o; }
     [ "$file" = cuda_attn_fa.cu ] || { fa_obj "$out/bug" cuda_attn_fa3 "$out/bug"; o3=$out/bug/cuda_attn_fa3.o; }
-    g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$o1" "$o3" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" -o "$out/bug/fa_emu"
+    g++ $F "$here/fa_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$o1" "$o3" "$out/cuda_attn_gqa.o" "$out/cuda_attn_mma.o" "$out/cuda_attn_ring.o" -o "$out/bug/fa_emu"
     for c in "$@"; do
         if ! env $penv "$out/bug/fa_emu" $c > "$out/bug/log" 2>&1; then
             echo "plant $name: detected ($c:$(grep -m1 'FAIL\|emu:' "$out/bug/log" | rev | cut -c1-72 | rev))"
