@@ -425,10 +425,12 @@ typedef struct split_plan {
     int32_t chunk;     /* positions per chunk, a multiple of SPLIT_TILE      */
 } split_plan;
 
-// Whether knob attn_ring's kernel is the split core (cuda_attn_ring.cu).
+// Whether knob attn_ring's kernel is the split core (cuda_attn_ring.cu):
+// over the paged int8 cache, or the f16 dense one with attn_gqa = shared
+// and attn_mma (the core it replaces).
 static bool ring_runs(const cu_attn *a, int rb)
 {
-    return !a->i8 && a->gqa_shared && a->dec_mma && cu_split_ring_ok(a, rb);
+    return (a->i8 || (a->gqa_shared && a->dec_mma)) && cu_split_ring_ok(a, rb);
 }
 
 // Whether the split path runs this op, and its shape: enough splits that
@@ -555,11 +557,11 @@ extern "C" int si_cu_attn(const cu_attn *a, void *stream)
     if (!split) {
         attend_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_att, s>>>(*a);
     } else {
-        if (a->i8)
+        if (ring_runs(a, pl.rb))
+            cu_launch_split_ring(a, pl.rb, pl.chunk, pl.n_split, s);
+        else if (a->i8)
             cu_launch_split_i8(a, pl.rb, pl.chunk, pl.n_split,
                                ((size_t)pl.rb * a->head_dim + (size_t)pl.rb * SPLIT_TILE) * sizeof(float), s);
-        else if (ring_runs(a, pl.rb))
-            cu_launch_split_ring(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->gqa_shared && a->dec_mma && cu_split_mma_ok(a, pl.rb))
             cu_launch_split_mma(a, pl.rb, pl.chunk, pl.n_split, s);
         else if (a->gqa_shared)

@@ -1,9 +1,10 @@
-// backends/cuda_sm120/cuda_attn_ring.cu — knob attn_ring (with attn_mma,
-// the f16 dense cache, head_dim 128 or 256): split-K decode attention on
-// the f16 tensor cores where each warp streams its own positions through
-// its own cp.async ring, with no block barrier until the end.  Same grid
-// shape, partials and combine_kernel as split_mma_kernel
-// (cuda_attn_mma.cu); the plan gives it one split per resident block
+// backends/cuda_sm120/cuda_attn_ring.cu — knob attn_ring (head_dim 128 or
+// 256; the f16 dense cache with attn_mma, or the paged int8 cache):
+// split-K decode attention on the f16 tensor cores where each warp
+// streams its own positions through its own cp.async ring, with no block
+// barrier until the end.  Same grid shape, partials and combine_kernel as
+// split_mma_kernel (cuda_attn_mma.cu) and split_i8_kernel
+// (cuda_attn_i8.cu); the plan gives it one split per resident block
 // (cu_split_ring_bps).
 // Why: split_mma_kernel moves one 64-position K tile and one V tile per
 // block, and its four warps meet at five block barriers a tile (scores,
@@ -27,10 +28,12 @@
 // q and p are rounded to f16 for the products, f32 sums, as
 // split_mma_kernel: exact attention over every position.
 // Shared memory a block: q f32 [RB][hd], q f16 [8][hd + 8], P [W][8][24]
-// f16, the rings [W][NS][K, V][16][hd + 8] f16.  Two shapes (knob
-// attn_ring = true | small): W = 4, NS = 3 (212 KB at head_dim 256 and 8
-// heads: an H200's 227 KB, one block an SM, 8 groups = 135 KB in flight);
-// W = 2, NS = 2 (79 KB: fits sm_120's 99 KB).
+// f16, the rings [W][NS][K, V][16][hd + 8] f16 (int8: [16][hd + 16] int8
+// and 16 scales each, plus a warp's f16 V tile).  Two shapes (knob
+// attn_ring = true | small): W = 4, NS = 3 (f16: 212 KB at head_dim 256
+// and 8 heads, an H200's 227 KB, one block an SM, 8 groups = 135 KB in
+// flight) or NS = 4 (int8: 185 KB, 12 groups = 104 KB in flight); W = 2,
+// NS = 2 (79 / 64 KB: fits sm_120's 99 KB).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -40,24 +43,62 @@
 
 #include "cuda_attn_mma.cuh"
 
-#define RG_G   16             /* positions a group: one m16 tile of S^T */
+#define RG_G   16             /* positions a group: one m16 tile of S^T; one page of the int8 cache */
 #define RG_PRS (RG_G + 8)     /* halves a row of a warp's P (conflict-free B loads) */
+#define RG_PAD8 16            /* bytes of padding a staged int8 row (ldmatrix conflict-free) */
+
+// Four int8 in w as two f16x2 (lo: bytes 0, 1; hi: 2, 3), exactly: the
+// byte b + 128 under the exponent of 1024 is the f16 1024 + b + 128, and
+// 1152 subtracted leaves b (integers below 2048 are exact in f16).
+__device__ __forceinline__ void rg_i8x4_h2(uint32_t w, uint32_t &lo, uint32_t &hi)
+{
+    const uint32_t x = w ^ 0x80808080u;
+    const uint32_t l = __byte_perm(x, 0x64646464u, 0x4140), h = __byte_perm(x, 0x64646464u, 0x4342);
+    const __half2 k = __halves2half2(__ushort_as_half(0x6480), __ushort_as_half(0x6480));
+    const __half2 rl = __hsub2(*reinterpret_cast<const __half2 *>(&l), k);
+    const __half2 rh = __hsub2(*reinterpret_cast<const __half2 *>(&h), k);
+    lo = *reinterpret_cast<const uint32_t *>(&rl);
+    hi = *reinterpret_cast<const uint32_t *>(&rh);
+}
+
+// Bytes of one warp's stage: K and V rows of a group, f16 [16][hd + 8]
+// each, or (I8) int8 [16][hd + 16] each then the 16 K and 16 V scales.
+__host__ __device__ constexpr int rg_stage_bytes(int hd, bool i8)
+{
+    return i8 ? 2 * RG_G * (hd + RG_PAD8) + 2 * RG_G * 4 : 2 * RG_G * (hd + DM_PAD) * 2;
+}
 
 // Block (token t, heads h0..h0+RB of kv head g, split s), as split_mma_kernel.
-template <int RB, int KS, int W, int NS>
+// I8: the paged int8 cache (kv_type = i8): a group of 16 positions is one
+// page (splits start at multiples of 64), so a group is two contiguous
+// runs of 16 * hd bytes (K, V) and 16 scales each.  K's int8 rows are
+// read by ldmatrix as they are and converted to f16 in registers: the
+// fragment then holds bytes 4qd..4qd+3 of a row where the f16 layout has
+// elements 2qd, 2qd+1, 2qd+8, 2qd+9, so Q^T's fragments take q's
+// elements in that same order (a permutation of k within each 16-wide
+// step: the same dot product).  The K scale multiplies the scores; the V
+// scale is folded into p (l takes p unscaled), as split_i8_kernel.  V's
+// rows are converted into the warp's f16 tile (rows past the context 0),
+// then the P V product is the f16 one.
+template <int RB, int KS, int W, int NS, bool I8>
 __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t chunk, int n_split)
 {
     cu_pdl_enter();
     extern __shared__ float sm[];
     __shared__ float m_s[RB], l_s[RB], fw_s[W][RB];
-    constexpr int hd = KS * 16, rs = hd + DM_PAD, ring = NS * 2 * RG_G * rs;   // halves a warp's ring
+    constexpr int hd = KS * 16, rs = hd + DM_PAD, rs8 = hd + RG_PAD8, sb = rg_stage_bytes(hd, I8);
+    constexpr int wb = NS * sb + (I8 ? RG_G * rs * 2 : 0);   // bytes a warp: its ring (+ I8: V's f16 tile)
     dm_blk d;
-    if (!dm_where<RB>(a, chunk, hd, d))
+    if (I8) {   // (the dense addressing is unused: rows come from the page table)
+        if (!split_where<RB>(a, chunk, d.b))
+            return;
+    } else if (!dm_where<RB>(a, chunk, hd, d)) {
         return;
+    }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, qd = lane & 3;
     float *qs = sm;
     __half *qh = (__half *)(qs + RB * hd), *ph = qh + 8 * rs + warp * 8 * RG_PRS;
-    __half *rg = qh + 8 * rs + W * 8 * RG_PRS, *my = rg + warp * ring;
+    char *rg = (char *)(qh + 8 * rs + W * 8 * RG_PRS), *my = rg + warp * wb;
     const int64_t c0 = d.b.c0, c1 = d.b.c1;
     // this warp's groups: warp, warp + W, .. of the split's ng
     const int ng = (int)((c1 - c0 + RG_G - 1) / RG_G), nk = ng > warp ? (ng - warp + W - 1) / W : 0;
@@ -65,9 +106,23 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
         if (k < nk) {
             const int64_t p0 = c0 + (int64_t)RG_G * (warp + W * k);
             const int cnt = c1 - p0 < RG_G ? (int)(c1 - p0) : RG_G;
-            __half *kt = my + (k % NS) * 2 * RG_G * rs;
-            dm_issue(kt, rs, d.kg, d.stepb, p0, cnt, hd, lane, 32);
-            dm_issue(kt + RG_G * rs, rs, d.vg, d.stepb, p0, cnt, hd, lane, 32);
+            char *st = my + (k % NS) * sb;
+            if (I8) {
+                const uint64_t row = kv_page_row(a, a.seq[d.b.t], p0, d.b.g);   // the page's slot 0
+                const char *kp = (const char *)a.kc + row * hd, *vp = (const char *)a.vc + row * hd;
+                constexpr int cpr = hd / 16;   // 16-byte copies a row
+                for (int i = lane; i < cnt * cpr; i += 32) {
+                    const int r = i / cpr, c = i % cpr;
+                    cp_async16(st + r * rs8 + c * 16, kp + r * hd + c * 16);
+                    cp_async16(st + RG_G * rs8 + r * rs8 + c * 16, vp + r * hd + c * 16);
+                }
+                if (lane < 8)   // the 16 scales of each (past cnt: never used unmasked)
+                    cp_async16(st + 2 * RG_G * rs8 + lane * 16, (const char *)(lane < 4 ? a.ks : a.vs) + row * 4 +
+                                                                 (lane & 3) * 16);
+            } else {
+                dm_issue((__half *)st, rs, d.kg, d.stepb, p0, cnt, hd, lane, 32);
+                dm_issue((__half *)st + RG_G * rs, rs, d.vg, d.stepb, p0, cnt, hd, lane, 32);
+            }
         }
         cp_async_commit();
     };
@@ -76,6 +131,12 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
         issue(k);
     uint32_t qf[KS][2];
     const float *qg = dm_q_frags<RB, KS, W * 32>(a, d.b.t, d.b.h0, qs, qh, qf);
+    if (I8)   // q's elements in the order of K's int8 fragments (above)
+#pragma unroll
+        for (int k = 0; k < KS; k++) {
+            qf[k][0] = *(const uint32_t *)(qh + gr * rs + 16 * k + 4 * qd);
+            qf[k][1] = *(const uint32_t *)(qh + gr * rs + 16 * k + 4 * qd + 2);
+        }
     float acc[KS][4];
 #pragma unroll
     for (int i = 0; i < KS; i++)
@@ -90,21 +151,46 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
         issue(k + NS - 1);   // into the stage consumed at k - 1
         cp_async_wait_group<NS - 1>();
         __syncwarp();        // every lane's copies of group k landed
-        __half *kt = my + (k % NS) * 2 * RG_G * rs, *vt = kt + RG_G * rs;
+        char *st = my + (k % NS) * sb;
         const int64_t p0 = c0 + (int64_t)RG_G * (warp + W * k);
         const int cnt = c1 - p0 < RG_G ? (int)(c1 - p0) : RG_G;
         float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-        const uint32_t kb = smem_u32(kt + ((lm & 1) * 8 + lr) * rs + (lm >> 1) * 8);
+        if (I8) {
+            // matrices: rows 0-7 / 8-15 (lm & 1) x bytes 0-15 / 16-31 (lm >> 1) of each 32
+            const uint32_t kb = smem_u32(st + ((lm & 1) * 8 + lr) * rs8 + (lm >> 1) * 16);
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++) {
-            uint32_t af[4];
-            ldsm_x4(af, kb + 32 * kk);
-            mma_f16(sc, af, qf[kk][0], qf[kk][1]);
+            for (int kk = 0; kk < KS / 2; kk++) {
+                uint32_t r[4], af[4];
+                ldsm_x4(r, kb + 32 * kk);
+                rg_i8x4_h2(r[0], af[0], af[2]);
+                rg_i8x4_h2(r[1], af[1], af[3]);
+                mma_f16(sc, af, qf[2 * kk][0], qf[2 * kk][1]);
+                rg_i8x4_h2(r[2], af[0], af[2]);
+                rg_i8x4_h2(r[3], af[1], af[3]);
+                mma_f16(sc, af, qf[2 * kk + 1][0], qf[2 * kk + 1][1]);
+            }
+            const float *ksc = (const float *)(st + 2 * RG_G * rs8);
+            const float k0 = gr < cnt ? ksc[gr] * scale : 0.0f, k8 = gr + 8 < cnt ? ksc[gr + 8] * scale : 0.0f;
+            sc[0] *= k0;
+            sc[1] *= k0;
+            sc[2] *= k8;
+            sc[3] *= k8;
+        } else {
+            const uint32_t kb = smem_u32((__half *)st + ((lm & 1) * 8 + lr) * rs + (lm >> 1) * 8);
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t af[4];
+                ldsm_x4(af, kb + 32 * kk);
+                mma_f16(sc, af, qf[kk][0], qf[kk][1]);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                sc[j] *= scale;
         }
         // sc: positions gr (0, 1) and gr + 8 (2, 3), heads 2qd (0, 2) and
         // 2qd + 1 (1, 3); rows past the context (stale or unwritten) masked
-        const float s0 = gr < cnt ? sc[0] * scale : -INFINITY, s1 = gr < cnt ? sc[1] * scale : -INFINITY;
-        const float s2 = gr + 8 < cnt ? sc[2] * scale : -INFINITY, s3 = gr + 8 < cnt ? sc[3] * scale : -INFINITY;
+        const float s0 = gr < cnt ? sc[0] : -INFINITY, s1 = gr < cnt ? sc[1] : -INFINITY;
+        const float s2 = gr + 8 < cnt ? sc[2] : -INFINITY, s3 = gr + 8 < cnt ? sc[3] : -INFINITY;
         float x0 = fmaxf(s0, s2), x1 = fmaxf(s1, s3);
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) {
@@ -119,14 +205,41 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
         l1 = l1 * f1 + (e1 + e3);
         m0 = n0;
         m1 = n1;
-        // P [head][position] in f16 through the warp's rows
-        ph[(2 * qd) * RG_PRS + gr] = __float2half_rn(e0);
-        ph[(2 * qd + 1) * RG_PRS + gr] = __float2half_rn(e1);
-        ph[(2 * qd) * RG_PRS + gr + 8] = __float2half_rn(e2);
-        ph[(2 * qd + 1) * RG_PRS + gr + 8] = __float2half_rn(e3);
-        if (cnt < RG_G)   // V rows past the context: 0 (p is 0 there, but 0 * NaN is NaN)
-            for (int i = cnt * (hd / 8) + lane; i < RG_G * (hd / 8); i += 32)
-                *(uint4 *)(vt + (i / (hd / 8)) * rs + (i % (hd / 8)) * 8) = make_uint4(0u, 0u, 0u, 0u);
+        // P [head][position] in f16 through the warp's rows (I8: times the
+        // V rows' scales; 0 past the context, whatever the scale holds)
+        float v0 = 1.0f, v8 = 1.0f;
+        if (I8) {
+            const float *vsc = (const float *)(st + 2 * RG_G * rs8) + RG_G;
+            v0 = gr < cnt ? vsc[gr] : 0.0f;
+            v8 = gr + 8 < cnt ? vsc[gr + 8] : 0.0f;
+        }
+        ph[(2 * qd) * RG_PRS + gr] = __float2half_rn(e0 * v0);
+        ph[(2 * qd + 1) * RG_PRS + gr] = __float2half_rn(e1 * v0);
+        ph[(2 * qd) * RG_PRS + gr + 8] = __float2half_rn(e2 * v8);
+        ph[(2 * qd + 1) * RG_PRS + gr + 8] = __float2half_rn(e3 * v8);
+        __half *vt;
+        if (I8) {   // V's int8 rows into the warp's f16 tile, 16 bytes a lane at a time
+            vt = (__half *)(my + NS * sb);
+            const char *v8p = st + RG_G * rs8;
+            for (int i = lane; i < RG_G * (hd / 16); i += 32) {
+                const int r = i / (hd / 16), c = i % (hd / 16);
+                uint4 o0 = make_uint4(0u, 0u, 0u, 0u), o1 = o0;
+                if (r < cnt) {
+                    const uint4 w = *(const uint4 *)(v8p + r * rs8 + c * 16);
+                    rg_i8x4_h2(w.x, o0.x, o0.y);
+                    rg_i8x4_h2(w.y, o0.z, o0.w);
+                    rg_i8x4_h2(w.z, o1.x, o1.y);
+                    rg_i8x4_h2(w.w, o1.z, o1.w);
+                }
+                *(uint4 *)(vt + r * rs + c * 16) = o0;
+                *(uint4 *)(vt + r * rs + c * 16 + 8) = o1;
+            }
+        } else {
+            vt = (__half *)st + RG_G * rs;
+            if (cnt < RG_G)   // V rows past the context: 0 (p is 0 there, but 0 * NaN is NaN)
+                for (int i = cnt * (hd / 8) + lane; i < RG_G * (hd / 8); i += 32)
+                    *(uint4 *)(vt + (i / (hd / 8)) * rs + (i % (hd / 8)) * 8) = make_uint4(0u, 0u, 0u, 0u);
+        }
         __syncwarp();
         const uint32_t b0 = *(const uint32_t *)(ph + gr * RG_PRS + 2 * qd);
         const uint32_t b1 = *(const uint32_t *)(ph + gr * RG_PRS + 8 + 2 * qd);
@@ -143,7 +256,7 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
             ldsm_x4_t(af, vb + 32 * i);
             mma_f16(acc[i], af, b0, b1);
         }
-        __syncwarp();   // stage k % NS and ph are rewritten next
+        __syncwarp();   // stage k % NS, ph (and V's f16 tile) are rewritten next
     }
     // merge the warps: O, then (m, l), of each into the ring space
     cp_async_wait_group<0>();
@@ -157,9 +270,9 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
     for (int i = 0; i < KS; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int hh = 2 * qd + (j & 1), d = 16 * i + gr + (j >> 1) * 8;
+            const int hh = 2 * qd + (j & 1), dd = 16 * i + gr + (j >> 1) * 8;
             if (hh < RB)
-                ow[(warp * RB + hh) * hd + d] = acc[i][j];
+                ow[(warp * RB + hh) * hd + dd] = acc[i][j];
         }
     if (gr == 0) {
         if (2 * qd < RB) {
@@ -198,29 +311,35 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
     split_store<RB>(a, qs, hd, m_s, l_s, qg, d.b.t, d.b.h0, n_split, d.b.s);
 }
 
-// Dynamic shared memory of a block (the merge's [W][RB][hd + 2] f32 fits
-// in the rings: NS * 2 * 16 * (hd + 8) halves a warp >= 2 * RB * hd floats).
-static size_t rg_smem(int rb, int hd, int w, int ns)
+// Dynamic shared memory of a block: q f32, q f16 [8][hd + 8], the warps'
+// P [8][24] f16, their rings (+ I8: V's f16 tile).  The merge's
+// [W][RB][hd + 2] f32 fits in the rings (a stage holds >= 16 x hd x 2
+// bytes a warp, RB (hd + 2) x 4 <= 8 (hd + 2) x 4 of it).
+static size_t rg_smem(int rb, int hd, int w, int ns, bool i8)
 {
     const size_t rs = (size_t)hd + DM_PAD;
-    return (size_t)rb * hd * sizeof(float) +
-           (8 * rs + (size_t)w * 8 * RG_PRS + (size_t)w * ns * 2 * RG_G * rs) * sizeof(__half);
+    const size_t wb = (size_t)ns * rg_stage_bytes(hd, i8) + (i8 ? RG_G * rs * 2 : 0);
+    return (size_t)rb * hd * sizeof(float) + (8 * rs + (size_t)w * 8 * RG_PRS) * sizeof(__half) + (size_t)w * wb;
 }
 
 // ---- launchers
 
-// shape 1 (attn_ring = true): 4 warps, 3 stages; 2 (small): 2 warps, 2 stages
-static void rg_shape(int shape, int *w, int *ns)
+// shape 1 (attn_ring = true): 4 warps, 3 stages (f16) or 4 (int8: half
+// the bytes a stage); 2 (small): 2 warps, 2 stages
+#define RG_SHAPES(X) X(4, 3, false) X(4, 4, true) X(2, 2, false) X(2, 2, true)
+static void rg_shape(int shape, bool i8, int *w, int *ns)
 {
     *w = shape == 2 ? 2 : 4;
-    *ns = shape == 2 ? 2 : 3;
+    *ns = shape == 2 ? 2 : i8 ? 4 : 3;
 }
 
 bool cu_split_ring_ok(const cu_attn *a, int rb)
 {
     const int hd = a->head_dim;
-    return a->ring > 0 && a->f16 && !a->i8 && (rb == 1 || rb == 2 || rb == 4 || rb == 8) && (hd == 128 || hd == 256) &&
-           (a->n_head / a->n_head_kv) % rb == 0 && ((uintptr_t)a->kc | (uintptr_t)a->vc) % 16 == 0 &&
+    return a->ring > 0 && (a->f16 || a->i8) && (rb == 1 || rb == 2 || rb == 4 || rb == 8) &&
+           (hd == 128 || hd == 256) && (a->n_head / a->n_head_kv) % rb == 0 &&
+           ((uintptr_t)a->kc | (uintptr_t)a->vc) % 16 == 0 &&
+           (!a->i8 || (a->pages != NULL && ((uintptr_t)a->ks | (uintptr_t)a->vs) % 16 == 0)) &&
            cu_split_ring_bps(a, rb) > 0;
 }
 
@@ -229,49 +348,59 @@ bool cu_split_ring_ok(const cu_attn *a, int rb)
 int cu_split_ring_bps(const cu_attn *a, int rb)
 {
     int w, ns;
-    rg_shape(a->ring, &w, &ns);
-    const size_t need = rg_smem(rb, a->head_dim, w, ns);
+    rg_shape(a->ring, a->i8, &w, &ns);
+    const size_t need = rg_smem(rb, a->head_dim, w, ns, a->i8);
     if (need > (size_t)a->smem_blk)
         return 0;
     return (int)((size_t)a->smem_sm / (need + 1024));
 }
 
-template <int RB, int KS, int W, int NS>
+template <int RB, int KS, int W, int NS, bool I8>
 static cudaError_t rg_go(const cu_attn *a, int32_t chunk, int n_split, cudaStream_t s)
 {
     const dim3 grid((unsigned)a->n, (unsigned)(a->n_head / RB), (unsigned)n_split);
-    return cu_launch(split_ring_kernel<RB, KS, W, NS>, grid, dim3(W * 32), rg_smem(RB, KS * 16, W, NS), s, *a, chunk,
-                     n_split);
+    return cu_launch(split_ring_kernel<RB, KS, W, NS, I8>, grid, dim3(W * 32), rg_smem(RB, KS * 16, W, NS, I8), s,
+                     *a, chunk, n_split);
 }
 
-template <int KS, int W, int NS> static cudaError_t rg_rb(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s)
+template <int KS, int W, int NS, bool I8>
+static cudaError_t rg_rb(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s)
 {
     switch (rb) {
-    case 8: return rg_go<8, KS, W, NS>(a, chunk, n_split, s);
-    case 4: return rg_go<4, KS, W, NS>(a, chunk, n_split, s);
-    case 2: return rg_go<2, KS, W, NS>(a, chunk, n_split, s);
-    default: return rg_go<1, KS, W, NS>(a, chunk, n_split, s);
+    case 8: return rg_go<8, KS, W, NS, I8>(a, chunk, n_split, s);
+    case 4: return rg_go<4, KS, W, NS, I8>(a, chunk, n_split, s);
+    case 2: return rg_go<2, KS, W, NS, I8>(a, chunk, n_split, s);
+    default: return rg_go<1, KS, W, NS, I8>(a, chunk, n_split, s);
     }
 }
 
 cudaError_t cu_launch_split_ring(const cu_attn *a, int rb, int32_t chunk, int n_split, cudaStream_t s)
 {
-    if (a->ring == 2)
-        return a->head_dim == 256 ? rg_rb<16, 2, 2>(a, rb, chunk, n_split, s) : rg_rb<8, 2, 2>(a, rb, chunk, n_split, s);
-    return a->head_dim == 256 ? rg_rb<16, 4, 3>(a, rb, chunk, n_split, s) : rg_rb<8, 4, 3>(a, rb, chunk, n_split, s);
+    const bool big = a->head_dim == 256;
+#define RG_PICK(W_, NS_, I8_)                                                                      \
+    if (a->i8 == I8_) {                                                                            \
+        int w, ns;                                                                                 \
+        rg_shape(a->ring, a->i8, &w, &ns);                                                         \
+        if (w == W_ && ns == NS_)                                                                  \
+            return big ? rg_rb<16, W_, NS_, I8_>(a, rb, chunk, n_split, s)                         \
+                       : rg_rb<8, W_, NS_, I8_>(a, rb, chunk, n_split, s);                         \
+    }
+    RG_SHAPES(RG_PICK)
+#undef RG_PICK
+    return cudaErrorInvalidValue;
 }
 
 // The opt-in shared memory of every instantiation that fits the device's
 // per-block limit `blk` (the others are never launched: cu_split_ring_bps
 // is 0 for them), set at open: not during a capture.
-template <int KS, int W, int NS> static cudaError_t rg_attr(int blk)
+template <int KS, int W, int NS, bool I8> static cudaError_t rg_attr(int blk)
 {
     const int rbs[4] = { 1, 2, 4, 8 };
-    void (*k[4])(cu_attn, int32_t, int) = { split_ring_kernel<1, KS, W, NS>, split_ring_kernel<2, KS, W, NS>,
-                                            split_ring_kernel<4, KS, W, NS>, split_ring_kernel<8, KS, W, NS> };
+    void (*k[4])(cu_attn, int32_t, int) = { split_ring_kernel<1, KS, W, NS, I8>, split_ring_kernel<2, KS, W, NS, I8>,
+                                            split_ring_kernel<4, KS, W, NS, I8>, split_ring_kernel<8, KS, W, NS, I8> };
     cudaError_t e = cudaSuccess;
     for (int i = 0; i < 4 && e == cudaSuccess; i++) {
-        const size_t need = rg_smem(rbs[i], KS * 16, W, NS);
+        const size_t need = rg_smem(rbs[i], KS * 16, W, NS, I8);
         if (need <= (size_t)blk)
             e = cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need);
     }
@@ -280,12 +409,13 @@ template <int KS, int W, int NS> static cudaError_t rg_attr(int blk)
 
 extern "C" int si_cu_attn_ring_init(int blk)
 {
-    cudaError_t e = rg_attr<16, 4, 3>(blk);
-    if (e == cudaSuccess)
-        e = rg_attr<8, 4, 3>(blk);
-    if (e == cudaSuccess)
-        e = rg_attr<16, 2, 2>(blk);
-    if (e == cudaSuccess)
-        e = rg_attr<8, 2, 2>(blk);
+    cudaError_t e = cudaSuccess;
+#define RG_ATTR(W_, NS_, I8_)               \
+    if (e == cudaSuccess)                   \
+        e = rg_attr<16, W_, NS_, I8_>(blk); \
+    if (e == cudaSuccess)                   \
+        e = rg_attr<8, W_, NS_, I8_>(blk);
+    RG_SHAPES(RG_ATTR)
+#undef RG_ATTR
     return (int)e;
 }

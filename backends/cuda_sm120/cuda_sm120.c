@@ -112,18 +112,23 @@
  *                         ~25 us of dependent instructions per tile (35b
  *                         decode, H200).  Same plan, partials, combine;
  *                         false: split_gqa_kernel (A/B).
- *   attn_ring = false | true | small  (with attn_mma, head_dim 128 or
- *                         256) that core with each warp streaming its own
- *                         16-position groups of K and V through a cp.async
- *                         ring, no block barrier until the warps' merge
- *                         (cuda_attn_ring.cu): true is 4 warps x 3 stages
- *                         (212 KB at head_dim 256: one block an SM on an
- *                         H200), small 2 x 2 (79 KB: fits sm_120's 99 KB);
- *                         a shape that does not fit the device's shared
- *                         memory runs split_mma_kernel.  The split plan
- *                         then makes one split per resident block
- *                         (attn_split_blocks does not apply).  Same f16
- *                         rounding of q and p, f32 sums, same partials.
+ *   attn_ring = false | true | small  (head_dim 128 or 256) decode's
+ *                         split core over the f16 cache (with attn_mma, in
+ *                         its place) and over the paged int8 cache (in
+ *                         split_i8_kernel's place) on the f16 tensor
+ *                         cores, each warp streaming its own 16-position
+ *                         groups (a page of the int8 cache) of K and V
+ *                         through a cp.async ring, no block barrier until
+ *                         the warps' merge (cuda_attn_ring.cu): true is 4
+ *                         warps x 3 stages (f16: 212 KB at head_dim 256,
+ *                         one block an SM on an H200) or x 4 (int8: 185
+ *                         KB), small 2 x 2 (f16 79 KB, int8 64 KB: fits
+ *                         sm_120's 99 KB); a shape that does not fit the
+ *                         device's shared memory runs the other core.  The
+ *                         split plan then makes one split per resident
+ *                         block (attn_split_blocks does not apply).  q and
+ *                         p rounded to f16 (int8 K and V convert exactly),
+ *                         f32 sums, the same partials.
  *                         Default false until measured on hardware: it is
  *                         checked on the emulator and by check_cuda_ops
  *                         attn_long_ring, not yet timed.
@@ -898,7 +903,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->attn_fa3_ov = attn_fa3_ov;
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
-    b->attn_ring = attn_mma ? ring_i : 0;
+    b->attn_ring = ring_i;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
     b->gdn_tc = gdn_tc;
@@ -933,14 +938,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_mma: %s; using the attn_gqa core", cudaGetErrorString(e));
         cudaGetLastError();
         b->attn_mma = false;
-        b->attn_ring = 0;
     }
     if (b->attn_ring > 0 &&
         ((e = cudaDeviceGetAttribute(&b->smem_blk, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) != cudaSuccess ||
          (e = cudaDeviceGetAttribute(&b->smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) != cudaSuccess ||
          (e = (cudaError_t)si_cu_attn_ring_init(b->smem_blk)) != cudaSuccess)) {
-        /* (split_mma_kernel then runs: the same results within f16 rounding) */
-        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_ring: %s; using the attn_mma core", cudaGetErrorString(e));
+        /* (split_mma_kernel / split_i8_kernel then run: the same results within f16 rounding) */
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "attn_ring: %s; using the other split cores", cudaGetErrorString(e));
         cudaGetLastError();
         b->attn_ring = 0;
     }

@@ -1206,15 +1206,16 @@ END_TEST
  * then seq 1 is reset, its two pages go to seq 2 (the free list is a
  * stack) and seq 1 starts over in fresh pages.  cpu: f32 cache (exact);
  * cuda: int8 K/V, I8_TOL/I8_RMS.  9B-like grouping: 4 query heads per kv
- * head, head_dim 128. */
-START_TEST(test_attn_i8_pages)
+ * head, head_dim 128.  cu_sec: the backend section (test_attn_i8_ring
+ * runs the same steps with attn_ring). */
+static void attn_i8_pages(const char *cu_sec)
 {
     attn_env a;
     int32_t pos[512], seq[512];
     const uint32_t rng_saved = rng_state;
     rng_state = 4242u;
-    printf(" ATTN i8, 3 sequences through page boundaries (reset and reuse at the end):\n");
-    attn_open_seqs(&a, "backend.cpu", "backend.cuda_i8", 0.0f, 8, 2, 128, 1024, 3);
+    printf(" ATTN i8 (%s), 3 sequences through page boundaries (reset and reuse at the end):\n", cu_sec);
+    attn_open_seqs(&a, "backend.cpu", cu_sec, 0.0f, 8, 2, 128, 1024, 3);
     a.i8 = true;
     /* prefill, round robin: seq 0 one token, seq 1 15, seq 2 17 */
     uint32_t n = 0;
@@ -1279,6 +1280,28 @@ START_TEST(test_attn_i8_pages)
     attn_step(&a, 3, pos, seq, 0, SI_OK);
     attn_close(&a);
     rng_state = rng_saved;
+}
+
+START_TEST(test_attn_i8_pages)
+{
+    attn_i8_pages("backend.cuda_i8");
+}
+END_TEST
+
+/* attn_ring over the paged int8 cache (cuda_attn_ring.cu: int8 K/V
+ * converted to f16 for the tensor cores, q and p rounded to f16): the
+ * page-boundary steps above, then the long contexts of both families'
+ * groupings and head_dim 128, true and small, each against the cpu
+ * backend's f32 cache within the int8 bounds. */
+START_TEST(test_attn_i8_ring)
+{
+    attn_i8_pages("backend.cuda_i8_ring");
+    static const char *const secs[] = { "backend.cuda_i8_ring", "backend.cuda_i8_ring_small" };
+    for (int i = 0; i < 2; i++) {
+        attn_long_kv("backend.cpu", secs[i], 8, 1, 256, 0, true);
+        attn_long_kv("backend.cpu", secs[i], 16, 4, 256, 0, true);
+        attn_long_kv("backend.cpu", secs[i], 8, 2, 128, 0, true);
+    }
 }
 END_TEST
 
@@ -2862,7 +2885,9 @@ int main(void)
               * the default, so cuda16_gqa runs split_mma_kernel) */
              "[backend.cuda16_ring]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda16_ring_small]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
-             "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n",
+             "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n"
+             "[backend.cuda_i8_ring]\npath = cuda_sm120.so\n%s%s%s"
+             "[backend.cuda_i8_ring_small]\npath = cuda_sm120.so\n%s%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2881,7 +2906,8 @@ int main(void)
              dq_extra, as_cpu ? "" : "moe_sdc = false\n", as_cpu ? "" : "matmul = dp4a\n",
              as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
              as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n", cu_extra, gqa, as_cpu ? "" : "attn_ring = true\n",
-             cu_extra, gqa, as_cpu ? "" : "attn_ring = small\n");
+             cu_extra, gqa, as_cpu ? "" : "attn_ring = small\n", i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\n",
+             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -2981,6 +3007,7 @@ int main(void)
     tcase_add_test(ta, test_attn_i8_long_split);
     tcase_add_test(ta, test_attn_i8_long_simple);
     tcase_add_test(ta, test_attn_i8_pool);
+    tcase_add_test(ta, test_attn_i8_ring);
     tcase_add_test(tg, test_gdn_q_fused);
     tcase_add_test(tg, test_gdn_prefill_chunked);
     tcase_add_test(tg, test_gdn_prefill_seq);

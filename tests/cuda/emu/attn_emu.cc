@@ -143,14 +143,26 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     a.split = C.split != 0; a.gqa_shared = C.split >= 2; a.dec_mma = C.split >= 3;
     a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
     a.ring = C.split == 4 ? 1 : C.split == 5 ? 2 : 0; a.smem_blk = 232448; a.smem_sm = 233472;   // an H200's
+    // the second core each op runs on the same cache: per_head for the
+    // dense cache with attn_gqa = shared, split_i8_kernel for the int8 one
+    // with attn_ring; it plans its own splits (attn_ring plans fewer)
+    const int ring = a.ring;
+    const bool has_alt = C.i8 ? ring != 0 : a.gqa_shared;
+    auto alt = [&](bool on) { if (C.i8) a.ring = on ? 0 : ring; else a.gqa_shared = !on; };
     size_t pb = si_cu_attn_part_bytes(&a), pb_all = pb;
-    if (a.gqa_shared) {   // the per_head rerun below plans its own splits (attn_ring plans fewer)
-        a.gqa_shared = false;
+    if (has_alt) {
+        alt(true);
         pb_all = std::max(pb, si_cu_attn_part_bytes(&a));
-        a.gqa_shared = true;
+        alt(false);
     }
     std::vector<float> part(pb_all / 4 + 1, NAN);
     a.part = pb_all ? part.data() : nullptr;
+    if (C.i8 && ring && (hd == 128 || hd == 256)) {   // split_ring_kernel over pages: q f32; q f16 of 8 rows; per warp P [8][24] f16, NS stages of int8 K, V [16][hd + 16] and their 16 + 16 scales, V's f16 tile [16][hd + 8]
+        const int r = nh / nkv, rb = r % 8 == 0 ? 8 : r % 4 == 0 ? 4 : r % 2 == 0 ? 2 : 1;
+        const size_t w = ring == 2 ? 2 : 4, ns = ring == 2 ? 2 : 4;
+        emu_ptx::smem_bytes = (size_t)rb * hd * 4 + (8 * (size_t)(hd + 8) + w * 8 * 24) * 2 +
+                              w * (ns * (32 * (size_t)(hd + 16) + 128) + 32 * (size_t)(hd + 8));
+    }
     if (a.gqa_shared) {
         // split_gqa_kernel's shared memory as cuda_attn_gqa.cu's comment
         // gives it: q [rb][hd] and p [rb][64] f32, then a K and a V tile of
@@ -171,13 +183,13 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     if (attend) {
         int rc = si_cu_attn(&a, nullptr);
         if (rc != 0) { printf("  %s: si_cu_attn returned %d\n", what, rc); return 1; }
-        if (a.gqa_shared) {   // the per-head split kernel on the same cache (re-appends the same rows)
-            a.gqa_shared = false;
+        if (has_alt) {   // the second core on the same cache (re-appends the same rows)
+            alt(true);
             a.dst = dst_ph.data();
             rc = si_cu_attn(&a, nullptr);
-            a.gqa_shared = true;
+            alt(false);
             a.dst = dst.data();
-            if (rc != 0) { printf("  %s: si_cu_attn (per_head) returned %d\n", what, rc); return 1; }
+            if (rc != 0) { printf("  %s: si_cu_attn (second core) returned %d\n", what, rc); return 1; }
         }
     } else {
         emu_launch(dim3(n, nkv), dim3(128), (hd + C.nrot) * 4, [&] { append_kernel(a); });
@@ -296,7 +308,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     // flash-attention prefill: 1e-3 of max |out|, fa_emu.cc's bound)
     const double tol = C.split >= 3 ? 1e-3 : 2e-5;
     bool ok = nan == 0 && md <= tol * mx && (!C.i8 || mq <= 0.05 * mx);
-    if (C.split >= 2) {   // shared (or mma) vs per_head
+    if (has_alt) {   // shared (or mma, or ring) vs per_head; int8: ring vs split_i8_kernel
         double pd = 0;
         long same = 0, all = 0;
         for (int t = 0; t < n; t++)
@@ -307,8 +319,12 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
                 all++;
             }
         const bool pok = pd <= tol * mx;
-        printf("  %s: attn_gqa %s vs per_head: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what,
-               C.split == 4 ? "shared + attn_ring" : C.split == 5 ? "shared + attn_ring small" : C.split == 3 ? "shared + attn_mma" : "shared", pd, pd / mx, same, all, pok ? "ok" : "FAIL");
+        const char *core = C.i8 ? (ring == 2 ? "attn_ring small vs split_i8" : "attn_ring vs split_i8")
+                         : C.split == 4 ? "attn_gqa shared + attn_ring vs per_head"
+                         : C.split == 5 ? "attn_gqa shared + attn_ring small vs per_head"
+                         : C.split == 3 ? "attn_gqa shared + attn_mma vs per_head" : "attn_gqa shared vs per_head";
+        printf("  %s: %s: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what, core, pd, pd / mx,
+               same, all, pok ? "ok" : "FAIL");
         ok = ok && pok;
     }
     const int nsp = pb ? (int)(pb / ((size_t)n * nh * (hd + 2) * 4)) : 1;

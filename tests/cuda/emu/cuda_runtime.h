@@ -131,6 +131,14 @@ static inline unsigned __vsub4(unsigned a, unsigned b)
 // (hi:lo) >> (s & 31), low 32 bits
 static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s)
 { return (unsigned)(((((unsigned long long)hi) << 32) | lo) >> (s & 31)); }
+// result byte i = byte (s >> 4i) & 7 of the 8 bytes x (0..3), y (4..7)
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const unsigned long long b = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((b >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+    return r;
+}
 namespace emu {
 // Global-memory ranges a kernel may read (empty: unchecked).  __ldg and the
 // cp.async emulation check every access against them and its natural

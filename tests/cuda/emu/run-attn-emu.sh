@@ -37,7 +37,9 @@ gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/inclu
 # KV SPLIT HD NH NKV NROT NSM PF | prefill lengths per sequence (one op), then one decoding token each
 # (SPLIT 2: attn_gqa = shared, also compared with the per-head split kernel;
 # SPLIT 3: that with attn_mma, the f16 tensor-core core, f16 caches only;
-# SPLIT 4 / 5: that with attn_ring = true / small (head_dim 64: mma's);
+# SPLIT 4 / 5: that with attn_ring = true / small (head_dim 64: mma's),
+# and with i8 the ring core over the paged int8 cache (against
+# split_i8_kernel too; head_dim 64: split_i8_kernel's);
 # GQA ratios 1, 2, 3, 4, 8, 16, head_dim 16..256, f16 and f32 caches, the
 # 1000/700-position decodes beside a short sequence: its later splits empty)
 while read -r c; do
@@ -86,6 +88,13 @@ f16 4 64 4 4 64 64 1 33 129
 f16 5 256 8 1 64 64 1 100 17 70
 f16 5 128 16 4 64 8 0 1000 3
 f16 5 256 16 2 64 2 1 300 31
+i8 4 256 8 1 64 64 1 100 17 70
+i8 4 256 16 2 64 64 0 1000 15
+i8 4 128 8 2 64 8 1 1 15 16 17 65
+i8 4 128 12 3 64 64 0 1000 100 16
+i8 4 64 16 2 64 300 1 15 40 129
+i8 5 256 16 4 64 8 0 700 3
+i8 5 128 2 2 128 100 1 33 1 70
 CASES
 # attn_gqa = shared with warps drifting apart between block barriers
 # (emu.cc EMU_DRIFT): a cp.async wait or barrier too few shows here
@@ -100,10 +109,13 @@ EMU_DRIFT=4 "$out/attn_emu" f16 5 128 16 4 64 8 0 1000 3 || rc=1
 # product's k-step, the scores' second row half.  Then in
 # split_ring_kernel (attn_ring): the same rescale, the zeroed V rows, the
 # mask of the scores past the context, the ring's wait one group short,
-# the merge's factor of the warps, the per-lane l never summed.
-# aplant SED NAME [FILE [SPLIT]]: FILE's object rebuilt with the edit
+# the merge's factor of the warps, the per-lane l never summed; over the
+# int8 pages: the K scale dropped, the V scale unmasked past the context,
+# q in the f16 element order instead of K's int8 fragment order, the int8
+# to f16 conversion's bias.
+# aplant SED NAME [FILE [SPLIT [KV]]]: FILE's object rebuilt with the edit
 aplant() {
-    f=${3:-cuda_attn_mma} sp=${4:-3}
+    f=${3:-cuda_attn_mma} sp=${4:-3} kv=${5:-f16}
     sed -e "$1" "$out/$f.cc" > "$out/bug.cc"
     if cmp -s "$out/bug.cc" "$out/$f.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/bug.cc" -o "$out/bug.o"
@@ -111,7 +123,7 @@ aplant() {
     for o in cuda_attn_mma cuda_attn_ring; do [ $o = "$f" ] || objs="$objs $out/$o.o"; done
     g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" \
         "$out/cuda_attn_gqa.o" $objs "$out/bug.o" -o "$out/attn_bug"
-    if "$out/attn_bug" f16 $sp 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
+    if "$out/attn_bug" $kv $sp 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
         echo "plant $2: NOT detected"; rc=1
     else
         echo "plant $2: detected ($(grep -c FAIL "$out/bug.log") FAIL lines)"
@@ -124,9 +136,13 @@ if [ "$PLANT" != no ]; then
     aplant 's/pp = 16 \* warp + gr + (j >> 1) \* 8;/pp = 16 * warp + gr;/' mma-srow
     aplant 's/acc\[i\]\[3\] \*= f1;/;/' ring-rescale cuda_attn_ring 4
     aplant 's/if (cnt < RG_G)   \/\/ V rows/if (false)   \/\/ V rows/' ring-vzero cuda_attn_ring 4
-    aplant 's/s2 = gr + 8 < cnt ? sc\[2\] \* scale/s2 = gr < cnt ? sc[2] * scale/' ring-mask cuda_attn_ring 4
+    aplant 's/s2 = gr + 8 < cnt ? sc\[2\]/s2 = gr < cnt ? sc[2]/' ring-mask cuda_attn_ring 4
     aplant 's/cp_async_wait_group<NS - 1>();/cp_async_wait_group<NS>();/' ring-wait cuda_attn_ring 4
     aplant 's/o = fmaf(fw_s\[w\]\[r\], /o = fmaf(1.0f, /' ring-merge cuda_attn_ring 4
     aplant 's/l0 += __shfl_xor_sync(0xffffffffu, l0, o);/;/' ring-lsum cuda_attn_ring 5
+    aplant 's/sc\[2\] \*= k8;/;/' ring8-kscale cuda_attn_ring 4 i8
+    aplant 's/v8 = gr + 8 < cnt ? vsc\[gr + 8\] : 0.0f;/v8 = vsc[gr + 8];/' ring8-vmask cuda_attn_ring 4 i8
+    aplant 's/16 \* k + 4 \* qd + 2);/16 * k + 2 * qd + 8);/' ring8-qorder cuda_attn_ring 5 i8
+    aplant 's/__ushort_as_half(0x6480), __ushort_as_half(0x6480)/__ushort_as_half(0x6400), __ushort_as_half(0x6480)/' ring8-conv cuda_attn_ring 4 i8
 fi
 exit $rc
