@@ -31,6 +31,24 @@ typedef struct cu_kernel {
  * empty launch after every unit). */
 enum cu_twice { CU_TWICE_OFF, CU_TWICE_NORM, CU_TWICE_MATMUL, CU_TWICE_GLU, CU_TWICE_MOE, CU_TWICE_EMPTY };
 
+/* The caches of weight copies (w8_cache, cuda_w8cache.c; the regrouped
+ * copies of gemv_q6r/q8r, cuda_regroup.c): a device copy `mem` (`bytes`,
+ * owned by the cache) of the weight bytes [w, w_end) begins each entry;
+ * the entries (esize bytes each, a cache's own struct) live in e[0..n).
+ * Functions: cu_wcache_* below. */
+typedef struct cu_wcopy {
+    const uint8_t *w, *w_end;
+    uint8_t       *mem;
+    size_t         bytes;
+} cu_wcopy;
+typedef struct cu_wcache {
+    void  *e;
+    size_t n, cap, esize;
+    size_t bytes;   /* device memory held */
+    bool   full;    /* no more entries: the free-memory reserve was reached,
+                     * or the KV cache took the room back (cu_wcache_yield) */
+} cu_wcache;
+
 struct si_backend {
     const si_host *host;
     int            device;
@@ -136,10 +154,10 @@ struct si_backend {
     /* knob w8_cache (cuda_w8cache.c): int8 weights kept after first use */
     bool           w8_cache_on;
     bool           pdl;             /* knob pdl (cuda_launch.cuh)            */
-    struct cu_w8_cache *w8_cache;
+    cu_wcache      w8c;             /* its entries (cuda_w8cache.c)          */
     bool           gemv_q6r;        /* knob gemv_q6r (cuda_regroup.c)        */
     bool           gemv_q8r;        /* knob gemv_q8r (cuda_regroup.c)        */
-    struct cu_rg_cache *rg;
+    cu_wcache      rg;              /* the regrouped copies (cuda_regroup.c) */
     si_opcheck     oc;              /* the shared op checks, set up by open() */
     struct cu_prof *prof;           /* knob profile = true (cuda_prof.c)     */
     /* Knob graph = true (cuda_graph.c): the cache of captured op lists
@@ -206,25 +224,18 @@ struct cu_mm;   /* cuda_internal.h */
  * cached: requantise into the scratch).  Errors only for a failed
  * launch. */
 int  cu_w8_cache_get(si_backend *b, const struct cu_mm *m, int g, const int8_t **wq, const float **ws, si_err *err);
-/* Forget entries whose weights overlap device memory [lo, hi). */
-void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi);
-void cu_w8_cache_free(si_backend *b);
-/* The caches of weight copies (w8_cache, cuda_regroup.c; the helpers in
- * cuda_w8cache.c): a device copy `mem` (`bytes`, owned by the cache) of
- * the weight bytes [w, w_end), first in each cache's entries.
- * cu_wcopy_room grows an array of n entries of `size` bytes to hold one
- * more (false: no host memory); cu_wcopy_drop frees and removes the entries
+/* A cache of weight copies (cu_wcache above; cuda_w8cache.c):
+ * cu_wcache_add makes room for one more entry of esize bytes and returns
+ * it, its cu_wcopy set from `c` (the caller fills the rest), NULL without
+ * host memory (the caller frees c.mem); cu_wcache_drop frees the entries
  * overlapping device memory [lo, hi) (the stream synced first, captured
- * graphs made stale: ws_gen) and returns their bytes; cu_wcopy_free frees
- * every entry's copy and the array. */
-typedef struct cu_wcopy {
-    const uint8_t *w, *w_end;
-    uint8_t       *mem;
-    size_t         bytes;
-} cu_wcopy;
-bool   cu_wcopy_room(void **entries, size_t *cap, size_t n, size_t size);
-size_t cu_wcopy_drop(si_backend *b, void *entries, size_t *n, size_t size, const void *lo, const void *hi);
-void   cu_wcopy_free(void *entries, size_t n, size_t size);
+ * graphs made stale: ws_gen); cu_wcache_yield frees every entry and takes
+ * no more (the KV cache needs the room), returning the bytes freed;
+ * cu_wcache_free releases it all at close. */
+void  *cu_wcache_add(cu_wcache *c, size_t esize, cu_wcopy copy);
+void   cu_wcache_drop(si_backend *b, cu_wcache *c, const void *lo, const void *hi);
+size_t cu_wcache_yield(si_backend *b, cu_wcache *c);
+void   cu_wcache_free(cu_wcache *c);
 /* The bytes a product reads of weights of `rows` rows (`in` elements of
  * `type` each, `row_bytes` apart): from row 0 to the end of the last row's
  * data (cuda_w8cache.c). */
@@ -235,13 +246,11 @@ bool cu_mem_fits(size_t bytes);
 /* Knobs gemv_q6r / gemv_q8r (cuda_regroup.c): whether the knob of `type`
  * is on; the regrouped copy (CU_TYPE_Q6R / CU_TYPE_Q8R) of the bytes
  * [w, w + bytes) of a Q6_K / Q8_0 weight, a whole number of groups starting
- * on one: device memory the cache owns (valid until cu_rg_drop of its
+ * on one: device memory the cache owns (valid until cu_wcache_drop of its
  * range), made now on a miss where the knob, memory and capture allow, or
  * NULL (read the GGUF rows). */
 bool cu_rg_on(const si_backend *b, uint32_t type);
 const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_t bytes);
-void cu_rg_drop(si_backend *b, const void *lo, const void *hi);
-void cu_rg_free(si_backend *b);
 /* Completes `a` for the attention core (knob, SM count, longest context
  * from the host positions pos[0..a->n)) and points a->part at a large
  * enough split workspace; SI_ENOMEM/SI_EDEVICE with err set otherwise. */

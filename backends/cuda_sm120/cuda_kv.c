@@ -28,7 +28,10 @@
  *   and the pool, and changes nothing.
  *
  * Both are checked against the device's free memory before allocating:
- * a cache that does not fit is SI_ENOMEM with the sizes, never a crash. */
+ * a cache that does not fit is SI_ENOMEM with the sizes, never a crash.
+ * The weight copies made for speed (gemv_q6r/q8r at load, w8_cache) give
+ * their memory back first where that makes the cache fit (cu_wcache_yield:
+ * the products read the GGUF rows again, the same results). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +140,19 @@ int cu_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err)
     }
     size_t free_b = 0, total_b = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e == cudaSuccess && total > (double)free_b && total <= (double)free_b + (double)(b->rg.bytes + b->w8c.bytes)) {
+        /* The weight copies (gemv_q6r/q8r, w8_cache) are only speed: the
+         * cache the caller asked for comes first.  Products then read the
+         * GGUF rows (the same results). */
+        const size_t held = b->rg.bytes + b->w8c.bytes;
+        cu_wcache_yield(b, &b->rg);
+        cu_wcache_yield(b, &b->w8c);
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME,
+                     "KV cache needs %.1f MiB, %.1f MiB free: the weight copies of gemv_q6r/q8r and w8_cache "
+                     "(%.1f MiB) are freed for it, and no more are made", total / 1048576.0,
+                     (double)free_b / 1048576.0, (double)held / 1048576.0);
+        e = cudaMemGetInfo(&free_b, &total_b);
+    }
     if (e != cudaSuccess) {
         free(kv);
         return si_err_set(err, SI_EDEVICE, CU_NAME ": cudaMemGetInfo: %s", cudaGetErrorString(e));

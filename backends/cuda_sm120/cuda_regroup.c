@@ -13,8 +13,9 @@
  * of a weight serves any of its rows: an entry covers [w, w_end) and
  * answers every range of its type inside it that starts on a group.
  * Entries go when a copy into their memory or its release could make them
- * stale (cu_rg_drop, from the upload and buf_free), and then captured
- * graphs that may read them are stale too (ws_gen). */
+ * stale (cu_wcache_drop, from the upload and buf_free), and then captured
+ * graphs that may read them are stale too (ws_gen); all go when the KV
+ * cache needs their room (cu_wcache_yield, cu_kv_create). */
 #include <stdlib.h>
 
 #include <cuda_runtime_api.h>
@@ -27,13 +28,6 @@ typedef struct cu_rg_entry {
     uint32_t type;   /* their type: SI_TYPE_Q6_K or SI_TYPE_Q8_0 */
 } cu_rg_entry;
 
-struct cu_rg_cache {
-    cu_rg_entry *e;
-    size_t       n, cap;
-    size_t       bytes;   /* device memory held */
-    bool         full;    /* the reserve was reached: no more entries */
-};
-
 bool cu_rg_on(const si_backend *b, uint32_t type)
 {
     return type == SI_TYPE_Q6_K ? b->gemv_q6r : type == SI_TYPE_Q8_0 ? b->gemv_q8r : false;
@@ -44,20 +38,14 @@ const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_
     const uint64_t grp = si_cu_rg_group(type);
     if (!cu_rg_on(b, type) || grp == 0 || w == NULL || bytes == 0 || bytes % grp != 0)
         return NULL;
-    struct cu_rg_cache *c = b->rg;
-    if (c == NULL) {
-        if ((c = calloc(1, sizeof *c)) == NULL)
-            return NULL;   /* (no host memory: the GGUF rows) */
-        b->rg = c;
-    }
+    cu_wcache *c = &b->rg;
+    const cu_rg_entry *es = c->e;
     for (size_t i = 0; i < c->n; i++) {
-        const cu_rg_entry *e = &c->e[i];
+        const cu_rg_entry *e = &es[i];
         if (e->type == type && w >= e->c.w && w + bytes <= e->c.w_end && (uint64_t)(w - e->c.w) % grp == 0)
             return e->c.mem + (w - e->c.w);
     }
     if (c->full || b->capturing || (uintptr_t)w % 2 != 0)
-        return NULL;
-    if (!cu_wcopy_room((void **)&c->e, &c->cap, c->n, sizeof *c->e))
         return NULL;
     uint8_t *mem = NULL;
     if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
@@ -73,27 +61,11 @@ const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_
         cudaFree(mem);
         return NULL;   /* (the product reads the GGUF rows) */
     }
-    c->e[c->n++] = (cu_rg_entry){ { w, w + bytes, mem, bytes }, type };
-    c->bytes += bytes;
+    cu_rg_entry *e = cu_wcache_add(c, sizeof *e, (cu_wcopy){ w, w + bytes, mem, bytes });
+    if (e == NULL) {
+        cudaFree(mem);
+        return NULL;   /* (no host memory: the GGUF rows) */
+    }
+    e->type = type;
     return mem;
-}
-
-void cu_rg_drop(si_backend *b, const void *lo, const void *hi)
-{
-    struct cu_rg_cache *c = b->rg;
-    if (c == NULL || c->n == 0)
-        return;
-    const size_t freed = cu_wcopy_drop(b, c->e, &c->n, sizeof *c->e, lo, hi);
-    c->bytes -= freed;
-    c->full = c->full && freed == 0;
-}
-
-void cu_rg_free(si_backend *b)
-{
-    struct cu_rg_cache *c = b->rg;
-    if (c == NULL)
-        return;
-    cu_wcopy_free(c->e, c->n, sizeof *c->e);
-    free(c);
-    b->rg = NULL;
 }

@@ -657,8 +657,8 @@ static void cuda_close(si_backend *b)
     cudaFree(b->ws);
     cudaFree(b->xq);
     cudaFree(b->w8);
-    cu_w8_cache_free(b);
-    cu_rg_free(b);
+    cu_wcache_free(&b->w8c);
+    cu_wcache_free(&b->rg);
     cudaFree(b->attn_part);
     cudaFree(b->flag_dev);
     cudaFree(b->route_ctr);
@@ -1255,8 +1255,8 @@ static void cuda_buf_free(si_backend *b, si_buf *buf)
     if (b != NULL && b->stream != NULL)
         cudaStreamSynchronize(b->stream);   /* no kernel may still use it */
     if (b != NULL) {
-        cu_w8_cache_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
-        cu_rg_drop(b, buf->dev, (const char *)buf->dev + buf->nbytes);
+        cu_wcache_drop(b, &b->w8c, buf->dev, (const char *)buf->dev + buf->nbytes);
+        cu_wcache_drop(b, &b->rg, buf->dev, (const char *)buf->dev + buf->nbytes);
     }
     cudaFree(buf->dev);
     free(buf);
@@ -1280,8 +1280,8 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     int rc = check_range(dst, off, n, err);
     if (rc != SI_OK || n == 0)
         return rc;
-    cu_w8_cache_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
-    cu_rg_drop(b, (char *)dst->dev + off, (char *)dst->dev + off + n);
+    cu_wcache_drop(b, &b->w8c, (char *)dst->dev + off, (char *)dst->dev + off + n);
+    cu_wcache_drop(b, &b->rg, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cudaError_t e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->stream);

@@ -7,8 +7,9 @@
  *
  * An entry is keyed by the weight's device address and the product's
  * shape; it is dropped when a copy into that memory or its buffer's
- * release could make it stale (cu_w8_cache_drop, from cuda_sm120.c's
- * upload and buf_free).  It is made only while at least a reserve of the
+ * release could make it stale (cu_wcache_drop, from cuda_sm120.c's
+ * upload and buf_free), and all are when the KV cache needs their room
+ * (cu_wcache_yield, cu_kv_create).  It is made only while at least a reserve of the
  * device's memory stays free (the KV cache and scratch grow later too);
  * past that, or when cudaMalloc fails, the product requantises into the
  * scratch as without the cache.  During graph capture an entry is used but
@@ -31,13 +32,6 @@ typedef struct cu_w8_entry {
     int            g;
     size_t         ws_off;
 } cu_w8_entry;
-
-struct cu_w8_cache {
-    cu_w8_entry *e;
-    size_t       n, cap;
-    size_t       bytes;     /* device memory held */
-    bool         full;      /* the reserve was reached: no more entries */
-};
 
 /* Not rows * row_bytes: a one-row weight's cu_mm has row_bytes 0
  * (cuda_ops.c's row_stride), and such an entry was never dropped
@@ -84,24 +78,18 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
     *ws = NULL;
     if (!b->w8_cache_on)
         return SI_OK;
-    struct cu_w8_cache *c = b->w8_cache;
-    if (c == NULL) {
-        if ((c = calloc(1, sizeof *c)) == NULL)
-            return SI_OK;   /* (no host memory: run uncached) */
-        b->w8_cache = c;
-    }
+    cu_wcache *c = &b->w8c;
+    const cu_w8_entry *es = c->e;
     for (size_t i = 0; i < c->n; i++)
-        if (same_key(&c->e[i], m, g)) {
-            *wq = (const int8_t *)c->e[i].c.mem;
-            *ws = (const float *)(c->e[i].c.mem + c->e[i].ws_off);
+        if (same_key(&es[i], m, g)) {
+            *wq = (const int8_t *)es[i].c.mem;
+            *ws = (const float *)(es[i].c.mem + es[i].ws_off);
             return SI_OK;
         }
     if (c->full || b->capturing)
         return SI_OK;
     const size_t ws_off = ((size_t)(m->rows * m->in) + 255) & ~(size_t)255;
     const size_t bytes = ws_off + (size_t)(m->rows * (m->in / g)) * 4;
-    if (!cu_wcopy_room((void **)&c->e, &c->cap, c->n, sizeof *c->e))
-        return SI_OK;
     uint8_t *mem = NULL;
     if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
         cudaGetLastError();
@@ -116,64 +104,49 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
         cudaFree(mem);
         return si_err_set(err, SI_EDEVICE, CU_NAME ": MATMUL (int8 weights, cached): %s", si_cu_errstr(rc));
     }
-    cu_w8_entry *e = &c->e[c->n++];
-    e->c = (cu_wcopy){ m->w, weight_end(m), mem, bytes };
+    cu_w8_entry *e = cu_wcache_add(c, sizeof *e, (cu_wcopy){ m->w, weight_end(m), mem, bytes });
+    if (e == NULL) {
+        cudaFree(mem);   /* (no host memory: this product requantises) */
+        return SI_OK;
+    }
     e->type = m->type;
     e->rows = m->rows;
     e->in = m->in;
     e->row_bytes = m->row_bytes;
     e->g = g;
     e->ws_off = ws_off;
-    c->bytes += bytes;
     *wq = (const int8_t *)mem;
     *ws = (const float *)(mem + ws_off);
     return SI_OK;
 }
 
-void cu_w8_cache_drop(si_backend *b, const void *lo, const void *hi)
-{
-    struct cu_w8_cache *c = b->w8_cache;
-    if (c == NULL || c->n == 0)
-        return;
-    const size_t freed = cu_wcopy_drop(b, c->e, &c->n, sizeof *c->e, lo, hi);
-    c->bytes -= freed;
-    c->full = c->full && freed == 0;
-}
-
-void cu_w8_cache_free(si_backend *b)
-{
-    struct cu_w8_cache *c = b->w8_cache;
-    if (c == NULL)
-        return;
-    cu_wcopy_free(c->e, c->n, sizeof *c->e);
-    free(c);
-    b->w8_cache = NULL;
-}
-
 /* ---- shared by the caches of weight copies (w8_cache above, the
- * regrouped copies of cuda_regroup.c): arrays of entries of `size` bytes,
- * each beginning with a cu_wcopy. */
+ * regrouped copies of cuda_regroup.c) */
 
-bool cu_wcopy_room(void **entries, size_t *cap, size_t n, size_t size)
+void *cu_wcache_add(cu_wcache *c, size_t esize, cu_wcopy copy)
 {
-    if (n < *cap)
-        return true;
-    const size_t nc = *cap ? 2 * *cap : 64;
-    void *ne = realloc(*entries, nc * size);
-    if (ne == NULL)
-        return false;
-    *entries = ne;
-    *cap = nc;
-    return true;
+    if (c->n == c->cap) {
+        const size_t nc = c->cap ? 2 * c->cap : 64;
+        void *ne = realloc(c->e, nc * esize);
+        if (ne == NULL)
+            return NULL;
+        c->e = ne;
+        c->cap = nc;
+    }
+    c->esize = esize;
+    uint8_t *e = (uint8_t *)c->e + c->n++ * esize;
+    memset(e, 0, esize);
+    *(cu_wcopy *)e = copy;
+    c->bytes += copy.bytes;
+    return e;
 }
 
-size_t cu_wcopy_drop(si_backend *b, void *entries, size_t *n, size_t size, const void *lo, const void *hi)
+void cu_wcache_drop(si_backend *b, cu_wcache *c, const void *lo, const void *hi)
 {
-    uint8_t *base = entries;
     size_t freed = 0;
     bool synced = false;
-    for (size_t i = 0; i < *n;) {
-        cu_wcopy *e = (cu_wcopy *)(base + i * size);
+    for (size_t i = 0; i < c->n;) {
+        cu_wcopy *e = (cu_wcopy *)((uint8_t *)c->e + i * c->esize);
         if (e->w < (const uint8_t *)hi && (const uint8_t *)lo < e->w_end) {
             if (!synced && b->stream != NULL)
                 cudaStreamSynchronize(b->stream);   /* a product may still read it */
@@ -181,18 +154,28 @@ size_t cu_wcopy_drop(si_backend *b, void *entries, size_t *n, size_t size, const
             b->ws_gen++;   /* (captured graphs may read it) */
             cudaFree(e->mem);
             freed += e->bytes;
-            if (i != --*n)
-                memcpy(e, base + *n * size, size);
+            if (i != --c->n)
+                memcpy(e, (uint8_t *)c->e + c->n * c->esize, c->esize);
         } else {
             i++;
         }
     }
-    return freed;
+    c->bytes -= freed;
+    c->full = c->full && freed == 0;   /* (room again for later copies) */
 }
 
-void cu_wcopy_free(void *entries, size_t n, size_t size)
+size_t cu_wcache_yield(si_backend *b, cu_wcache *c)
 {
-    for (size_t i = 0; i < n; i++)
-        cudaFree(((cu_wcopy *)((uint8_t *)entries + i * size))->mem);
-    free(entries);
+    const size_t held = c->bytes;
+    cu_wcache_drop(b, c, (const void *)0, (const void *)UINTPTR_MAX);
+    c->full = true;
+    return held;
+}
+
+void cu_wcache_free(cu_wcache *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        cudaFree(((cu_wcopy *)((uint8_t *)c->e + i * c->esize))->mem);
+    free(c->e);
+    *c = (cu_wcache){ 0 };
 }

@@ -2152,6 +2152,54 @@ START_TEST(test_gemv_regroup)
 }
 END_TEST
 
+/* The KV cache before the weight copies (cu_kv_create, cu_wcache_yield):
+ * a Q6_K product makes its regrouped copy (41 MB), the device is then
+ * filled to ~24 MiB free, and a 32 MiB KV cache must still be created
+ * (the copy gives its memory back); the product then reads the GGUF rows,
+ * the same bits as with the knob off.  A cache larger than free memory
+ * and the copies together is still SI_ENOMEM. */
+START_TEST(test_kv_yields_copies)
+{
+    if (as_cpu)
+        return;   /* device memory */
+    pair p;
+    pair_open_cu2(&p, "backend.cuda_rg_off", "backend.cuda_rg");
+    dt w, x, y;
+    dt_rand(&p, &w, SI_TYPE_Q6_K, 4096, 12288, 1, 1.0f);
+    dt_rand(&p, &x, SI_TYPE_F32, 4096, 1, 1, 1.0f);
+    dt_make(&p, &y, SI_TYPE_F32, 12288, 1, 1, NULL);
+    opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
+    run_ok(&p, &o);   /* the copy of w is made here */
+    /* the free bytes, from the refusal of an impossible allocation */
+    si_err err = { { 0 } };
+    si_buf *blk = NULL;
+    ck_assert_int_eq(p.go->buf_alloc(p.gb, (uint64_t)1 << 50, &blk, &err), SI_ENOMEM);
+    const char *fp = strstr(err.msg, "bytes (");
+    unsigned long long free_b = 0;
+    ck_assert_msg(fp != NULL && sscanf(fp, "bytes (%llu free", &free_b) == 1, "message: %s", err.msg);
+    const unsigned long long mib = 1ull << 20, leave = 24 * mib;
+    ck_assert(free_b > leave + 64 * mib);
+    ck_assert_msg(p.go->buf_alloc(p.gb, (free_b - leave) / (2 * mib) * (2 * mib), &blk, &err) == SI_OK, "%s",
+                  err.msg);
+    si_kv_desc big = { .size = sizeof big, .n_layer = 1, .n_head_kv = 1, .head_dim = 128, .n_seq = 1,
+                       .n_ctx = 1u << 20 };   /* 1 GiB of f32 K/V: more than free memory and the copy */
+    si_kv *kv = NULL;
+    ck_assert_int_eq(p.go->kv_create(p.gb, &big, &kv, &err), SI_ENOMEM);
+    ck_assert_ptr_null(kv);
+    si_kv_desc d = big;
+    d.n_ctx = 32768;   /* 32 MiB: fits only without the copy */
+    ck_assert_msg(p.go->kv_create(p.gb, &d, &kv, &err) == SI_OK, "%s", err.msg);
+    p.go->buf_free(p.gb, blk);
+    run_ok(&p, &o);
+    dt_compare_fl(&p, &y, 0.0, sqrt(4096.0) / 3.0, "MATMUL Q6_K after the KV cache took the copy's memory", false);
+    p.go->kv_free(p.gb, kv);
+    dt_free(&p, &w);
+    dt_free(&p, &x);
+    dt_free(&p, &y);
+    pair_close(&p);
+}
+END_TEST
+
 /* Knob moe_sdc: one token's combine with the shared expert's down product
  * in its launch (cuda_mmq.cu sdc_kernel, before the programmatic-launch
  * wait) against the two launches (moe_sdc = false), bit for bit, at
@@ -3002,6 +3050,7 @@ int main(void)
     tcase_add_test(ta, test_attn_long_gqa_f32);
     tcase_add_test(ta, test_attn_long_gqa_fma);
     tcase_add_test(ta, test_kv_too_big);
+    tcase_add_test(ta, test_kv_yields_copies);
     tcase_add_loop_test(tg, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
     tcase_add_test(ta, test_attn_i8_pages);
     tcase_add_test(ta, test_attn_i8_long_split);
