@@ -1012,11 +1012,12 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     }
     h->log(h, SI_LOG_INFO, CU_NAME,
            "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s%s, prefill_mm %s%s, attn %s, attn_prefill %s, "
-           "attn_gqa %s, gdn_rows %s, gdn_prefill %s, graph %s",
+           "attn_gqa %s, attn_ring %s, gdn_rows %s, gdn_prefill %s, graph %s",
            device, p.name, p.major, p.minor, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
            kv_type == SI_TYPE_F16 ? "f16" : kv_type == SI_TYPE_I8 ? "i8 paged" : "f32", dp4a ? "dp4a" : "f32",
            gemv_v2 ? "v2" : "v1", !gemv_v2 && gemv_fuse ? " (fused)" : "", prefill_mma ? "mma" : "gemv", prefill_mma ? (mma_v2 ? " (v2)" : " (v1)") : "",
-           attn_split ? "split" : "simple", attn_fa ? "fa" : "split", attn_gqa ? "shared" : "per_head", gdn_rows ? "true" : "false",
+           attn_split ? "split" : "simple", attn_fa ? "fa" : "split", attn_gqa ? "shared" : "per_head",
+           b->attn_ring == 1 ? "true" : b->attn_ring == 2 ? "small" : "false", gdn_rows ? "true" : "false",
            gdn_chunked ? "chunked" : "seq", b->graphs != NULL ? "true" : profile && graph ? "false (profile)" : "false");
     *out = b;
     return SI_OK;
