@@ -33,7 +33,7 @@
 // attn_ring = true | small): W = 4, NS = 3 (f16: 212 KB at head_dim 256
 // and 8 heads, an H200's 227 KB, one block an SM, 8 groups = 135 KB in
 // flight) or NS = 4 (int8: 185 KB, 12 groups = 104 KB in flight); W = 2,
-// NS = 2 (79 / 64 KB: fits sm_120's 99 KB).
+// NS = 2 (79 / 64 KB: fits sm_120's 99 KB; true falls back to it there).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -325,12 +325,14 @@ static size_t rg_smem(int rb, int hd, int w, int ns, bool i8)
 // ---- launchers
 
 // shape 1 (attn_ring = true): 4 warps, 3 stages (f16) or 4 (int8: half
-// the bytes a stage); 2 (small): 2 warps, 2 stages
+// the bytes a stage), or small's where that does not fit the device's
+// shared memory a block (sm_120: 99 KB); 2 (small): 2 warps, 2 stages
 #define RG_SHAPES(X) X(4, 3, false) X(4, 4, true) X(2, 2, false) X(2, 2, true)
-static void rg_shape(int shape, bool i8, int *w, int *ns)
+static void rg_shape(const cu_attn *a, int rb, int *w, int *ns)
 {
-    *w = shape == 2 ? 2 : 4;
-    *ns = shape == 2 ? 2 : i8 ? 4 : 3;
+    const bool big = a->ring == 1 && rg_smem(rb, a->head_dim, 4, a->i8 ? 4 : 3, a->i8) <= (size_t)a->smem_blk;
+    *w = big ? 4 : 2;
+    *ns = big ? (a->i8 ? 4 : 3) : 2;
 }
 
 bool cu_split_ring_ok(const cu_attn *a, int rb)
@@ -348,7 +350,7 @@ bool cu_split_ring_ok(const cu_attn *a, int rb)
 int cu_split_ring_bps(const cu_attn *a, int rb)
 {
     int w, ns;
-    rg_shape(a->ring, a->i8, &w, &ns);
+    rg_shape(a, rb, &w, &ns);
     const size_t need = rg_smem(rb, a->head_dim, w, ns, a->i8);
     if (need > (size_t)a->smem_blk)
         return 0;
@@ -380,7 +382,7 @@ cudaError_t cu_launch_split_ring(const cu_attn *a, int rb, int32_t chunk, int n_
 #define RG_PICK(W_, NS_, I8_)                                                                      \
     if (a->i8 == I8_) {                                                                            \
         int w, ns;                                                                                 \
-        rg_shape(a->ring, a->i8, &w, &ns);                                                         \
+        rg_shape(a, rb, &w, &ns);                                                                  \
         if (w == W_ && ns == NS_)                                                                  \
             return big ? rg_rb<16, W_, NS_, I8_>(a, rb, chunk, n_split, s)                         \
                        : rg_rb<8, W_, NS_, I8_>(a, rb, chunk, n_split, s);                         \

@@ -123,8 +123,8 @@
  *                         warps x 3 stages (f16: 212 KB at head_dim 256,
  *                         one block an SM on an H200) or x 4 (int8: 185
  *                         KB), small 2 x 2 (f16 79 KB, int8 64 KB: fits
- *                         sm_120's 99 KB); a shape that does not fit the
- *                         device's shared memory runs the other core.  The
+ *                         sm_120's 99 KB, which true then falls back to);
+ *                         where neither fits, the other core runs.  The
  *                         split plan then makes one split per resident
  *                         block (attn_split_blocks does not apply).  q and
  *                         p rounded to f16 (int8 K and V convert exactly),

@@ -142,7 +142,10 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
     a.split = C.split != 0; a.gqa_shared = C.split >= 2; a.dec_mma = C.split >= 3;
     a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
-    a.ring = C.split == 4 ? 1 : C.split == 5 ? 2 : 0; a.smem_blk = 232448; a.smem_sm = 233472;   // an H200's
+    // an H200's shared memory, or (EMU_SMEM_OPTIN=101376) sm_120's: 99 KB a block, 100 an SM
+    a.ring = C.split == 4 ? 1 : C.split == 5 ? 2 : 0;
+    a.smem_blk = getenv("EMU_SMEM_OPTIN") ? atoi(getenv("EMU_SMEM_OPTIN")) : 232448;
+    a.smem_sm = a.smem_blk < 232448 ? 102400 : 233472;
     // the second core each op runs on the same cache: per_head for the
     // dense cache with attn_gqa = shared, split_i8_kernel for the int8 one
     // with attn_ring; it plans its own splits (attn_ring plans fewer)
@@ -159,9 +162,12 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     a.part = pb_all ? part.data() : nullptr;
     if (C.i8 && ring && (hd == 128 || hd == 256)) {   // split_ring_kernel over pages: q f32; q f16 of 8 rows; per warp P [8][24] f16, NS stages of int8 K, V [16][hd + 16] and their 16 + 16 scales, V's f16 tile [16][hd + 8]
         const int r = nh / nkv, rb = r % 8 == 0 ? 8 : r % 4 == 0 ? 4 : r % 2 == 0 ? 2 : 1;
-        const size_t w = ring == 2 ? 2 : 4, ns = ring == 2 ? 2 : 4;
-        emu_ptx::smem_bytes = (size_t)rb * hd * 4 + (8 * (size_t)(hd + 8) + w * 8 * 24) * 2 +
-                              w * (ns * (32 * (size_t)(hd + 16) + 128) + 32 * (size_t)(hd + 8));
+        auto need = [&](size_t w, size_t ns) {
+            return (size_t)rb * hd * 4 + (8 * (size_t)(hd + 8) + w * 8 * 24) * 2 +
+                   w * (ns * (32 * (size_t)(hd + 16) + 128) + 32 * (size_t)(hd + 8));
+        };
+        // (true takes small's shape where its own exceeds the block's limit)
+        emu_ptx::smem_bytes = ring == 1 && need(4, 4) <= (size_t)a.smem_blk ? need(4, 4) : need(2, 2);
     }
     if (a.gqa_shared) {
         // split_gqa_kernel's shared memory as cuda_attn_gqa.cu's comment
@@ -176,8 +182,10 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         if (a.dec_mma)   // split_mma_kernel (cuda_attn_mma.cu): q, p f32; q, p f16 of 8 rows; K and V of 64 rows, rows padded by 8 halves
             emu_ptx::smem_bytes = (size_t)(rb * hd + rb * 64) * 4 + (8 * (size_t)(hd + 8) + 8 * 72 + 128 * (size_t)(hd + 8)) * 2;
         if (a.ring && (hd == 128 || hd == 256)) {   // split_ring_kernel: q f32; q f16 of 8 rows; per warp P [8][24] f16 and NS stages of K, V [16][hd + 8]
-            const size_t w = a.ring == 2 ? 2 : 4, ns = a.ring == 2 ? 2 : 3;
-            emu_ptx::smem_bytes = (size_t)rb * hd * 4 + (8 * (size_t)(hd + 8) + w * 8 * 24 + w * ns * 32 * (size_t)(hd + 8)) * 2;
+            auto need = [&](size_t w, size_t ns) {
+                return (size_t)rb * hd * 4 + (8 * (size_t)(hd + 8) + w * 8 * 24 + w * ns * 32 * (size_t)(hd + 8)) * 2;
+            };
+            emu_ptx::smem_bytes = a.ring == 1 && need(4, 3) <= (size_t)a.smem_blk ? need(4, 3) : need(2, 2);
         }
     }
     if (attend) {

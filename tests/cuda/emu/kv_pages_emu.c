@@ -44,6 +44,16 @@ void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err)
     memset(pin_arena, 0xee, sizeof pin_arena);   /* what a later reuse would do */
     return pin_arena;
 }
+/* (cuda_w8cache.c's, which needs the kernels: the weight-copy caches hold
+ * nothing here, no product runs, so cu_kv_create never yields them) */
+size_t cu_wcache_yield(si_backend *b, cu_wcache *c)
+{
+    (void)b;
+    const size_t held = c->bytes;
+    c->bytes = 0;
+    c->full = true;
+    return held;
+}
 static void host_log(const si_host *h, int level, const char *who, const char *fmt, ...)
 {
     (void)h; (void)level; (void)who; (void)fmt;

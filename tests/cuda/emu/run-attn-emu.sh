@@ -103,6 +103,9 @@ EMU_DRIFT=3 "$out/attn_emu" f32 2 128 4 2 64 64 1 90 130 || rc=1
 EMU_DRIFT=5 "$out/attn_emu" f16 3 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=9 "$out/attn_emu" f16 4 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=4 "$out/attn_emu" f16 5 128 16 4 64 8 0 1000 3 || rc=1
+# attn_ring = true on sm_120's shared memory (99 KB a block): small's shape
+EMU_SMEM_OPTIN=101376 "$out/attn_emu" f16 4 256 16 2 64 64 1 300 31 || rc=1
+EMU_SMEM_OPTIN=101376 "$out/attn_emu" i8 4 256 16 4 64 64 1 300 31 || rc=1
 # Planted bugs in split_mma_kernel (attn_mma), each of which the checks
 # above must see (PLANT=no skips them): the online softmax's rescale of
 # one head column, V rows past the context left unzeroed, the P V
