@@ -3032,6 +3032,9 @@ int main(void)
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     single_case(s, "moe_sdc", test_moe_sdc);
     single_case(s, "gemv_regroup", test_gemv_regroup);
+    single_case(s, "attn_ring", test_attn_long_ring);
+    single_case(s, "attn_i8_ring", test_attn_i8_ring);
+    single_case(s, "kv_yield", test_kv_yields_copies);
     single_case(s, "gemv_mma", test_gemv_mma);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);
@@ -3046,17 +3049,14 @@ int main(void)
     tcase_add_test(ta, test_attn_gqa_shared);
     tcase_add_test(ta, test_attn_long_gqa_35b);
     tcase_add_test(ta, test_attn_long_gqa_9b);
-    tcase_add_test(ta, test_attn_long_ring);
     tcase_add_test(ta, test_attn_long_gqa_f32);
     tcase_add_test(ta, test_attn_long_gqa_fma);
     tcase_add_test(ta, test_kv_too_big);
-    tcase_add_test(ta, test_kv_yields_copies);
     tcase_add_loop_test(tg, test_gdn, 0, (int)(sizeof gdn_shapes / sizeof gdn_shapes[0]));
     tcase_add_test(ta, test_attn_i8_pages);
     tcase_add_test(ta, test_attn_i8_long_split);
     tcase_add_test(ta, test_attn_i8_long_simple);
     tcase_add_test(ta, test_attn_i8_pool);
-    tcase_add_test(ta, test_attn_i8_ring);
     tcase_add_test(tg, test_gdn_q_fused);
     tcase_add_test(tg, test_gdn_prefill_chunked);
     tcase_add_test(tg, test_gdn_prefill_seq);
