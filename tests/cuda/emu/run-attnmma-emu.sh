@@ -27,14 +27,7 @@ mkdir -p "$out"
 enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F, int, int v) { return v <= 232448 ? cudaSuccess : cudaErrorInvalidValue; }
 static inline int __any_sync(unsigned m, int p) { for (int o = 16; o > 0; o >>= 1) p |= __shfl_xor_sync(m, p, o); return p != 0; }
-// CUDA Math API __byte_perm: result byte n = byte (s >> 4n) & 7 of y:x (x bytes 0-3)
-static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
-{
-    const unsigned long long v = ((unsigned long long)y << 32) | x;
-    unsigned r = 0;
-    for (int n = 0; n < 4; n++) r |= (unsigned)((v >> (8 * ((s >> (4 * n)) & 7))) & 0xffu) << (8 * n);
-    return r;
-}
+// (__byte_perm: cuda_runtime.h's)
 // ld.shared.u32 (inside the dynamic shared memory, 4-aligned)
 static inline uint32_t lds32(const void *p)
 {
