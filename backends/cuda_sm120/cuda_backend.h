@@ -225,6 +225,10 @@ struct cu_mm;   /* cuda_internal.h */
  * launch. */
 int  cu_w8_cache_get(si_backend *b, const struct cu_mm *m, int g, const int8_t **wq, const float **ws, si_err *err);
 /* A cache of weight copies (cu_wcache above; cuda_w8cache.c):
+ * cu_wcache_mem allocates a new copy's `bytes` where the free-memory
+ * reserve allows (1/16 of the device, at least 1 GiB, left for the KV
+ * cache and scratch), else closes the cache (full) with one log
+ * line naming `knob` and what products do `after`, and returns NULL;
  * cu_wcache_add makes room for one more entry of esize bytes and returns
  * it, its cu_wcopy set from `c` (the caller fills the rest), NULL without
  * host memory (the caller frees c.mem); cu_wcache_drop frees the entries
@@ -232,6 +236,7 @@ int  cu_w8_cache_get(si_backend *b, const struct cu_mm *m, int g, const int8_t *
  * graphs made stale: ws_gen); cu_wcache_yield frees every entry and takes
  * no more (the KV cache needs the room), returning the bytes freed;
  * cu_wcache_free releases it all at close. */
+uint8_t *cu_wcache_mem(si_backend *b, cu_wcache *c, size_t bytes, const char *knob, const char *after);
 void  *cu_wcache_add(cu_wcache *c, size_t esize, cu_wcopy copy);
 void   cu_wcache_drop(si_backend *b, cu_wcache *c, const void *lo, const void *hi);
 size_t cu_wcache_yield(si_backend *b, cu_wcache *c);
@@ -240,9 +245,6 @@ void   cu_wcache_free(cu_wcache *c);
  * `type` each, `row_bytes` apart): from row 0 to the end of the last row's
  * data (cuda_w8cache.c). */
 uint64_t cu_weight_span(uint32_t type, int64_t in, int64_t rows, uint64_t row_bytes);
-/* Whether `bytes` more of device memory leave the reserve free (1/16 of
- * the device, at least 1 GiB) for the KV cache and scratch (cuda_w8cache.c). */
-bool cu_mem_fits(size_t bytes);
 /* Knobs gemv_q6r / gemv_q8r (cuda_regroup.c): whether the knob of `type`
  * is on; the regrouped copy (CU_TYPE_Q6R / CU_TYPE_Q8R) of the bytes
  * [w, w + bytes) of a Q6_K / Q8_0 weight, a whole number of groups starting

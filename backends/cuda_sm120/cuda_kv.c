@@ -144,9 +144,7 @@ int cu_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err)
         /* The weight copies (gemv_q6r/q8r, w8_cache) are only speed: the
          * cache the caller asked for comes first.  Products then read the
          * GGUF rows (the same results). */
-        const size_t held = b->rg.bytes + b->w8c.bytes;
-        cu_wcache_yield(b, &b->rg);
-        cu_wcache_yield(b, &b->w8c);
+        const size_t held = cu_wcache_yield(b, &b->rg) + cu_wcache_yield(b, &b->w8c);
         b->host->log(b->host, SI_LOG_WARN, CU_NAME,
                      "KV cache needs %.1f MiB, %.1f MiB free: the weight copies of gemv_q6r/q8r and w8_cache "
                      "(%.1f MiB) are freed for it, and no more are made", total / 1048576.0,

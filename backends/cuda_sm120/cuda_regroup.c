@@ -7,7 +7,7 @@
  * A copy is made of a whole dense weight when it is loaded
  * (cuda_weight_load), or on a product's first use of weights that have
  * none (outside graph capture: no allocation may happen there), while a
- * reserve of the device's memory stays free (cu_mem_fits); otherwise the
+ * reserve of the device's memory stays free (cu_wcache_mem); otherwise the
  * product reads the GGUF rows, the same bits.  Regrouping keeps each group
  * (si_cu_rg_group: a 2048-weight step of a row) at its offset, so the copy
  * of a weight serves any of its rows: an entry covers [w, w_end) and
@@ -47,15 +47,9 @@ const uint8_t *cu_rg_get(si_backend *b, uint32_t type, const uint8_t *w, uint64_
     }
     if (c->full || b->capturing || (uintptr_t)w % 2 != 0)
         return NULL;
-    uint8_t *mem = NULL;
-    if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
-        cudaGetLastError();
-        c->full = true;
-        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
-                     "gemv_q6r/q8r: %zu copies, %.1f MiB; no more (the device's free-memory reserve): later "
-                     "products read the GGUF rows", c->n, (double)c->bytes / 1048576.0);
+    uint8_t *mem = cu_wcache_mem(b, c, bytes, "gemv_q6r/q8r", "products read the GGUF rows");
+    if (mem == NULL)
         return NULL;
-    }
     if (si_cu_rg_copy(type, w, mem, bytes, b->stream) != 0) {
         cudaGetLastError();
         cudaFree(mem);

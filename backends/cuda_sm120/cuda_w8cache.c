@@ -59,7 +59,7 @@ static bool same_key(const cu_w8_entry *e, const cu_mm *m, int g)
 
 /* Free memory that must remain after an entry: 1/16 of the device, at
  * least 1 GiB. */
-bool cu_mem_fits(size_t bytes)
+static bool cu_mem_fits(size_t bytes)
 {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
@@ -90,15 +90,9 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
         return SI_OK;
     const size_t ws_off = ((size_t)(m->rows * m->in) + 255) & ~(size_t)255;
     const size_t bytes = ws_off + (size_t)(m->rows * (m->in / g)) * 4;
-    uint8_t *mem = NULL;
-    if (!cu_mem_fits(bytes) || cudaMalloc((void **)&mem, bytes) != cudaSuccess) {
-        cudaGetLastError();
-        c->full = true;
-        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
-                     "w8_cache: %zu entries, %.1f MiB; no more (the device's free-memory reserve): later "
-                     "products requantise per call", c->n, (double)c->bytes / 1048576.0);
+    uint8_t *mem = cu_wcache_mem(b, c, bytes, "w8_cache", "products requantise per call");
+    if (mem == NULL)
         return SI_OK;
-    }
     int rc = si_cu_w8_weights(m, g, (int8_t *)mem, (float *)(mem + ws_off), b->stream);
     if (rc != 0) {
         cudaFree(mem);
@@ -122,6 +116,19 @@ int cu_w8_cache_get(si_backend *b, const cu_mm *m, int g, const int8_t **wq, con
 
 /* ---- shared by the caches of weight copies (w8_cache above, the
  * regrouped copies of cuda_regroup.c) */
+
+uint8_t *cu_wcache_mem(si_backend *b, cu_wcache *c, size_t bytes, const char *knob, const char *after)
+{
+    uint8_t *mem = NULL;
+    if (cu_mem_fits(bytes) && cudaMalloc((void **)&mem, bytes) == cudaSuccess)
+        return mem;
+    cudaGetLastError();
+    c->full = true;
+    b->host->log(b->host, SI_LOG_INFO, CU_NAME,
+                 "%s: %zu copies, %.1f MiB; no more (the device's free-memory reserve): later %s", knob, c->n,
+                 (double)c->bytes / 1048576.0, after);
+    return NULL;
+}
 
 void *cu_wcache_add(cu_wcache *c, size_t esize, cu_wcopy copy)
 {
