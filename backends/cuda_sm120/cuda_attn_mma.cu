@@ -92,13 +92,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS) split_mma_kernel(cu_attn a, int
         // S^T of positions 16 warp .. +15 (none past the context)
         if (16 * warp < cnt) {
             float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-            const uint32_t kb = smem_u32(kt + (16 * warp + (lm & 1) * 8 + lr) * rs + (lm >> 1) * 8);
-#pragma unroll
-            for (int k = 0; k < KS; k++) {
-                uint32_t af[4];
-                ldsm_x4(af, kb + 32 * k);
-                mma_f16(sc, af, qf[k][0], qf[k][1]);
-            }
+            dm_scores<KS>(kt + 16 * warp * rs, rs, qf, sc);
             // c0/c1: position 16 warp + gr, heads 2qd, 2qd + 1; c2/c3: + 8
 #pragma unroll
             for (int j = 0; j < 4; j++) {

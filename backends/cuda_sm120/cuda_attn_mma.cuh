@@ -29,6 +29,24 @@ __device__ __forceinline__ void dm_issue(__half *dst, int rs, const char *src, u
     }
 }
 
+// S^T [16 positions x 8 heads] += K [16 x hd] . Q^T by one warp: K's 16
+// f16 rows from k16 (rs halves apart) as A fragments by ldmatrix (lane l
+// gives row l & 7 of matrix l >> 3: rows 8 (lm & 1).., dims 8 (lm >> 1)..
+// of each 16-wide step), Q^T's from qf (dm_q_frags).  sc: positions gr,
+// gr + 8 (0, 1 / 2, 3) of heads 2qd, 2qd + 1 (0, 2 / 1, 3).
+template <int KS>
+__device__ __forceinline__ void dm_scores(const __half *k16, int rs, const uint32_t (&qf)[KS][2], float sc[4])
+{
+    const int lane = threadIdx.x & 31, lm = lane >> 3, lr = lane & 7;
+    const uint32_t kb = smem_u32(k16 + ((lm & 1) * 8 + lr) * rs + (lm >> 1) * 8);
+#pragma unroll
+    for (int k = 0; k < KS; k++) {
+        uint32_t af[4];
+        ldsm_x4(af, kb + 32 * k);
+        mma_f16(sc, af, qf[k][0], qf[k][1]);
+    }
+}
+
 // The block's place (split_where) and its kv head's K and V rows in the
 // dense cache: row p at kg/vg + p * stepb.  False: nothing to do.
 struct dm_blk {

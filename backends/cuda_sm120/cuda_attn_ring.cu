@@ -176,13 +176,7 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
             sc[2] *= k8;
             sc[3] *= k8;
         } else {
-            const uint32_t kb = smem_u32((__half *)st + ((lm & 1) * 8 + lr) * rs + (lm >> 1) * 8);
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                uint32_t af[4];
-                ldsm_x4(af, kb + 32 * kk);
-                mma_f16(sc, af, qf[kk][0], qf[kk][1]);
-            }
+            dm_scores<KS>((const __half *)st, rs, qf, sc);
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 sc[j] *= scale;
