@@ -46,7 +46,8 @@ typedef struct cu_wcache {
     size_t n, cap, esize;
     size_t bytes;   /* device memory held */
     bool   full;    /* no more entries: the free-memory reserve was reached,
-                     * or the KV cache took the room back (cu_wcache_yield) */
+                     * or the KV cache took the room back (cu_wcache_yield);
+                     * cleared when memory is freed (a drop, cu_kv_free) */
 } cu_wcache;
 
 struct si_backend {

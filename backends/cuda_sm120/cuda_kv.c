@@ -55,6 +55,12 @@ void cu_kv_free(si_backend *b, si_kv *kv)
     free(kv->seq_pages);
     free(kv->free_list);
     free(kv);
+    /* Its memory is free again: the weight copies it may have taken back
+     * (cu_wcache_yield in cu_kv_create) may be made again, on their next
+     * use (a bench sweeping contexts frees and makes the cache per
+     * context; the smaller ones should not run without the copies). */
+    if (b != NULL)
+        b->rg.full = b->w8c.full = false;
 }
 
 static const char *kv_type_name(const si_kv *kv) { return kv->i8 ? "i8 paged" : kv->f16 ? "f16" : "f32"; }
@@ -147,7 +153,7 @@ int cu_kv_create(si_backend *b, const si_kv_desc *d, si_kv **out, si_err *err)
         const size_t held = cu_wcache_yield(b, &b->rg) + cu_wcache_yield(b, &b->w8c);
         b->host->log(b->host, SI_LOG_WARN, CU_NAME,
                      "KV cache needs %.1f MiB, %.1f MiB free: the weight copies of gemv_q6r/q8r and w8_cache "
-                     "(%.1f MiB) are freed for it, and no more are made", total / 1048576.0,
+                     "(%.1f MiB) are freed for it, and no more are made while it lives", total / 1048576.0,
                      (double)free_b / 1048576.0, (double)held / 1048576.0);
         e = cudaMemGetInfo(&free_b, &total_b);
     }

@@ -2152,12 +2152,26 @@ START_TEST(test_gemv_regroup)
 }
 END_TEST
 
+/* The device's free bytes, from the message of an impossible allocation's
+ * refusal (cuda_sm120.c buf_alloc names them). */
+static unsigned long long dev_free_bytes(pair *p)
+{
+    si_err err = { { 0 } };
+    si_buf *blk = NULL;
+    ck_assert_int_eq(p->go->buf_alloc(p->gb, (uint64_t)1 << 50, &blk, &err), SI_ENOMEM);
+    const char *fp = strstr(err.msg, "bytes (");
+    unsigned long long free_b = 0;
+    ck_assert_msg(fp != NULL && sscanf(fp, "bytes (%llu free", &free_b) == 1, "message: %s", err.msg);
+    return free_b;
+}
+
 /* The KV cache before the weight copies (cu_kv_create, cu_wcache_yield):
  * a Q6_K product makes its regrouped copy (41 MB), the device is then
  * filled to ~24 MiB free, and a 32 MiB KV cache must still be created
  * (the copy gives its memory back); the product then reads the GGUF rows,
  * the same bits as with the knob off.  A cache larger than free memory
- * and the copies together is still SI_ENOMEM. */
+ * and the copies together is still SI_ENOMEM.  Once the cache is freed,
+ * products make their copies again. */
 START_TEST(test_kv_yields_copies)
 {
     if (as_cpu)
@@ -2170,13 +2184,9 @@ START_TEST(test_kv_yields_copies)
     dt_make(&p, &y, SI_TYPE_F32, 12288, 1, 1, NULL);
     opdt o = { .op = { .kind = SI_OP_MATMUL }, .dst = &y, .src = { &w, &x } };
     run_ok(&p, &o);   /* the copy of w is made here */
-    /* the free bytes, from the refusal of an impossible allocation */
     si_err err = { { 0 } };
     si_buf *blk = NULL;
-    ck_assert_int_eq(p.go->buf_alloc(p.gb, (uint64_t)1 << 50, &blk, &err), SI_ENOMEM);
-    const char *fp = strstr(err.msg, "bytes (");
-    unsigned long long free_b = 0;
-    ck_assert_msg(fp != NULL && sscanf(fp, "bytes (%llu free", &free_b) == 1, "message: %s", err.msg);
+    const unsigned long long free_b = dev_free_bytes(&p);
     const unsigned long long mib = 1ull << 20, leave = 24 * mib;
     ck_assert(free_b > leave + 64 * mib);
     ck_assert_msg(p.go->buf_alloc(p.gb, (free_b - leave) / (2 * mib) * (2 * mib), &blk, &err) == SI_OK, "%s",
@@ -2192,7 +2202,14 @@ START_TEST(test_kv_yields_copies)
     p.go->buf_free(p.gb, blk);
     run_ok(&p, &o);
     dt_compare_fl(&p, &y, 0.0, sqrt(4096.0) / 3.0, "MATMUL Q6_K after the KV cache took the copy's memory", false);
+    /* with the cache gone the copies are made again (cu_kv_free reopens
+     * them): the next product takes the copy's ~41 MB back */
     p.go->kv_free(p.gb, kv);
+    const unsigned long long before = dev_free_bytes(&p);
+    run_ok(&p, &o);
+    const unsigned long long after = dev_free_bytes(&p);
+    ck_assert_msg(after + 40 * mib <= before, "no copy after kv_free: %llu -> %llu bytes free", before, after);
+    dt_compare_fl(&p, &y, 0.0, sqrt(4096.0) / 3.0, "MATMUL Q6_K on the copy made again", false);
     dt_free(&p, &w);
     dt_free(&p, &x);
     dt_free(&p, &y);

@@ -6,7 +6,9 @@
  * it needs, lowest id first; the device table equals the host mirror;
  * exhaustion fails with SI_ENOMEM and changes nothing (free list, owned
  * pages, device table); reset returns the pages and the next sequence gets
- * them back in order; a failed staging upload gives the pages back.
+ * them back in order; a failed staging upload gives the pages back.  And
+ * cu_kv_create's use of the weight-copy caches: they yield their memory
+ * only where that makes the cache fit, and reopen when it is freed.
  * Built and run by run-attn-emu.sh. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,7 +21,8 @@
 cudaError_t cudaMalloc(void **p, size_t n) { *p = calloc(1, n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; memset(p, v, n); return cudaSuccess; }
-cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = (size_t)1 << 34; return cudaSuccess; }
+static size_t fake_free = (size_t)1 << 34;   /* what cudaMemGetInfo says is free */
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = fake_free; *t = (size_t)1 << 34; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { (void)e; return "fake"; }
@@ -44,14 +47,17 @@ void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err)
     memset(pin_arena, 0xee, sizeof pin_arena);   /* what a later reuse would do */
     return pin_arena;
 }
-/* (cuda_w8cache.c's, which needs the kernels: the weight-copy caches hold
- * nothing here, no product runs, so cu_kv_create never yields them) */
+/* (cuda_w8cache.c's, which needs the kernels; here the caches are only
+ * their byte counts, which free memory gets back) */
+static int yields;
 size_t cu_wcache_yield(si_backend *b, cu_wcache *c)
 {
     (void)b;
     const size_t held = c->bytes;
+    fake_free += held;
     c->bytes = 0;
     c->full = true;
+    yields++;
     return held;
 }
 static void host_log(const si_host *h, int level, const char *who, const char *fmt, ...)
@@ -81,6 +87,49 @@ static void check_mirror(const si_kv *kv, const char *when)
     for (uint32_t p = 0; p < kv->n_pages; p++)
         CHECK(seen[p] == 1, "%s: page %u owned/free %d times", when, p, seen[p]);
     free(seen);
+}
+
+/* A dense f16 cache of 2 MiB (1 layer, 4096 positions of one 128-wide kv
+ * head, K and V) against 1 MiB free and the weight copies' bytes. */
+static void yield_checks(void)
+{
+    si_host host = { 0 };
+    host.log = host_log;
+    si_backend b = { 0 };
+    b.host = &host;
+    b.kv_type = SI_TYPE_F16;
+    si_kv_desc d = { 0 };
+    d.size = sizeof d;
+    d.n_layer = 1; d.n_head_kv = 1; d.head_dim = 128; d.n_seq = 1; d.n_ctx = 4096;
+    const size_t kib = 1024;
+    si_kv *kv = NULL;
+    si_err err = { { 0 } };
+    /* copies too small to make room: refused, the copies kept */
+    fake_free = 1024 * kib;
+    b.rg.bytes = 256 * kib;
+    b.w8c.bytes = 256 * kib;
+    yields = 0;
+    int rc = cu_kv_create(&b, &d, &kv, &err);
+    CHECK(rc == SI_ENOMEM && kv == NULL && yields == 0 && !b.rg.full && b.rg.bytes == 256 * kib,
+          "no room even without the copies: rc %d, %d yields", rc, yields);
+    CHECK(strstr(err.msg, "KV cache needs") != NULL, "message: %s", err.msg);
+    /* enough free: no yield */
+    fake_free = 4096 * kib;
+    rc = cu_kv_create(&b, &d, &kv, &err);
+    CHECK(rc == SI_OK && yields == 0 && !b.rg.full && !b.w8c.full, "room: rc %d %s, %d yields", rc, err.msg, yields);
+    cu_kv_free(&b, kv);
+    kv = NULL;
+    /* room only without the copies: both yield, the cache is made, and
+     * freeing it reopens them */
+    fake_free = 1024 * kib;
+    b.rg.bytes = 768 * kib;
+    b.w8c.bytes = 512 * kib;
+    rc = cu_kv_create(&b, &d, &kv, &err);
+    CHECK(rc == SI_OK && yields == 2 && b.rg.full && b.w8c.full && b.rg.bytes == 0 && b.w8c.bytes == 0,
+          "yield: rc %d %s, %d yields", rc, err.msg, yields);
+    cu_kv_free(&b, kv);
+    CHECK(!b.rg.full && !b.w8c.full, "the copies stay closed after the cache is freed");
+    fake_free = (size_t)1 << 34;
 }
 
 int main(void)
@@ -173,6 +222,7 @@ int main(void)
         for (uint32_t s = 0; s < 3; s++)
             CHECK(kv->len[l * 3 + s] == 0, "len[%u][%u] = %u after reset", l, s, kv->len[l * 3 + s]);
     cu_kv_free(&b, kv);
+    yield_checks();
     printf("kv_pages_emu: %s\n", fails ? "FAIL" : "OK");
     return fails != 0;
 }
