@@ -24,6 +24,7 @@ int si_cmd_mkmodel(int argc, char **argv);
 int si_cmd_convert(int argc, char **argv);
 int si_cmd_run(int argc, char **argv);
 int si_cmd_chat(int argc, char **argv);
+int si_cmd_batch(int argc, char **argv);
 int si_cmd_tokenize(int argc, char **argv);
 int si_cmd_check(int argc, char **argv);
 int si_cmd_score(int argc, char **argv);

@@ -3,12 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include <limits.h>
 
-#include "chat.h"
 #include "cli_model.h"
+#include "cli_prompt.h"
 #include "generate.h"
 #include "gguf.h"
 #include "tokenizer.h"
@@ -83,14 +81,9 @@ static int parse(run_args *a, const char *cmd, int argc, char **argv)
 {
     si_cli_model_defaults(&a->m);
     si_sampler_default_params(&a->sp);
-    /* Sentinels: whatever no flag sets comes from [runtime] once the
-     * configuration is loaded (runtime_defaults). */
-    a->sp.temperature = -1.0f;
-    a->sp.top_k = -1;
-    a->sp.top_p = -1.0f;
-    a->sp.min_p = -1.0f;
-    a->sp.seed = UINT64_MAX;
-    a->n_predict = LONG_MIN;
+    /* whatever no flag sets comes from [runtime] once the configuration
+     * is loaded (si_cli_sampling_fill) */
+    si_cli_sampling_unset(&a->sp, &a->n_predict);
     a->think = true;
     a->special = true;
     a->chat = strcmp(cmd, "chat") == 0;
@@ -131,36 +124,6 @@ static int parse(run_args *a, const char *cmd, int argc, char **argv)
     return 0;
 }
 
-/* Tokenizes a piece of text and appends it; added tokens are parsed only
- * in template text, never in user text unless `special`. */
-static int append_text(const si_tokenizer *tok, si_tok_vec *v, const char *text, bool special)
-{
-    si_err err = { { 0 } };
-    int rc = si_tokenize_append(tok, text, strlen(text),
-                                special ? SI_TOK_SPECIAL_ALL : SI_TOK_SPECIAL_USER, v, &err);
-    if (rc != SI_OK)
-        fprintf(stderr, "sparkinfer: tokenize: %s\n", err.msg);
-    return rc;
-}
-
-/* User text goes between template pieces; the template's own special
- * tokens are parsed, the user's text only as chosen by --no-special. */
-static int append_turn(const si_tokenizer *tok, si_tok_vec *v, const char *role,
-                       const char *content, bool special)
-{
-    char head[64];
-    snprintf(head, sizeof head, "<|im_start|>%s\n", role);
-    if (append_text(tok, v, head, true) != SI_OK || append_text(tok, v, content, special) != SI_OK)
-        return SI_EINVAL;
-    return append_text(tok, v, "<|im_end|>\n", true);
-}
-
-static int append_gen_prompt(const si_tokenizer *tok, si_tok_vec *v, bool think)
-{
-    return append_text(tok, v, think ? "<|im_start|>assistant\n<think>\n"
-                                     : "<|im_start|>assistant\n<think>\n\n</think>\n\n", true);
-}
-
 typedef struct session {
     si_engine    *e;
     si_config    *cfg;
@@ -178,32 +141,13 @@ static void session_close(session *s)
     si_config_free(s->cfg);
 }
 
-/* Fills what no flag set from the configuration's [runtime] keys. */
-static void runtime_defaults(run_args *a, const si_config *cfg)
-{
-    if (a->sp.temperature < 0.0f)
-        a->sp.temperature = (float)si_config_get_double(cfg, "runtime", "temp", 1.0);
-    if (a->sp.top_k < 0)
-        a->sp.top_k = (int32_t)si_config_get_long(cfg, "runtime", "top_k", 20);
-    if (a->sp.top_p < 0.0f)
-        a->sp.top_p = (float)si_config_get_double(cfg, "runtime", "top_p", 0.95);
-    if (a->sp.min_p < 0.0f)
-        a->sp.min_p = (float)si_config_get_double(cfg, "runtime", "min_p", 0.0);
-    if (a->sp.seed == UINT64_MAX) {
-        long seed = si_config_get_long(cfg, "runtime", "seed", -1);
-        a->sp.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL);
-    }
-    if (a->n_predict == LONG_MIN)
-        a->n_predict = si_config_get_long(cfg, "runtime", "n_predict", 256);
-}
-
 static int session_open(session *s, run_args *a, const char *cmd)
 {
     memset(s, 0, sizeof *s);
     s->e = si_cli_engine_open(&a->m, cmd, &s->cfg);
     if (s->e == NULL)
         return SI_EXIT_FAIL;
-    runtime_defaults(a, s->cfg);
+    si_cli_sampling_fill(&a->sp, &a->n_predict, s->cfg);
     si_err err = { { 0 } };
     si_model_info info;
     si_engine_info(s->e, &info);
@@ -245,17 +189,8 @@ static int cmd_run(run_args *a)
         return rc;
     }
     si_tok_vec v = { 0 };
-    int ok = SI_OK;
-    if (a->chat) {
-        if (a->system != NULL)
-            ok = append_turn(s.tok, &v, "system", a->system, a->special);
-        if (ok == SI_OK)
-            ok = append_turn(s.tok, &v, "user", prompt, a->special);
-        if (ok == SI_OK)
-            ok = append_gen_prompt(s.tok, &v, a->think);
-    } else {
-        ok = append_text(s.tok, &v, prompt, a->special);
-    }
+    const si_cli_prompt_opts po = { .system = a->system, .chat = a->chat, .think = a->think, .special = a->special };
+    int ok = si_cli_prompt_tokens(s.tok, &po, prompt, &v);
     if (ok == SI_OK && v.n == 0) {
         si_cli_error("run", "the prompt is empty");
         ok = SI_EINVAL;
@@ -290,7 +225,7 @@ static int cmd_chat(run_args *a)
     uint32_t pos = 0;
     int ok = SI_OK;
     if (a->system != NULL)
-        ok = append_turn(s.tok, &v, "system", a->system, a->special);
+        ok = si_cli_append_turn(s.tok, &v, "system", a->system, a->special);
     bool tty = isatty(STDIN_FILENO);
     char *line = NULL;
     size_t cap = 0;
@@ -304,8 +239,8 @@ static int cmd_chat(run_args *a)
             line[--n] = '\0';
         if (n == 0)
             break;
-        if ((ok = append_turn(s.tok, &v, "user", line, a->special)) != SI_OK ||
-            (ok = append_gen_prompt(s.tok, &v, a->think)) != SI_OK)
+        if ((ok = si_cli_append_turn(s.tok, &v, "user", line, a->special)) != SI_OK ||
+            (ok = si_cli_append_gen_prompt(s.tok, &v, a->think)) != SI_OK)
             break;
         si_detok_init(&s.out.detok, s.tok, false);
         si_gen_opts go = { .seq = 0, .pos0 = pos, .n_batch = si_cli_n_batch(&a->m, s.cfg),
@@ -325,7 +260,7 @@ static int cmd_chat(run_args *a)
         /* The answer's end-of-turn token was sampled but not fed: the next
          * prompt starts by closing the turn, so the context stays ChatML. */
         v.n = 0;
-        ok = append_text(s.tok, &v, st.stopped_eog ? "<|im_end|>\n" : "\n<|im_end|>\n", true);
+        ok = si_cli_append_text(s.tok, &v, st.stopped_eog ? "<|im_end|>\n" : "\n<|im_end|>\n", true);
     }
     free(line);
     free(v.ids);

@@ -14,6 +14,7 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
     { "run",      si_cmd_run,      "generate text from a prompt (streamed)" },
     { "chat",     si_cmd_chat,     "interactive ChatML conversation" },
+    { "batch",    si_cmd_batch,    "a completion for every prompt of a file, decoded together" },
     { "tokenize", si_cmd_tokenize, "print the token ids and pieces of a text" },
     { "check",    si_cmd_check,    "batched prefill vs token-by-token: top-1 and KL" },
     { "bench",    si_cmd_bench,    "prefill and decode speed: a sweep, one model load" },

@@ -16,61 +16,7 @@
 #include "gguf.h"
 #include "quant.h"
 
-/* After the project headers: <signal.h> (pulled in by <sys/wait.h>) defines
- * a macro named si_status, which would rewrite status.h's enum si_status. */
-#include <sys/wait.h>
-
-static char tmpdir[256];
-static char bin[512];
-
-static void setup(void)
-{
-    const char *b = getenv("SI_TOP_BUILDDIR");
-    snprintf(bin, sizeof bin, "%s/sparkinfer", b && *b ? b : ".");
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/si-cli-XXXXXX", base && *base ? base : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
-/* Runs `sparkinfer ARGS > tmp/stdout 2> tmp/stderr`; returns the exit status. */
-static int run(const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s > '%s/stdout' 2> '%s/stderr'", bin, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    ck_assert_msg(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
-    return WEXITSTATUS(st);
-}
-
-static char *slurp(const char *name)
-{
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static void path_in_tmp(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "%s/%s", tmpdir, name);
-}
+#include "cli_util.h"
 
 /* Same plan mkmodel builds in-process. */
 static void plan_for(const char *preset, const char *arch, const char *quant, uint32_t layers,
@@ -146,11 +92,11 @@ static void check_against_plan(const si_gguf *g, const si_mk_plan *p)
 START_TEST(test_tiny_f32)
 {
     char out[400];
-    path_in_tmp(out, sizeof out, "tiny.gguf");
+    cli_path(out, sizeof out, "tiny.gguf");
     char args[600];
     snprintf(args, sizeof args, "mkmodel --preset tiny --arch qwen35 --seed 11 -o '%s'", out);
-    ck_assert_int_eq(run(args), 0);
-    char *so = slurp("stdout");
+    ck_assert_int_eq(cli_run(args), 0);
+    char *so = cli_slurp("stdout");
     ck_assert_ptr_nonnull(strstr(so, "109 tensors"));
     free(so);
 
@@ -206,18 +152,18 @@ END_TEST
 START_TEST(test_tiny_moe_q8_0_and_determinism)
 {
     char a[400], b[400], c[400], args[1400];
-    path_in_tmp(a, sizeof a, "a.gguf");
-    path_in_tmp(b, sizeof b, "b.gguf");
-    path_in_tmp(c, sizeof c, "c.gguf");
+    cli_path(a, sizeof a, "a.gguf");
+    cli_path(b, sizeof b, "b.gguf");
+    cli_path(c, sizeof c, "c.gguf");
     snprintf(args, sizeof args, "mkmodel --preset tiny --arch qwen35moe --quant q8_0 "
              "--seed 5 --threads 1 -o '%s'", a);
-    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(cli_run(args), 0);
     snprintf(args, sizeof args, "mkmodel --preset=tiny --arch=qwen35moe --quant=q8_0 "
              "--seed=5 --threads=3 --output '%s'", b);
-    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(cli_run(args), 0);
     snprintf(args, sizeof args, "mkmodel --preset tiny --arch qwen35moe --quant q8_0 "
              "--seed 6 -o '%s'", c);
-    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(cli_run(args), 0);
     snprintf(args, sizeof args, "cmp -s '%s' '%s'", a, b);
     ck_assert_msg(system(args) == 0, "same seed, different thread count: files differ");
     snprintf(args, sizeof args, "cmp -s '%s' '%s'", a, c);
@@ -250,10 +196,10 @@ END_TEST
 START_TEST(test_9b_cut)
 {
     char out[400], args[800];
-    path_in_tmp(out, sizeof out, "9b2.gguf");
+    cli_path(out, sizeof out, "9b2.gguf");
     snprintf(args, sizeof args, "mkmodel --preset 9b --layers 2 --vocab-size 4096 --seed 1 "
              "-o '%s'", out);
-    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(cli_run(args), 0);
     si_gguf *g;
     si_err err;
     ck_assert_msg(si_gguf_open(out, &g, &err) == SI_OK, "%s", err.msg);
@@ -284,8 +230,8 @@ static cJSON *info_json(const char *file)
 {
     char args[600];
     snprintf(args, sizeof args, "info --json '%s'", file);
-    ck_assert_int_eq(run(args), 0);
-    char *text = slurp("stdout");
+    ck_assert_int_eq(cli_run(args), 0);
+    char *text = cli_slurp("stdout");
     cJSON *j = cJSON_Parse(text);
     ck_assert_msg(j != NULL, "info --json output is not JSON");
     free(text);
@@ -343,9 +289,9 @@ static void check_json_against_reader(const cJSON *j, const si_gguf *g)
 START_TEST(test_info_json_models)
 {
     char out[400], args[800];
-    path_in_tmp(out, sizeof out, "m.gguf");
+    cli_path(out, sizeof out, "m.gguf");
     snprintf(args, sizeof args, "mkmodel --preset tiny --arch qwen35moe --layers 4 -o '%s'", out);
-    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(cli_run(args), 0);
     cJSON *j = info_json(out);
     si_gguf *g;
     si_err err;
@@ -423,7 +369,7 @@ static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli_models");
     TCase *tc = tcase_create("mkmodel_info");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, cli_setup, cli_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_tiny_f32);
     tcase_add_test(tc, test_tiny_moe_q8_0_and_determinism);
