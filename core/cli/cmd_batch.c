@@ -2,15 +2,19 @@
  * of a file, up to P sequences at once (continuous batching).
  *
  * Each of the P sequence slots takes the next waiting prompt as soon as it
- * is free: the prompt is prefilled alone (chunked, as `run` does), its
- * first token sampled, and from then on the sequence decodes one token a
- * step together with every other live sequence (one forward of up to P
- * tokens).  A sequence that ends (end of generation, -n reached, context
- * full) gives its slot back at once (si_engine_seq_reset), so the batch
- * stays full while prompts wait.  Every prompt has its own sampler seeded
- * with seed + its index, so a prompt's text does not depend on the others
- * or on P.  Results are printed in input order as soon as all before them
- * are done. */
+ * is free.  Every step is one forward: the next token of each decoding
+ * sequence, then the next chunks of the prompts being prefilled, up to -b
+ * tokens in all (chunked prefill: the decoding sequences go on while a
+ * new prompt comes in, where prefilling it in forwards of its own,
+ * --prefill-apart, stalls them); a prompt whose last token went in draws
+ * its first token from that step.  A sequence that ends (end of
+ * generation, -n reached, context full) gives its slot back at once
+ * (si_engine_seq_reset), so the batch stays full while prompts wait.
+ * Every prompt has its own sampler seeded with seed + its index, so a
+ * prompt's text does not depend on the others or on P (on the cpu backend
+ * it is `run`'s bit for bit; a GPU backend's products may round another
+ * way at another batch size).  Results are printed in input order as soon
+ * as all before them are done. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +37,13 @@ typedef struct bt_prompt {
 } bt_prompt;
 
 typedef struct bt_slot {
-    long        p;       /* prompt index; -1: free */
+    long        p;       /* prompt index; -1: free                        */
     si_sampler *smp;
-    uint32_t    pos;     /* where `next` goes      */
-    int32_t     next;    /* the token to feed      */
-    uint32_t    n_gen;   /* tokens sampled         */
+    si_tok_vec  prompt;  /* its tokens, of which `fed` went into the model */
+    uint32_t    fed;
+    uint32_t    pos;     /* where `next` goes (decoding: fed == prompt.n)  */
+    int32_t     next;    /* the token to feed                              */
+    uint32_t    n_gen;   /* tokens sampled                                 */
 } bt_slot;
 
 typedef struct bt_args {
@@ -46,7 +52,7 @@ typedef struct bt_args {
     si_cli_prompt_opts po;
     const char        *file;
     long               n_predict, parallel;
-    bool               jsonl, jsonl_in;
+    bool               jsonl, jsonl_in, apart;
 } bt_args;
 
 typedef struct bt_run {
@@ -59,13 +65,17 @@ typedef struct bt_run {
     bt_slot       *sl;
     uint32_t       n_sl;
     float         *logits;            /* [n_sl][n_vocab]        */
+    int32_t       *b_tok, *b_pos, *b_seq;   /* a step's batch: n_sl + n_batch */
+    uint8_t       *b_want;
+    bt_slot      **rows;              /* the slot of each wanted row */
+    bool          *first;             /* that row ends its prompt    */
     uint32_t       k;                 /* top-K path; 0: full rows */
     float         *vals;
     int32_t       *ids, *pen_id, *pen_count, *pen_off;
     uint32_t       pen_cap;
     /* totals */
     uint64_t       n_prompt_tok, n_gen_tok, n_rows, n_steps;
-    double         prefill_s, decode_s;
+    double         fwd_s;
     int            failed;
 } bt_run;
 
@@ -87,6 +97,8 @@ static void usage(FILE *f)
                "  --system TEXT           system message (with --chat)\n"
                "  --no-think              with --chat: open each answer with an empty <think> block\n"
                "  --no-special            treat special-token text in the prompts as plain text\n"
+               "  --prefill-apart         prefill each admitted prompt in forwards of its own (default: its\n"
+               "                          chunks ride in the decode steps, up to -b tokens a step in all)\n"
                "Prompt i samples with seed + i, so its text does not depend on -np.\n");
     fputs(SI_CLI_MODEL_HELP, f);
     fputs(SI_CLI_SAMPLING_HELP, f);
@@ -135,6 +147,8 @@ static int parse(bt_args *a, int argc, char **argv)
             a->po.think = false;
         } else if (strcmp(s, "--no-special") == 0) {
             a->po.special = false;
+        } else if (strcmp(s, "--prefill-apart") == 0) {
+            a->apart = true;
         } else {
             si_cli_error("batch", "unknown or incomplete option '%s' (see --help)", s);
             return SI_EXIT_USAGE;
@@ -306,7 +320,8 @@ static void slot_end(bt_run *r, bt_slot *s, const char *finish, const char *msg)
     if (si_engine_seq_reset(r->e, (uint32_t)(s - r->sl), &err) != SI_OK)
         fprintf(stderr, "sparkinfer batch: sequence %td: reset: %s\n", s - r->sl, err.msg);
     si_sampler_free(s->smp);
-    s->smp = NULL;
+    free(s->prompt.ids);
+    memset(s, 0, sizeof *s);
     s->p = -1;
     flush_results(r);
 }
@@ -341,100 +356,138 @@ static void slot_took(bt_run *r, bt_slot *s, int32_t id)
         s->next = id;
 }
 
-/* Prompt i into free slot s: tokenize, prefill, sample the first token.
- * A prompt that cannot run fails alone; SI_OK unless the engine failed. */
-static int slot_start(bt_run *r, bt_slot *s, size_t i)
+/* Slot s samples from row j of the last forward (the top-K's or the
+ * logits rows). */
+static void slot_draw(bt_run *r, bt_slot *s, bool topk, uint32_t j)
 {
-    bt_prompt *p = &r->pr[i];
-    si_tok_vec v = { 0 };
-    si_err err = { { 0 } };
-    s->p = (long)i;
-    s->n_gen = 0;
-    si_sampler_params sp = r->a->sp;
-    sp.seed += i;
-    if (si_cli_prompt_tokens(r->tok, &r->a->po, p->text, &v) != SI_OK || v.n == 0) {
-        s->p = -1;
-        prompt_fail(r, i, v.n == 0 ? "the prompt is empty" : "cannot tokenize the prompt");
-        free(v.ids);
-        return SI_OK;
-    }
-    p->n_prompt = (uint32_t)v.n;
-    if (v.n > r->n_ctx) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "prompt of %zu tokens exceeds the context of %u tokens (raise -c or shorten it)",
-                 v.n, r->n_ctx);
-        s->p = -1;
-        prompt_fail(r, i, msg);
-        free(v.ids);
-        return SI_OK;
-    }
-    int rc = si_sampler_new(&sp, r->n_vocab, &s->smp, &err);
-    uint8_t *want = rc == SI_OK ? calloc(v.n, 1) : NULL;
-    if (rc == SI_OK && want == NULL)
-        rc = si_err_set(&err, SI_ENOMEM, "out of memory");
-    if (rc != SI_OK) {
-        free(v.ids);
-        slot_end(r, s, NULL, err.msg);
-        return SI_OK;
-    }
-    want[v.n - 1] = 1;
-    for (size_t k = 0; k < v.n; k++)
-        si_sampler_accept(s->smp, v.ids[k]);
-    const double t0 = si_now_seconds();
-    rc = si_prefill(r->e, (uint32_t)(s - r->sl), 0, v.ids, (uint32_t)v.n, r->n_batch, want, r->logits, &err);
-    r->prefill_s += si_now_seconds() - t0;
-    r->n_prompt_tok += v.n;
-    s->pos = (uint32_t)v.n;
-    free(want);
-    free(v.ids);
-    if (rc != SI_OK) {
-        slot_end(r, s, NULL, err.msg);
-        return rc;
-    }
-    if (r->a->n_predict == 0) {
-        slot_end(r, s, "length", NULL);
-        return SI_OK;
-    }
     int32_t id = -1;
-    rc = si_sampler_sample(s->smp, r->logits, &id, &err);
+    si_err err = { { 0 } };
+    int rc = topk ? si_sampler_sample_topk(s->smp, r->vals + (size_t)j * r->k, r->ids + (size_t)j * r->k, r->k, &id,
+                                           &err)
+                  : si_sampler_sample(s->smp, r->logits + (size_t)j * r->n_vocab, &id, &err);
     if (rc != SI_OK)
         slot_end(r, s, NULL, err.msg);
     else
         slot_took(r, s, id);
-    return SI_OK;
 }
 
-/* One forward of every live slot's next token, then a draw for each: the
- * backend's top-K where the sampler allows it (only K values and ids a
- * row come back), else the whole logits rows. */
-static int decode_step(bt_run *r, si_err *err)
+/* Prompt i into free slot s: its tokens (into its sampler's window) and
+ * its sampler; nothing runs yet.  A prompt that cannot run fails alone. */
+static void slot_admit(bt_run *r, bt_slot *s, size_t i)
 {
-    int32_t tok[256], pos[256], seq[256];
-    uint8_t want[256];
-    bt_slot *live[256];
-    uint32_t n = 0, np = 0;
+    bt_prompt *p = &r->pr[i];
+    si_err err = { { 0 } };
+    char msg[160];
+    s->p = (long)i;
+    if (si_cli_prompt_tokens(r->tok, &r->a->po, p->text, &s->prompt) != SI_OK || s->prompt.n == 0) {
+        slot_end(r, s, NULL, s->prompt.n == 0 ? "the prompt is empty" : "cannot tokenize the prompt");
+        return;
+    }
+    p->n_prompt = (uint32_t)s->prompt.n;
+    if (s->prompt.n > r->n_ctx) {
+        snprintf(msg, sizeof msg, "prompt of %zu tokens exceeds the context of %u tokens (raise -c or shorten it)",
+                 s->prompt.n, r->n_ctx);
+        slot_end(r, s, NULL, msg);
+        return;
+    }
+    si_sampler_params sp = r->a->sp;
+    sp.seed += i;
+    if (si_sampler_new(&sp, r->n_vocab, &s->smp, &err) != SI_OK) {
+        slot_end(r, s, NULL, err.msg);
+        return;
+    }
+    for (size_t k = 0; k < s->prompt.n; k++)
+        si_sampler_accept(s->smp, s->prompt.ids[k]);
+}
+
+/* --prefill-apart: slot s's whole prompt in forwards of its own (chunks
+ * of -b, as `run`), then its first token.  SI_OK unless the engine failed. */
+static int slot_prefill(bt_run *r, bt_slot *s)
+{
+    const uint32_t n = (uint32_t)s->prompt.n;
+    uint8_t *want = calloc(n, 1);
+    si_err err = { { 0 } };
+    if (want == NULL) {
+        slot_end(r, s, NULL, "out of memory");
+        return SI_OK;
+    }
+    want[n - 1] = 1;
+    const double t0 = si_now_seconds();
+    int rc = si_prefill(r->e, (uint32_t)(s - r->sl), 0, s->prompt.ids, n, r->n_batch, want, r->logits, &err);
+    r->fwd_s += si_now_seconds() - t0;
+    free(want);
+    r->n_prompt_tok += n;
+    s->fed = s->pos = n;
+    if (rc != SI_OK)
+        slot_end(r, s, NULL, err.msg);
+    else if (r->a->n_predict == 0)
+        slot_end(r, s, "length", NULL);
+    else
+        slot_draw(r, s, false, 0);
+    return rc;
+}
+
+/* Token t of sequence q at position at into the step's batch. */
+static void put(bt_run *r, uint32_t *n, int32_t t, uint32_t at, uint32_t q, bool want)
+{
+    r->b_tok[*n] = t;
+    r->b_pos[*n] = (int32_t)at;
+    r->b_seq[*n] = (int32_t)q;
+    r->b_want[*n] = want;
+    (*n)++;
+}
+
+/* Slot s owns the next wanted row; its penalty window for the top-K op
+ * (the window its next draw sees). */
+static void want_row(bt_run *r, bt_slot *s, bool first, uint32_t *nw, uint32_t *np, float pen[3])
+{
+    if (r->k > 0) {
+        r->pen_off[*nw] = (int32_t)*np;
+        *np += si_sampler_penalties(s->smp, r->pen_id + *np, r->pen_count + *np, pen);
+    }
+    r->rows[*nw] = s;
+    r->first[*nw] = first;
+    (*nw)++;
+}
+
+/* One forward: every decoding slot's next token, then (unless
+ * --prefill-apart) the next chunks of the prompts being prefilled, up to
+ * -b tokens in all; then a draw for every decoding slot and for every
+ * prompt whose last token went in: from the backend's top-K where the
+ * sampler allows it (only K values and ids a row come back), else from
+ * the whole logits rows. */
+static int step(bt_run *r, si_err *err)
+{
+    uint32_t n = 0, nw = 0, np = 0;
     float pen[3] = { 1.0f, 0.0f, 0.0f };
     for (uint32_t i = 0; i < r->n_sl; i++) {
         bt_slot *s = &r->sl[i];
-        if (s->p < 0)
-            continue;
-        tok[n] = s->next;
-        pos[n] = (int32_t)s->pos;
-        seq[n] = (int32_t)i;
-        want[n] = 1;
-        if (r->k > 0) {   /* (the window the next draw sees: the token was accepted) */
-            r->pen_off[n] = (int32_t)np;
-            np += si_sampler_penalties(s->smp, r->pen_id + np, r->pen_count + np, pen);
+        if (s->p >= 0 && s->fed == s->prompt.n) {
+            put(r, &n, s->next, s->pos, i, true);
+            want_row(r, s, false, &nw, &np, pen);
         }
-        live[n++] = s;
+    }
+    uint32_t budget = r->n_batch > n ? r->n_batch - n : n == 0;
+    for (uint32_t i = 0; i < r->n_sl && budget > 0; i++) {
+        bt_slot *s = &r->sl[i];
+        if (s->p < 0 || s->fed == s->prompt.n)
+            continue;
+        const uint32_t left = (uint32_t)s->prompt.n - s->fed, m = left < budget ? left : budget;
+        for (uint32_t j = 0; j < m; j++)
+            put(r, &n, s->prompt.ids[s->fed + j], s->fed + j, i, j == left - 1);
+        if (m == left)
+            want_row(r, s, true, &nw, &np, pen);
+        s->fed += m;
+        budget -= m;
+        r->n_prompt_tok += m;
     }
     if (n == 0)
         return SI_OK;
-    si_batch b = { .n = n, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
+    si_batch b = { .n = n, .tokens = r->b_tok, .pos = r->b_pos, .seq = r->b_seq, .want_logits = r->b_want };
     const double t0 = si_now_seconds();
     int rc = SI_EUNSUPPORTED;
     if (r->k > 0) {
-        r->pen_off[n] = (int32_t)np;
+        r->pen_off[nw] = (int32_t)np;
         si_topk_params tp = { .k = r->k, .repeat_penalty = pen[0], .frequency_penalty = pen[1],
                               .presence_penalty = pen[2], .pen_off = np > 0 ? r->pen_off : NULL,
                               .pen_id = r->pen_id, .pen_count = r->pen_count };
@@ -445,23 +498,23 @@ static int decode_step(bt_run *r, si_err *err)
     const bool topk = rc != SI_EUNSUPPORTED;
     if (!topk)
         rc = si_engine_forward(r->e, &b, r->logits, err);
-    r->decode_s += si_now_seconds() - t0;
+    r->fwd_s += si_now_seconds() - t0;
     if (rc != SI_OK)
         return rc;
     r->n_steps++;
-    r->n_rows += n;
-    for (uint32_t j = 0; j < n; j++) {
-        bt_slot *s = live[j];
-        s->pos++;
-        int32_t id = -1;
-        si_err e2 = { { 0 } };
-        int src = topk ? si_sampler_sample_topk(s->smp, r->vals + (size_t)j * r->k, r->ids + (size_t)j * r->k, r->k,
-                                                &id, &e2)
-                       : si_sampler_sample(s->smp, r->logits + (size_t)j * r->n_vocab, &id, &e2);
-        if (src != SI_OK)
-            slot_end(r, s, NULL, e2.msg);
-        else
-            slot_took(r, s, id);
+    for (uint32_t j = 0; j < nw; j++) {
+        bt_slot *s = r->rows[j];
+        if (r->first[j]) {   /* (its prompt is in: the first draw) */
+            s->pos = s->fed;
+            if (r->a->n_predict == 0) {
+                slot_end(r, s, "length", NULL);
+                continue;
+            }
+        } else {
+            r->n_rows++;   /* (a decoding sequence's step) */
+            s->pos++;
+        }
+        slot_draw(r, s, topk, j);
     }
     return SI_OK;
 }
@@ -469,8 +522,16 @@ static int decode_step(bt_run *r, si_err *err)
 /* Buffers for n_sl rows: logits, and the top-K path's where it is on. */
 static int run_buffers(bt_run *r, const si_cli_model_opts *m)
 {
+    const size_t nb = (size_t)r->n_sl + r->n_batch;
     r->logits = malloc(sizeof(float) * r->n_vocab * r->n_sl);
-    if (r->logits == NULL) {
+    r->b_tok = malloc(sizeof *r->b_tok * nb);
+    r->b_pos = malloc(sizeof *r->b_pos * nb);
+    r->b_seq = malloc(sizeof *r->b_seq * nb);
+    r->b_want = malloc(nb);
+    r->rows = malloc(sizeof *r->rows * r->n_sl);
+    r->first = malloc(sizeof *r->first * r->n_sl);
+    if (r->logits == NULL || r->b_tok == NULL || r->b_pos == NULL || r->b_seq == NULL || r->b_want == NULL ||
+        r->rows == NULL || r->first == NULL) {
         si_cli_error("batch", "out of memory for %u logits rows", r->n_sl);
         return SI_EXIT_FAIL;
     }
@@ -497,8 +558,10 @@ static int run_buffers(bt_run *r, const si_cli_model_opts *m)
 
 static void run_free(bt_run *r)
 {
-    for (uint32_t i = 0; r->sl != NULL && i < r->n_sl; i++)
+    for (uint32_t i = 0; r->sl != NULL && i < r->n_sl; i++) {
         si_sampler_free(r->sl[i].smp);
+        free(r->sl[i].prompt.ids);
+    }
     for (size_t i = 0; i < r->n_pr; i++) {
         free(r->pr[i].text);
         free(r->pr[i].error);
@@ -507,6 +570,12 @@ static void run_free(bt_run *r)
     free(r->pr);
     free(r->sl);
     free(r->logits);
+    free(r->b_tok);
+    free(r->b_pos);
+    free(r->b_seq);
+    free(r->b_want);
+    free(r->rows);
+    free(r->first);
     free(r->vals);
     free(r->ids);
     free(r->pen_id);
@@ -516,7 +585,7 @@ static void run_free(bt_run *r)
 
 static int batch_loop(bt_run *r)
 {
-    size_t waiting = 0;   /* the next prompt to start */
+    size_t waiting = 0;   /* the next prompt to admit */
     si_err err = { { 0 } };
     int rc = SI_OK;
     const double t0 = si_now_seconds();
@@ -524,27 +593,37 @@ static int batch_loop(bt_run *r)
         uint32_t live = 0;
         for (uint32_t i = 0; i < r->n_sl && rc == SI_OK; i++) {
             bt_slot *s = &r->sl[i];
-            while (s->p < 0 && waiting < r->n_pr && rc == SI_OK)
-                rc = slot_start(r, s, waiting++);
+            while (s->p < 0 && waiting < r->n_pr && rc == SI_OK) {
+                slot_admit(r, s, waiting++);
+                if (s->p >= 0 && r->a->apart)
+                    rc = slot_prefill(r, s);
+            }
             live += s->p >= 0;
         }
-        if (rc != SI_OK || live == 0)
+        if (rc != SI_OK) {
+            si_cli_error("batch", "prefill: %s", r->pr[waiting - 1].error);
             break;
-        if ((rc = decode_step(r, &err)) != SI_OK)
-            si_cli_error("batch", "decode step of %u sequences: %s", live, err.msg);
+        }
+        if (live == 0)
+            break;
+        if ((rc = step(r, &err)) != SI_OK) {
+            si_cli_error("batch", "forward of %u sequences: %s", live, err.msg);
+            break;
+        }
     }
     const double wall = si_now_seconds() - t0;
     /* after an engine failure the prompts not done fail with it */
     for (size_t i = 0; i < r->n_pr; i++)
         if (!r->pr[i].done)
-            prompt_fail(r, i, "not run: the engine failed on another sequence");
+            prompt_fail(r, i, "not run: the engine failed");
     flush_results(r);
     fprintf(stderr,
-            "sparkinfer batch: %zu prompts, %u at once: prompts %llu tokens in %.3f s (%.1f tok/s), "
-            "generated %llu tokens, decode %.3f s (%.1f tok/s, %.2f sequences a step), wall %.3f s\n",
-            r->n_pr, r->n_sl, (unsigned long long)r->n_prompt_tok, r->prefill_s,
-            r->prefill_s > 0 ? (double)r->n_prompt_tok / r->prefill_s : 0.0, (unsigned long long)r->n_gen_tok,
-            r->decode_s, r->decode_s > 0 ? (double)r->n_rows / r->decode_s : 0.0,
+            "sparkinfer batch: %zu prompts, %u at once%s: %llu prompt + %llu generated tokens, %llu forwards in "
+            "%.3f s (%.1f generated tok/s, %.1f tok/s in all; %.2f sequences decoding a step), wall %.3f s\n",
+            r->n_pr, r->n_sl, r->a->apart ? ", prefill apart" : "", (unsigned long long)r->n_prompt_tok,
+            (unsigned long long)r->n_gen_tok, (unsigned long long)r->n_steps, r->fwd_s,
+            r->fwd_s > 0 ? (double)r->n_gen_tok / r->fwd_s : 0.0,
+            r->fwd_s > 0 ? (double)(r->n_gen_tok + r->n_prompt_tok) / r->fwd_s : 0.0,
             r->n_steps ? (double)r->n_rows / (double)r->n_steps : 0.0, wall);
     return rc == SI_OK && !r->failed ? SI_EXIT_OK : SI_EXIT_FAIL;
 }

@@ -1,8 +1,9 @@
 /* tests/cli/check_cli_batch.c — `sparkinfer batch` end to end on tiny
  * generated models of both families (cpu backend): each prompt's text is
  * what `sparkinfer run` gives for it alone (greedy, and sampling with
- * seed + its index), whatever the number of sequences decoding together,
- * with decode-step sampling on the backend or on the host; results in
+ * seed + its index), whatever the number of sequences decoding together
+ * and however the prompts' prefill is cut into the steps, with decode-step
+ * sampling on the backend or on the host; results in
  * input order with their line numbers; how each sequence ends; bad input
  * (a prompt longer than the context, a malformed JSON line, no prompts,
  * bad flags) fails with a message naming it and loses nothing else. */
@@ -130,22 +131,31 @@ static void same_batches(cJSON **a, cJSON **b, const char *what)
     }
 }
 
+/* Greedy: one sequence at a time, 2 and 6 together, prompts prefilled in
+ * forwards of their own (--prefill-apart) or riding in the decode steps
+ * in chunks of a few tokens (-b 5: 5 tokens a step in all), all `run`'s
+ * text. */
 START_TEST(test_greedy_matches_run)
 {
     static const char *models[] = { "dense", "moe" };
+    static const char *how[] = { "", "--prefill-apart", "-b 5" };
+    static const int nps[] = { 2, 6, 3 };
     for (int m = 0; m < 2; m++) {
-        int n1, n2, n6;
+        int n1;
         cJSON **a = batch_ok(models[m], "-n 12 --temp 0", 1, &n1);
-        cJSON **b = batch_ok(models[m], "-n 12 --temp 0", 2, &n2);
-        cJSON **c = batch_ok(models[m], "-n 12 --temp 0", 6, &n6);
-        same_batches(a, b, "-np 1 vs 2");
-        same_batches(a, c, "-np 1 vs 6");
-        same_as_run(models[m], "-n 12 --temp 0", -1, c);
+        same_as_run(models[m], "-n 12 --temp 0", -1, a);
         for (int i = 0; i < N_PROMPTS; i++)
-            ck_assert_msg(jnum(c[i], "tokens") <= 12 && jnum(c[i], "prompt_tokens") > 0, "prompt %d counts", i);
+            ck_assert_msg(jnum(a[i], "tokens") <= 12 && jnum(a[i], "prompt_tokens") > 0, "prompt %d counts", i);
+        for (int h = 0; h < 3; h++) {
+            char sp[128], what[160];
+            snprintf(sp, sizeof sp, "-n 12 --temp 0 %s", how[h]);
+            snprintf(what, sizeof what, "%s: -np 1 vs %d %s", models[m], nps[h], how[h]);
+            int n;
+            cJSON **b = batch_ok(models[m], sp, nps[h], &n);
+            same_batches(a, b, what);
+            free_jsonl(b, n);
+        }
         free_jsonl(a, n1);
-        free_jsonl(b, n2);
-        free_jsonl(c, n6);
     }
 }
 END_TEST
