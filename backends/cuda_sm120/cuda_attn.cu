@@ -415,7 +415,12 @@ __global__ void __launch_bounds__(COMB_THREADS) combine_kernel(cu_attn a, int32_
         }
         for (; s < ns; s++)
             acc = fmaf(w_s[s], pacc[(uint64_t)s * hd + e], acc);
-        out[e] = acc * inv / (1.0f + expf(-gate[e]));
+        const float o = acc * inv / (1.0f + expf(-gate[e]));
+        out[e] = o;
+        if (a.q8 != NULL) {   // (knob fuse_attn_q: a warp's 32 elements are one block of the copy)
+            const uint64_t i = ((uint64_t)t * a.n_head + h) * hd + e;
+            cu_q8_block32(o, lane, a.q8 + (i - lane), a.q8d + i / 32, a.q8s + i / 32);
+        }
     }
 }
 
@@ -519,6 +524,17 @@ extern "C" int si_cu_attn_front(const cu_attn *a, float *q, void *stream)
     append_kernel<<<dim3(n, (unsigned)a->n_head_kv), ATTN_THREADS, sm_row + (size_t)a->n_rot * sizeof(float), s>>>(*a);
     qprep_kernel<<<dim3(n, (unsigned)a->n_head), ATTN_THREADS, sm_row, s>>>(*a, q);
     return (int)cudaGetLastError();
+}
+
+extern "C" bool si_cu_attn_takes_q(const cu_attn *a)
+{
+    if (a->n <= 0 || a->head_dim % 32 != 0 || a->n > 0x7fffffffLL || a->n_head > 65535 || a->n_head_kv > 65535)
+        return false;
+    cu_fa_plan fp;
+    if (si_cu_fa_plan(a, &fp))
+        return fp.n_split > 1;
+    split_plan pl;
+    return plan_split(a, &pl) && pl.n_split > 1;
 }
 
 extern "C" int si_cu_attn(const cu_attn *a, void *stream)

@@ -76,6 +76,7 @@ struct si_backend {
     unsigned      *norm_ctr;        /* norm_tail: blocks done (device, 0
                                      * between launches)                    */
     bool           fuse_gdn_q;      /* knob fuse_gdn_q: GDN's norm kernel makes the int8 copy */
+    bool           fuse_attn_q;     /* knob fuse_attn_q: ATTN's combine makes the int8 copy */
     bool           gemv_glu;        /* knob gemv_glu: ffn gate/up + SwiGLU + int8 copy in one launch */
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */

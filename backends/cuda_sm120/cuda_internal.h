@@ -462,6 +462,12 @@ typedef struct cu_attn {
     bool         fa3_overlap;    /* knob attn_fa3_overlap: v3's softmax
                                   * overlapped with the tile before's P V
                                   * (cuda_attn_fa3.cu)                    */
+    /* Knob fuse_attn_q: device, or NULL: the int8 copy (per 32, as
+     * quant_x) of dst for the out projection, dense [n][n_head * head_dim]
+     * with its scales and sums [n][n_head * head_dim / 32], made by
+     * combine_kernel where it runs (si_cu_attn_takes_q). */
+    int8_t      *q8;
+    float       *q8d, *q8s;
 } cu_attn;
 
 /* The max_len the attention core is planned for: the true one rounded up
@@ -514,6 +520,10 @@ int    si_cu_fa3(const cu_attn *a, const cu_fa_plan *p, void *stream);
  * fa, n_sm and max_len first). */
 size_t si_cu_attn_part_bytes(const cu_attn *a);
 int si_cu_attn(const cu_attn *a, void *stream);
+/* Whether si_cu_attn's core ends with combine_kernel (a split context, or
+ * flash attention in splits), so that it makes a->q8's copy when set:
+ * head_dim a multiple of 32 (set everything else first). */
+bool si_cu_attn_takes_q(const cu_attn *a);
 /* The front half alone (for a kernel plugin): rope, K/V append, and q =
  * rope(rms(q) * q_norm) per (token, head) into q [n][n_head][head_dim]. */
 int si_cu_attn_front(const cu_attn *a, float *q, void *stream);

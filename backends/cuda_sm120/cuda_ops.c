@@ -937,10 +937,14 @@ int cu_attn_commit_all(si_backend *b, const si_op *ops, size_t n_ops, bool check
     return rc;
 }
 
-static int attn_exec(si_backend *b, const si_op *op, si_err *err)
+/* quant: the op after quantises dst (attn_q_ok); where the core ends with
+ * combine_kernel that kernel makes the int8 copy into slot 0, which then
+ * holds dst (xq_after first, as cu_exec_one would). */
+static int attn_run(si_backend *b, const si_op *op, bool quant, si_err *err)
 {
     const si_attn_params *p = &op->p.attn;
-    if (si_oc_ne(op->src[0], 1) == 0)
+    const int64_t n = si_oc_ne(op->src[0], 1), W = op->dst.ne[0];
+    if (n == 0)
         return SI_OK;
     uint32_t *added = calloc(p->kv->d.n_seq, sizeof *added);
     if (added == NULL)
@@ -949,12 +953,27 @@ static int attn_exec(si_backend *b, const si_op *op, si_err *err)
     int rc = attn_front(b, op, added, &a, NULL, err);
     if (rc == SI_OK)
         rc = cu_attn_prepare(b, &a, p->pos, err);
+    const bool q = rc == SI_OK && quant && W == (int64_t)a.n_head * a.head_dim && si_cu_attn_takes_q(&a);
+    if (q && (rc = cu_xq_reserve(b, xq_bytes(W, n), err)) == SI_OK) {
+        xq_parts(b, W, n, 0, &a.q8, &a.q8d, &a.q8s);
+        b->xq_key = NULL;
+    }
     if (rc == SI_OK)
         rc = launched(si_cu_attn(&a, b->stream), "ATTN", err);
     if (rc == SI_OK)
         attn_commit(op, added);
+    if (rc == SI_OK && quant) {
+        xq_after(b, op);
+        if (q)
+            xq_hold(b, a.dst, (int64_t)(row_stride(&op->dst) / 4), W, n, 32);
+    }
     free(added);
     return rc;
+}
+
+static int attn_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    return attn_run(b, op, false, err);
 }
 
 /* cuda_ext's attn_prepare (since ext 1.1): the front half of attn_exec for a
@@ -1145,6 +1164,16 @@ static int gdn_exec(si_backend *b, const si_op *op, si_err *err)
 static bool gdn_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
 {
     return b->fuse_norm && (b->fuse_gdn_q || b->gdn_fused) && b->mm_dp4a && ops[i].kind == SI_OP_GDN &&
+           next_quantises(b, ops, n_ops, i, use_kernel);
+}
+
+/* Knob fuse_attn_q: an ATTN whose output the next op quantises (the out
+ * projection): combine_kernel makes the int8 copy of its head's 8 blocks
+ * of 32, a warp each (quant_x's bits), where the core splits the context
+ * (attn_run); one launch fewer an attention layer. */
+static bool attn_q_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel)
+{
+    return b->fuse_attn_q && b->fuse_norm && b->mm_dp4a && ops[i].kind == SI_OP_ATTN &&
            next_quantises(b, ops, n_ops, i, use_kernel);
 }
 
@@ -1796,7 +1825,8 @@ int cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err)
 /* What runs from ops[i] as one unit, decided once per unit (the profiler's
  * events and the run both follow it). */
 typedef struct cu_unit {
-    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_MM_GROUP, CU_UNIT_MM_NORM, CU_UNIT_GLU } kind;
+    enum { CU_UNIT_ONE, CU_UNIT_NORM, CU_UNIT_SWIGLU_Q, CU_UNIT_GDN_Q, CU_UNIT_ATTN_Q, CU_UNIT_MM_GROUP, CU_UNIT_MM_NORM,
+           CU_UNIT_GLU } kind;
     size_t n;      /* ops it takes                                  */
     bool   quant;  /* CU_UNIT_NORM, CU_UNIT_MM_NORM: also the int8 copy
                     * of the norm's output                          */
@@ -1813,6 +1843,8 @@ static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
         u = (cu_unit){ CU_UNIT_SWIGLU_Q, 1, false };
     else if (gdn_q_ok(b, ops, n_ops, i, true))
         u = (cu_unit){ CU_UNIT_GDN_Q, 1, false };
+    else if (attn_q_ok(b, ops, n_ops, i, true))
+        u = (cu_unit){ CU_UNIT_ATTN_Q, 1, false };
     else if (glu_ok(b, ops, n_ops, i, true))
         u = (cu_unit){ CU_UNIT_GLU, 3, false };
     else if ((u.n = cu_mm_group_len(b, ops, n_ops, i, true)) > 1)
@@ -1826,6 +1858,7 @@ static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *e
     case CU_UNIT_NORM: return norm_fused_exec(b, ops, u->n, u->quant, err);
     case CU_UNIT_SWIGLU_Q: return swiglu_q_exec(b, ops, err);
     case CU_UNIT_GDN_Q: return gdn_run(b, ops, true, err);
+    case CU_UNIT_ATTN_Q: return attn_run(b, ops, true, err);
     case CU_UNIT_MM_GROUP: return cu_mm_group_exec(b, ops, u->n, err);
     case CU_UNIT_MM_NORM: return mm_norm_exec(b, ops, u->quant, err);
     case CU_UNIT_GLU: return glu_exec(b, ops, err);

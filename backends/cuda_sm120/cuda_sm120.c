@@ -337,6 +337,17 @@
  *                         32-step shuffle sums a warp now runs in series
  *                         (cu_q8_block32) against one block a warp in
  *                         quant_x_kernel; true for the dense family.
+ *   fuse_attn_q = false | true  (with fuse_norm) an ATTN whose output the
+ *                         next product quantises (the out projection) makes
+ *                         that int8 copy in combine_kernel where its core
+ *                         splits the context (decode; prefill's flash
+ *                         attention in splits): a warp of the combine holds
+ *                         exactly one block of 32 of the copy, so unlike
+ *                         fuse_gdn_q no warp runs blocks in series; one
+ *                         launch (quant_x) fewer an attention layer, the
+ *                         same bits.  Off until timed on the H200 (written
+ *                         in a session without a device; checked by the
+ *                         attention emulator and check_cuda_ops:attn_q).
  *   gemv_warps = 8 | 4    warps a block of gemv_quad's K-quant kernel: 8
  *                         halves the blocks and so the copies of x a
  *                         product makes (gemv_xsmem: 4 KB of x a block
@@ -738,7 +749,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
-         gemv_w8 = true, fuse_gdn = false,
+         gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
@@ -776,6 +787,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "fuse_norm", "true", "false", &fuse_norm },
         { "norm", "v2", "v1", &norm_v2 },
         { "fuse_gdn_q", "true", "false", &fuse_gdn },
+        { "fuse_attn_q", "true", "false", &fuse_attn },
         { "gemv_glu", "true", "false", &gemv_glu },
         { "prefill_mm", "mma", "gemv", &prefill_mma },
         { "mma_tile", "v2", "v1", &mma_v2 },
@@ -870,6 +882,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->norm_v2 = norm_v2;
     b->norm_tail = norm_tail;
     b->fuse_gdn_q = fuse_gdn;
+    b->fuse_attn_q = fuse_attn;
     b->mm_mma_v2 = mma_v2;
     b->mm_w8 = mma_w8;
     b->f32_tiled = f32_tiled;

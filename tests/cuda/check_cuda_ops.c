@@ -1288,6 +1288,106 @@ START_TEST(test_attn_i8_pages)
 }
 END_TEST
 
+/* One exec of an ATTN (tokens pos/seq, layer 1) and the out projection
+ * of its output (dp4a: quantised) on both sides of a->p, two cuda_sm120
+ * sections: output and product compared bit for bit (outputs poisoned).
+ * `label` names the A/B in the messages. */
+static void attn_q_exec(attn_env *a, uint32_t n, const int32_t *pos, const int32_t *seq, const char *label)
+{
+    const int64_t W = (int64_t)a->nh * a->hd;
+    dt qg, k, v, y, w, out;
+    dt_rand(&a->p, &qg, SI_TYPE_F32, 2 * W, n, 1, 2.0f);
+    dt_rand(&a->p, &k, SI_TYPE_F32, a->nkv * a->hd, n, 1, 2.0f);
+    dt_rand(&a->p, &v, SI_TYPE_F32, a->nkv * a->hd, n, 1, 1.0f);
+    dt_make(&a->p, &y, SI_TYPE_F32, W, n, 1, NULL);
+    dt_rand(&a->p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
+    dt_make(&a->p, &out, SI_TYPE_F32, 96, n, 1, NULL);
+    const dt *src[5] = { &qg, &k, &v, &a->qn, &a->kn };
+    si_op c[2] = { { .kind = SI_OP_ATTN }, { .kind = SI_OP_MATMUL } }, g[2];
+    c[0].p.attn = (si_attn_params){ .n_head = a->nh, .n_head_kv = a->nkv, .head_dim = a->hd, .n_rot = a->n_rot,
+                                    .eps = 1e-6f, .rope_base = 1e7f, .kv_layer = 1, .pos = pos, .seq = seq };
+    g[0] = c[0];
+    g[1] = c[1];
+    c[0].p.attn.kv = a->ckv;
+    g[0].p.attn.kv = a->gkv;
+    for (int i = 0; i < 5; i++) {
+        c[0].src[i] = &src[i]->c;
+        g[0].src[i] = &src[i]->g;
+    }
+    c[0].dst = y.c;
+    g[0].dst = y.g;
+    c[1].src[0] = &w.c;
+    g[1].src[0] = &w.g;
+    c[1].src[1] = &y.c;
+    g[1].src[1] = &y.g;
+    c[1].dst = out.c;
+    g[1].dst = out.g;
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = a->p.co->exec(a->p.cb, c, 2, &ec);
+    if (rc == SI_OK && a->p.co->sync != NULL)
+        rc = a->p.co->sync(a->p.cb, &ec);
+    int rg = a->p.go->exec(a->p.gb, g, 2, &eg);
+    if (rg == SI_OK && a->p.go->sync != NULL)
+        rg = a->p.go->sync(a->p.gb, &eg);
+    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
+    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+    char what[128];
+    snprintf(what, sizeof what, "ATTN + MATMUL %s, n %u: ATTN output", label, n);
+    dt_compare(&a->p, &y, 0.0, what);
+    snprintf(what, sizeof what, "ATTN + MATMUL %s, n %u: product", label, n);
+    dt_compare(&a->p, &out, 0.0, what);
+    dt_free(&a->p, &qg);
+    dt_free(&a->p, &k);
+    dt_free(&a->p, &v);
+    dt_free(&a->p, &y);
+    dt_free(&a->p, &w);
+    dt_free(&a->p, &out);
+}
+
+/* Knob fuse_attn_q: an ATTN and the out projection of its output in one
+ * exec (combine_kernel writes the int8 copy the dp4a product reads, where
+ * the core splits the context) against the same two ops with the product
+ * quantising its input itself (fuse_attn_q = false): the same bits, output
+ * and product.  The 9b's attention (16 heads of 256 on 4 kv heads) and
+ * the 35b-a3b's (on 2), f16 and int8 caches: a 300-token prefill of each
+ * of 2 sequences (flash attention or the split core; combined where in
+ * splits), then decode steps of both at growing contexts (the split cores,
+ * always combined). */
+START_TEST(test_attn_q_fused)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const struct {
+        const char *off, *on;
+        uint32_t nkv;
+    } v[] = { { "backend.cuda16_aq_off", "backend.cuda16_aq", 4 }, { "backend.cuda16_aq_off", "backend.cuda16_aq", 2 },
+              { "backend.cuda_i8_aq_off", "backend.cuda_i8_aq", 4 } };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        attn_env a;
+        memset(&a, 0, sizeof a);
+        pair_open_cu2(&a.p, v[k].off, v[k].on);
+        attn_init(&a, 0.0f, 16, v[k].nkv, 256, 2048, 2);
+        int32_t pos[600], seq[600];
+        for (int i = 0; i < 600; i++) {
+            seq[i] = i < 300 ? 0 : 1;
+            pos[i] = i % 300;
+        }
+        attn_q_exec(&a, 600, pos, seq, "fuse_attn_q prefill");
+        for (int step = 0; step < 6; step++) {
+            pos[0] = 300 + step;
+            seq[0] = 0;
+            pos[1] = 300 + step;
+            seq[1] = 1;
+            attn_q_exec(&a, 2, pos, seq, "fuse_attn_q decode");
+        }
+        pos[0] = 306;
+        seq[0] = 1;
+        attn_q_exec(&a, 1, pos, seq, "fuse_attn_q decode, one sequence");
+        attn_close(&a);
+    }
+}
+END_TEST
+
 /* attn_ring over the paged int8 cache (cuda_attn_ring.cu: int8 K/V
  * converted to f16 for the tensor cores, q and p rounded to f16): the
  * page-boundary steps above, then the long contexts of both families'
@@ -2837,6 +2937,9 @@ int main(void)
      * limit kv_pages, which the cpu does not have, is then not tested) */
     const char *i8_kv = as_cpu ? "kv_type = f32\n" : "kv_type = i8\n";
     const char *i8_pages = as_cpu ? "" : "kv_pages = 4\n";
+    /* (knob fuse_attn_q on the int8 products: test_attn_q_fused) */
+    const char *aq_on = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_attn_q = true\n";
+    const char *aq_off = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\nfuse_attn_q = false\n";
     /* (as_cpu: the cpu stand-in has no gdn_prefill knob) */
     const char *seq_extra = as_cpu ? "" : "gdn_prefill = seq\n";
     /* (as_cpu: nor an attn_prefill knob) */
@@ -2952,7 +3055,12 @@ int main(void)
              "[backend.cuda16_ring_small]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n"
              "[backend.cuda_i8_ring]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda_i8_ring_small]\npath = cuda_sm120.so\n%s%s%s",
+             "[backend.cuda_i8_ring_small]\npath = cuda_sm120.so\n%s%s%s"
+             /* (fuse_attn_q = true | false: test_attn_q_fused) */
+             "[backend.cuda16_aq]\npath = cuda_sm120.so\nkv_type = f16\n%s"
+             "[backend.cuda16_aq_off]\npath = cuda_sm120.so\nkv_type = f16\n%s"
+             "[backend.cuda_i8_aq]\npath = cuda_sm120.so\n%s%s"
+             "[backend.cuda_i8_aq_off]\npath = cuda_sm120.so\n%s%s",
              i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -2972,7 +3080,7 @@ int main(void)
              as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
              as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n", cu_extra, gqa, as_cpu ? "" : "attn_ring = true\n",
              cu_extra, gqa, as_cpu ? "" : "attn_ring = small\n", i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\n",
-             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n");
+             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n", aq_on, aq_off, i8_kv, aq_on, i8_kv, aq_off);
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -3052,6 +3160,7 @@ int main(void)
     single_case(s, "attn_ring", test_attn_long_ring);
     single_case(s, "attn_i8_ring", test_attn_i8_ring);
     single_case(s, "kv_yield", test_kv_yields_copies);
+    single_case(s, "attn_q", test_attn_q_fused);
     single_case(s, "gemv_mma", test_gemv_mma);
     tcase_add_test(ta, test_attn_f32);
     tcase_add_test(ta, test_attn_yarn);

@@ -188,8 +188,17 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
             emu_ptx::smem_bytes = a.ring == 1 && need(4, 3) <= (size_t)a.smem_blk ? need(4, 3) : need(2, 2);
         }
     }
+    // knob fuse_attn_q: where the core ends with combine_kernel, its int8
+    // copy of dst (poisoned first), checked below against quant_x's
+    // arithmetic over dst as written
+    const size_t W = (size_t)nh * hd;
+    std::vector<int8_t> q8(attend ? (size_t)n * W : 0, 0x55);
+    std::vector<float> q8d(q8.size() / 32, NAN), q8s(q8.size() / 32, NAN);
+    const bool takes_q = attend && si_cu_attn_takes_q(&a);
+    if (takes_q) { a.q8 = q8.data(); a.q8d = q8d.data(); a.q8s = q8s.data(); }
     if (attend) {
         int rc = si_cu_attn(&a, nullptr);
+        a.q8 = nullptr; a.q8d = a.q8s = nullptr;   // (the second core below makes none)
         if (rc != 0) { printf("  %s: si_cu_attn returned %d\n", what, rc); return 1; }
         if (has_alt) {   // the second core on the same cache (re-appends the same rows)
             alt(true);
@@ -334,6 +343,28 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         printf("  %s: %s: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what, core, pd, pd / mx,
                same, all, pok ? "ok" : "FAIL");
         ok = ok && pok;
+    }
+    if (takes_q) {   // cu_q8_block32 over each 32 of dst: scale amax / 127, rint, clamp, the sum in order
+        long qmis = 0;
+        for (int t = 0; t < n; t++)
+            for (size_t b0 = 0; b0 < W; b0 += 32) {
+                const float *v = &dst[t * ds + b0];
+                float amax = 0.0f, sum = 0.0f;
+                for (int l = 0; l < 32; l++) { amax = std::max(amax, std::fabs(v[l])); sum = sum + v[l]; }
+                const float dd = amax / 127.0f, id = dd > 0.0f ? 1.0f / dd : 0.0f;
+                const size_t bi = (t * W + b0) / 32;
+                bool eq = q8d[bi] == dd + (sum - sum) && q8s[bi] == sum;
+                for (int l = 0; l < 32; l++) {
+                    const int qi = std::min(127, std::max(-127, (int)std::nearbyint(v[l] * id)));
+                    eq = eq && q8[t * W + b0 + l] == qi;
+                }
+                if (!eq && qmis++ < 3)
+                    printf("  %s: fuse_attn_q copy of token %d block %zu: d %g / %g, sum %g / %g, q[0] %d\n", what, t,
+                           b0 / 32, q8d[bi], dd, q8s[bi], sum, q8[t * W + b0]);
+            }
+        printf("  %s: fuse_attn_q int8 copy of the output (combine_kernel): %ld of %zu blocks differ: %s\n", what,
+               qmis, (size_t)n * W / 32, qmis ? "FAIL" : "ok");
+        ok = ok && qmis == 0;
     }
     const int nsp = pb ? (int)(pb / ((size_t)n * nh * (hd + 2) * 4)) : 1;
     printf("  %s: %d tokens, %d splits, max |out - ref(stored rows)| %.3g = %.3g of max %.3g (token %d head %d); vs f32 rows %.3g; %d non-finite: %s\n",

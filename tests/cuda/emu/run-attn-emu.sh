@@ -115,7 +115,8 @@ EMU_SMEM_OPTIN=101376 "$out/attn_emu" i8 4 256 16 4 64 64 1 300 31 || rc=1
 # the merge's factor of the warps, the per-lane l never summed; over the
 # int8 pages: the K scale dropped, the V scale unmasked past the context,
 # q in the f16 element order instead of K's int8 fragment order, the int8
-# to f16 conversion's bias.
+# to f16 conversion's bias.  And combine_kernel's int8 copy made of the
+# output before its gate (knob fuse_attn_q).
 # aplant SED NAME [FILE [SPLIT [KV]]]: FILE's object rebuilt with the edit
 aplant() {
     f=${3:-cuda_attn_mma} sp=${4:-3} kv=${5:-f16}
@@ -123,8 +124,8 @@ aplant() {
     if cmp -s "$out/bug.cc" "$out/$f.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/bug.cc" -o "$out/bug.o"
     objs=""
-    for o in cuda_attn_mma cuda_attn_ring; do [ $o = "$f" ] || objs="$objs $out/$o.o"; done
-    g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn.o" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" \
+    for o in cuda_attn cuda_attn_mma cuda_attn_ring; do [ $o = "$f" ] || objs="$objs $out/$o.o"; done
+    g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" \
         "$out/cuda_attn_gqa.o" $objs "$out/bug.o" -o "$out/attn_bug"
     if "$out/attn_bug" $kv $sp 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
         echo "plant $2: NOT detected"; rc=1
@@ -147,5 +148,7 @@ if [ "$PLANT" != no ]; then
     aplant 's/v8 = gr + 8 < cnt ? vsc\[gr + 8\] : 0.0f;/v8 = vsc[gr + 8];/' ring8-vmask cuda_attn_ring 4 i8
     aplant 's/16 \* k + 4 \* qd + 2);/16 * k + 2 * qd + 8);/' ring8-qorder cuda_attn_ring 5 i8
     aplant 's/__ushort_as_half(0x6480), __ushort_as_half(0x6480)/__ushort_as_half(0x6400), __ushort_as_half(0x6480)/' ring8-conv cuda_attn_ring 4 i8
+    # combine_kernel's int8 copy (fuse_attn_q) of the ungated output
+    aplant 's/cu_q8_block32(o, lane, a.q8/cu_q8_block32(acc * inv, lane, a.q8/' attnq-value cuda_attn 1 f32
 fi
 exit $rc
