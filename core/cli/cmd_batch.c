@@ -326,7 +326,8 @@ static void slot_end(bt_run *r, bt_slot *s, const char *finish, const char *msg)
     flush_results(r);
 }
 
-/* Slot s sampled `id`; whether it goes on (next step feeds id). */
+/* Slot s sampled `id`: it ends there (end of generation, -n, a full
+ * context) or the next step feeds id. */
 static void slot_took(bt_run *r, bt_slot *s, int32_t id)
 {
     bt_prompt *p = &r->pr[s->p];
