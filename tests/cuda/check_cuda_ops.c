@@ -1288,26 +1288,52 @@ START_TEST(test_attn_i8_pages)
 }
 END_TEST
 
-/* One exec of an ATTN (tokens pos/seq, layer 1) and the out projection
- * of its output (dp4a: quantised) on both sides of a->p, two cuda_sm120
- * sections: output and product compared bit for bit (outputs poisoned).
- * `label` names the A/B in the messages. */
+/* c[0] / g[0] (the op under test, output y of W rows and n columns) and
+ * the out projection of y (dp4a: quantised; c[1] / g[1] filled here) in
+ * one exec on each side of p, two cuda_sm120 sections: y and the product
+ * compared bit for bit (outputs poisoned).  `what` names the op, `label`
+ * the A/B. */
+static void op_then_product(pair *p, si_op c[2], si_op g[2], const dt *y, int64_t W, uint32_t n, const char *what,
+                            const char *label)
+{
+    dt w, out;
+    dt_rand(p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
+    dt_make(p, &out, SI_TYPE_F32, 96, n, 1, NULL);
+    c[1] = (si_op){ .kind = SI_OP_MATMUL, .src = { &w.c, &y->c }, .dst = out.c };
+    g[1] = (si_op){ .kind = SI_OP_MATMUL, .src = { &w.g, &y->g }, .dst = out.g };
+    si_err ec = { { 0 } }, eg = { { 0 } };
+    int rc = p->co->exec(p->cb, c, 2, &ec);
+    if (rc == SI_OK && p->co->sync != NULL)   /* (as_cpu: the cpu has none) */
+        rc = p->co->sync(p->cb, &ec);
+    int rg = p->go->exec(p->gb, g, 2, &eg);
+    if (rg == SI_OK && p->go->sync != NULL)
+        rg = p->go->sync(p->gb, &eg);
+    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
+    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+    char m[160];
+    snprintf(m, sizeof m, "%s + MATMUL %s, n %u: %s output", what, label, n, what);
+    dt_compare(p, y, 0.0, m);
+    snprintf(m, sizeof m, "%s + MATMUL %s, n %u: product", what, label, n);
+    dt_compare(p, &out, 0.0, m);
+    dt_free(p, &w);
+    dt_free(p, &out);
+}
+
+/* An ATTN (tokens pos/seq, layer 1) and the out projection of its output
+ * on both sides of a->p (op_then_product). */
 static void attn_q_exec(attn_env *a, uint32_t n, const int32_t *pos, const int32_t *seq, const char *label)
 {
     const int64_t W = (int64_t)a->nh * a->hd;
-    dt qg, k, v, y, w, out;
+    dt qg, k, v, y;
     dt_rand(&a->p, &qg, SI_TYPE_F32, 2 * W, n, 1, 2.0f);
     dt_rand(&a->p, &k, SI_TYPE_F32, a->nkv * a->hd, n, 1, 2.0f);
     dt_rand(&a->p, &v, SI_TYPE_F32, a->nkv * a->hd, n, 1, 1.0f);
     dt_make(&a->p, &y, SI_TYPE_F32, W, n, 1, NULL);
-    dt_rand(&a->p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
-    dt_make(&a->p, &out, SI_TYPE_F32, 96, n, 1, NULL);
     const dt *src[5] = { &qg, &k, &v, &a->qn, &a->kn };
-    si_op c[2] = { { .kind = SI_OP_ATTN }, { .kind = SI_OP_MATMUL } }, g[2];
+    si_op c[2] = { { .kind = SI_OP_ATTN } }, g[2];
     c[0].p.attn = (si_attn_params){ .n_head = a->nh, .n_head_kv = a->nkv, .head_dim = a->hd, .n_rot = a->n_rot,
                                     .eps = 1e-6f, .rope_base = 1e7f, .kv_layer = 1, .pos = pos, .seq = seq };
     g[0] = c[0];
-    g[1] = c[1];
     c[0].p.attn.kv = a->ckv;
     g[0].p.attn.kv = a->gkv;
     for (int i = 0; i < 5; i++) {
@@ -1316,32 +1342,11 @@ static void attn_q_exec(attn_env *a, uint32_t n, const int32_t *pos, const int32
     }
     c[0].dst = y.c;
     g[0].dst = y.g;
-    c[1].src[0] = &w.c;
-    g[1].src[0] = &w.g;
-    c[1].src[1] = &y.c;
-    g[1].src[1] = &y.g;
-    c[1].dst = out.c;
-    g[1].dst = out.g;
-    si_err ec = { { 0 } }, eg = { { 0 } };
-    int rc = a->p.co->exec(a->p.cb, c, 2, &ec);
-    if (rc == SI_OK && a->p.co->sync != NULL)
-        rc = a->p.co->sync(a->p.cb, &ec);
-    int rg = a->p.go->exec(a->p.gb, g, 2, &eg);
-    if (rg == SI_OK && a->p.go->sync != NULL)
-        rg = a->p.go->sync(a->p.gb, &eg);
-    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
-    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
-    char what[128];
-    snprintf(what, sizeof what, "ATTN + MATMUL %s, n %u: ATTN output", label, n);
-    dt_compare(&a->p, &y, 0.0, what);
-    snprintf(what, sizeof what, "ATTN + MATMUL %s, n %u: product", label, n);
-    dt_compare(&a->p, &out, 0.0, what);
+    op_then_product(&a->p, c, g, &y, W, n, "ATTN", label);
     dt_free(&a->p, &qg);
     dt_free(&a->p, &k);
     dt_free(&a->p, &v);
     dt_free(&a->p, &y);
-    dt_free(&a->p, &w);
-    dt_free(&a->p, &out);
 }
 
 /* Knob fuse_attn_q: an ATTN and the out projection of its output in one
@@ -1653,28 +1658,23 @@ START_TEST(test_gdn)
 }
 END_TEST
 
-/* One exec of a GDN (tokens seq[0..n)) and the out projection of its
- * output (dp4a: quantised) on both sides of e->p, two cuda_sm120
- * sections: GDN output, product and state compared bit for bit (outputs
- * poisoned).  `label` names the A/B in the messages. */
+/* A GDN (tokens seq[0..n)) and the out projection of its output on both
+ * sides of e->p (op_then_product); the state compared bit for bit too. */
 static void gdn_q_exec(gdn_env *e, uint32_t n, const int32_t *seq, const char *label)
 {
     const int64_t W = (int64_t)e->hv * e->dv;
-    dt u, z, b, a, y, w, out;
+    dt u, z, b, a, y;
     dt_rand(&e->p, &u, SI_TYPE_F32, e->conv_dim, n, 1, 2.0f);
     dt_rand(&e->p, &z, SI_TYPE_F32, W, n, 1, 2.0f);
     dt_rand(&e->p, &b, SI_TYPE_F32, e->hv, n, 1, 2.0f);
     dt_rand(&e->p, &a, SI_TYPE_F32, e->hv, n, 1, 2.0f);
     dt_make(&e->p, &y, SI_TYPE_F32, W, n, 1, NULL);
-    dt_rand(&e->p, &w, SI_TYPE_Q4_K, W, 96, 1, 1.0f);
-    dt_make(&e->p, &out, SI_TYPE_F32, 96, n, 1, NULL);
     const dt *src[8] = { &u, &z, &b, &a, &e->conv, &e->ssm_a, &e->dtb, &e->nw };
-    si_op c[2] = { { .kind = SI_OP_GDN }, { .kind = SI_OP_MATMUL } }, g[2];
+    si_op c[2] = { { .kind = SI_OP_GDN } }, g[2];
     c[0].p.gdn = (si_gdn_params){ .n_k_head = e->hk, .n_v_head = e->hv, .head_k_dim = e->dk, .head_v_dim = e->dv,
                                   .conv_k = e->ck, .eps = 1e-6f, .state_offset = e->off, .state_stride = e->stride,
                                   .seq = seq };
     g[0] = c[0];
-    g[1] = c[1];
     c[0].p.gdn.state = e->state.cbuf;
     g[0].p.gdn.state = e->state.gbuf;
     for (int i = 0; i < 8; i++) {
@@ -1683,26 +1683,8 @@ static void gdn_q_exec(gdn_env *e, uint32_t n, const int32_t *seq, const char *l
     }
     c[0].dst = y.c;
     g[0].dst = y.g;
-    c[1].src[0] = &w.c;
-    g[1].src[0] = &w.g;
-    c[1].src[1] = &y.c;
-    g[1].src[1] = &y.g;
-    c[1].dst = out.c;
-    g[1].dst = out.g;
-    si_err ec = { { 0 } }, eg = { { 0 } };
-    int rc = e->p.co->exec(e->p.cb, c, 2, &ec);
-    if (rc == SI_OK && e->p.co->sync != NULL)   /* (as_cpu: the cpu has none) */
-        rc = e->p.co->sync(e->p.cb, &ec);
-    int rg = e->p.go->exec(e->p.gb, g, 2, &eg);
-    if (rg == SI_OK && e->p.go->sync != NULL)
-        rg = e->p.go->sync(e->p.gb, &eg);
-    ck_assert_msg(rc == SI_OK, "%s, reference side: %s", label, ec.msg);
-    ck_assert_msg(rg == SI_OK, "%s: %s", label, eg.msg);
+    op_then_product(&e->p, c, g, &y, W, n, "GDN", label);
     char what[128];
-    snprintf(what, sizeof what, "GDN + MATMUL %s, n %u: GDN output", label, n);
-    dt_compare(&e->p, &y, 0.0, what);
-    snprintf(what, sizeof what, "GDN + MATMUL %s, n %u: product", label, n);
-    dt_compare(&e->p, &out, 0.0, what);
     snprintf(what, sizeof what, "GDN + MATMUL %s, n %u: state", label, n);
     dt_compare(&e->p, &e->state, 0.0, what);
     dt_free(&e->p, &u);
@@ -1710,8 +1692,6 @@ static void gdn_q_exec(gdn_env *e, uint32_t n, const int32_t *seq, const char *l
     dt_free(&e->p, &b);
     dt_free(&e->p, &a);
     dt_free(&e->p, &y);
-    dt_free(&e->p, &w);
-    dt_free(&e->p, &out);
 }
 
 /* A GDN and the out projection of its output in one exec (knob
