@@ -208,3 +208,14 @@ char *si_cli_read_file(const char *cmd, const char *path, size_t *len)
         *len = n;
     return buf;
 }
+
+bool si_cli_model_set_n_seq(si_cli_model_opts *o, const char *cmd, char *buf, size_t cap, unsigned long n)
+{
+    if (o->cfg.n_sets >= (int)(sizeof o->cfg.sets / sizeof o->cfg.sets[0])) {
+        si_cli_error(cmd, "too many --set options");
+        return false;
+    }
+    snprintf(buf, cap, "runtime.n_seq=%lu", n);
+    o->cfg.sets[o->cfg.n_sets++] = buf;
+    return true;
+}

@@ -36,6 +36,11 @@ int  si_cli_model_opt(si_cli_model_opts *o, const char *cmd, int argc, char **ar
  * with si_config_free after si_engine_close. */
 si_engine *si_cli_engine_open(const si_cli_model_opts *o, const char *cmd, si_config **cfg_out);
 uint32_t   si_cli_n_batch(const si_cli_model_opts *o, const si_config *cfg);
+/* Appends "runtime.n_seq=N" (text in buf, which must outlive the engine's
+ * opening) to o's --set list, after the user's, so that it wins: the
+ * sequences a command provisions itself.  false (message printed) when the
+ * list is full. */
+bool       si_cli_model_set_n_seq(si_cli_model_opts *o, const char *cmd, char *buf, size_t cap, unsigned long n);
 
 /* Sampling flags: --temp --top-k --top-p --min-p --repeat-penalty
  * --repeat-last-n --presence-penalty --frequency-penalty --seed. */

@@ -645,14 +645,11 @@ int si_cmd_batch(int argc, char **argv)
     }
     const long P = a.parallel > 0 ? a.parallel : (long)(r.n_pr < 8 ? r.n_pr : 8);
     char seq_set[64];
-    snprintf(seq_set, sizeof seq_set, "runtime.n_seq=%ld", P);
     si_cli_model_opts mo = a.m;
-    if (mo.cfg.n_sets >= (int)(sizeof mo.cfg.sets / sizeof mo.cfg.sets[0])) {
-        si_cli_error("batch", "too many --set options");
+    if (!si_cli_model_set_n_seq(&mo, "batch", seq_set, sizeof seq_set, (unsigned long)P)) {
         run_free(&r);
         return SI_EXIT_USAGE;
     }
-    mo.cfg.sets[mo.cfg.n_sets++] = seq_set;
     si_config *cfg = NULL;
     r.e = si_cli_engine_open(&mo, "batch", &cfg);
     if (r.e == NULL) {

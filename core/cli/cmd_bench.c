@@ -541,12 +541,8 @@ int si_cmd_bench(int argc, char **argv)
     }
     si_cli_model_opts mo = a.m;   /* a.m.cfg.sets stays the user's list for the JSON */
     char seq_set[64];
-    snprintf(seq_set, sizeof seq_set, "runtime.n_seq=%u", n_seq);
-    if (mo.cfg.n_sets >= (int)(sizeof mo.cfg.sets / sizeof mo.cfg.sets[0])) {
-        si_cli_error("bench", "too many --set options");
+    if (!si_cli_model_set_n_seq(&mo, "bench", seq_set, sizeof seq_set, n_seq))
         return SI_EXIT_USAGE;
-    }
-    mo.cfg.sets[mo.cfg.n_sets++] = seq_set;
     if (mo.n_ctx == 0)
         mo.n_ctx = (long)(need > (1u << 20) ? (1u << 20) : need);
 
