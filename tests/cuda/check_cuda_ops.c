@@ -1144,7 +1144,7 @@ END_TEST
 /* attn_ring (cuda_attn_ring.cu) = true (4 warps, 3 stages where the
  * device's shared memory holds it) and small (2 warps, 2 stages: what
  * fits sm_120), both families' shapes and head_dim 128, each against the
- * cpu backend; the knob's default (false: split_mma_kernel) is what the
+ * cpu backend; cuda16_gqa (attn_ring = false: split_mma_kernel) is what the
  * sections above run. */
 START_TEST(test_attn_long_ring)
 {
@@ -2929,6 +2929,9 @@ int main(void)
     const char *fa2 = as_cpu ? "" : "attn_fa_tile = v2\n";
     /* (nor attn_gqa) */
     const char *gqa = as_cpu ? "" : "attn_gqa = shared\nattn_prefill = split\n";
+    /* (attn_ring's default is true: cuda16_gqa and cuda_i8 keep
+     * split_mma_kernel and split_i8_kernel tested) */
+    const char *ring_off = as_cpu ? "" : "attn_ring = false\n";
     /* (the default is shared: cuda16_split keeps the per-head core tested) */
     const char *perhead = as_cpu ? "" : "attn_gqa = per_head\n";
     /* (gdn_dec = split | fused; as_cpu: the cpu against itself, which at
@@ -2939,7 +2942,7 @@ int main(void)
     const char *dq_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
     char text[24576];
     const int text_len = snprintf(text, sizeof text,
-             "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s"
+             "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s%s"
              "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
              "[backend.cuda_i8_small]\npath = cuda_sm120.so\n%s%s%s"
              "[backend.cuda_badpages]\npath = cuda_sm120.so\nkv_type = i8\nkv_pages = 0\n"
@@ -2971,7 +2974,7 @@ int main(void)
              "[backend.cuda_sb_bad33]\npath = cuda_sm120.so\nattn_split_blocks = 33\n"
              "[backend.cuda_sb_badx]\npath = cuda_sm120.so\nattn_split_blocks = 2x\n"
              "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
+             "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
              "[backend.cuda_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
              "[backend.cuda_w8_32]\npath = cuda_sm120.so\nkv_type = f32\n%s"
@@ -3029,8 +3032,9 @@ int main(void)
              /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
               * GGUF weights: 9..32 columns on the exact int8 GEMM) */
              "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (attn_ring = true | small: test_attn_long_ring; false is
-              * the default, so cuda16_gqa runs split_mma_kernel) */
+             /* (attn_ring = true | small: test_attn_long_ring; true is
+              * the default, so cuda16_gqa and cuda_i8 set it false and
+              * run split_mma_kernel and split_i8_kernel) */
              "[backend.cuda16_ring]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda16_ring_small]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n"
@@ -3041,12 +3045,12 @@ int main(void)
              "[backend.cuda16_aq_off]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda_i8_aq]\npath = cuda_sm120.so\n%s%s"
              "[backend.cuda_i8_aq_off]\npath = cuda_sm120.so\n%s%s",
-             i8_kv, cu_extra, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
+             i8_kv, cu_extra, ring_off, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
              as_cpu ? "" : "attn_split_blocks = 32\n", cu_extra, nofa, perhead, dp_extra,
              cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
-             v1_extra, cu_extra, gqa, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
+             v1_extra, cu_extra, gqa, ring_off, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
              as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w4w_extra, nost6_extra, st6_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
              as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
              as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
