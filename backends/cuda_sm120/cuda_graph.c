@@ -32,8 +32,10 @@
  * of capture, instantiate or launch runs the exec op by op instead, and
  * the list is not captured again (NEVER), except when the capture needed
  * a workspace to grow (retried a few times).  ws/xq/attention-partials
- * reallocation bumps b->ws_gen: graphs of an older generation hold freed
- * pointers and are recaptured on their next use. */
+ * reallocation bumps b->ws_gen (so does cu_kv_free where it reopens the
+ * weight-copy caches): a graph of an older generation holds freed
+ * pointers or reads weights without their copies; its next use runs op by
+ * op (making the copies) and the one after captures it again. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -439,9 +441,14 @@ int cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         const cu_graph *g = e->payload;
         if (g->gen == b->ws_gen)
             return replay(b, G, e, ops, n_ops, err);
-        graph_free(NULL, e->payload);   /* holds a freed workspace: capture again */
+        /* It holds a freed workspace or reads weights as they were at
+         * its capture: this step runs op by op, so whatever a capture
+         * cannot make (a weight copy, reopened by cu_kv_free) is made
+         * now, and the next step captures the list again. */
+        graph_free(NULL, e->payload);
         e->payload = NULL;
         e->state = CU_G_SEEN;
+        return CU_GRAPH_DECLINED;
     }
     return capture(b, G, e, ops, n_ops, err);
 }

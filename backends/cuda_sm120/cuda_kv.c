@@ -59,8 +59,10 @@ void cu_kv_free(si_backend *b, si_kv *kv)
      * (cu_wcache_yield in cu_kv_create) may be made again, on their next
      * use (a bench sweeping contexts frees and makes the cache per
      * context; the smaller ones should not run without the copies). */
-    if (b != NULL)
+    if (b != NULL && (b->rg.full || b->w8c.full)) {
         b->rg.full = b->w8c.full = false;
+        b->ws_gen++;   /* graphs captured without them are stale (and the next step runs op by op, making them) */
+    }
 }
 
 static const char *kv_type_name(const si_kv *kv) { return kv->i8 ? "i8 paged" : kv->f16 ? "f16" : "f32"; }
