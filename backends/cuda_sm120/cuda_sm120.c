@@ -350,9 +350,10 @@
  *                         exactly one block of 32 of the copy, so unlike
  *                         fuse_gdn_q no warp runs blocks in series; one
  *                         launch (quant_x) fewer an attention layer, the
- *                         same bits.  Off until timed on the H200 (written
- *                         in a session without a device; checked by the
- *                         attention emulator and check_cuda_ops:attn_q).
+ *                         same bits.  Off: no clear gain on the H200
+ *                         (ctx 4096, tok/s off -> on: 9b bs 1 411.6 ->
+ *                         405.4, bs 8 1,240.8 -> 1,257.4; 35b-a3b bs 1
+ *                         370.9 -> 377.4, bs 8 1,194.5 -> 1,204.7).
  *   gemv_warps = 8 | 4    warps a block of gemv_quad's K-quant kernel: 8
  *                         halves the blocks and so the copies of x a
  *                         product makes (gemv_xsmem: 4 KB of x a block
