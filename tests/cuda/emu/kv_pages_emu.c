@@ -117,8 +117,10 @@ static void yield_checks(void)
     fake_free = 4096 * kib;
     rc = cu_kv_create(&b, &d, &kv, &err);
     CHECK(rc == SI_OK && yields == 0 && !b.rg.full && !b.w8c.full, "room: rc %d %s, %d yields", rc, err.msg, yields);
+    uint64_t gen = b.ws_gen;
     cu_kv_free(&b, kv);
     kv = NULL;
+    CHECK(b.ws_gen == gen, "a cache freed with the copies open made graphs stale");
     /* room only without the copies: both yield, the cache is made, and
      * freeing it reopens them */
     fake_free = 1024 * kib;
@@ -127,8 +129,12 @@ static void yield_checks(void)
     rc = cu_kv_create(&b, &d, &kv, &err);
     CHECK(rc == SI_OK && yields == 2 && b.rg.full && b.w8c.full && b.rg.bytes == 0 && b.w8c.bytes == 0,
           "yield: rc %d %s, %d yields", rc, err.msg, yields);
+    gen = b.ws_gen;
     cu_kv_free(&b, kv);
     CHECK(!b.rg.full && !b.w8c.full, "the copies stay closed after the cache is freed");
+    /* graphs captured while they were closed read the GGUF rows: stale,
+     * so their next step runs op by op and makes the copies */
+    CHECK(b.ws_gen != gen, "graphs captured without the copies stay current after the cache is freed");
     fake_free = (size_t)1 << 34;
 }
 
