@@ -135,7 +135,7 @@
  *                         376.5 / 348.9; f16 9b 411.2 / 374.1 -> 413.7 /
  *                         377.2 (another call: 410.8 / 373.7 -> 412.5 /
  *                         369.4), 35b-a3b 378.4 / 349.6 -> 382.8 / 355.0;
- *                         bs 8 within 1%.  false keeps split_mma_kernel
+ *                         f16 bs 8 -0.8% to +2.4%.  false keeps split_mma_kernel
  *                         and split_i8_kernel (A/B).
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
