@@ -33,18 +33,26 @@ __device__ __forceinline__ void dm_issue(__half *dst, int rs, const char *src, u
 // f16 rows from k16 (rs halves apart) as A fragments by ldmatrix (lane l
 // gives row l & 7 of matrix l >> 3: rows 8 (lm & 1).., dims 8 (lm >> 1)..
 // of each 16-wide step), Q^T's from qf (dm_q_frags).  sc: positions gr,
-// gr + 8 (0, 1 / 2, 3) of heads 2qd, 2qd + 1 (0, 2 / 1, 3).
-template <int KS>
+// gr + 8 (0, 1 / 2, 3) of heads 2qd, 2qd + 1 (0, 2 / 1, 3).  C = 1: the
+// KS steps into sc in turn, one chain of KS dependent mma; C = 2 (knob
+// attn_ring_chains = 2, the ring kernel): the even and the odd steps into
+// two accumulators added at the end (another f32 order).
+template <int KS, int C = 1>
 __device__ __forceinline__ void dm_scores(const __half *k16, int rs, const uint32_t (&qf)[KS][2], float sc[4])
 {
     const int lane = threadIdx.x & 31, lm = lane >> 3, lr = lane & 7;
     const uint32_t kb = smem_u32(k16 + ((lm & 1) * 8 + lr) * rs + (lm >> 1) * 8);
+    float s2[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 #pragma unroll
     for (int k = 0; k < KS; k++) {
         uint32_t af[4];
         ldsm_x4(af, kb + 32 * k);
-        mma_f16(sc, af, qf[k][0], qf[k][1]);
+        mma_f16(C == 2 && (k & 1) ? s2 : sc, af, qf[k][0], qf[k][1]);
     }
+    if (C == 2)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            sc[j] += s2[j];
 }
 
 // The block's place (split_where) and its kv head's K and V rows in the

@@ -61,6 +61,33 @@ __device__ __forceinline__ void rg_i8x4_h2(uint32_t w, uint32_t &lo, uint32_t &h
     hi = *reinterpret_cast<const uint32_t *>(&rh);
 }
 
+// S^T [16 positions x 8 heads] += K . Q^T over int8 K rows (ldmatrix
+// address kb: the I8 layout below), converted to f16 in registers, one
+// ldmatrix a 32-wide step of hd.  C as dm_scores': 1, every 16-wide step
+// into sc in turn, a chain of KS dependent mma; 2 (knob attn_ring_chains
+// = 2), the even and the odd steps into two accumulators added at the
+// end, two chains of KS / 2 (another f32 order of the same products).
+template <int KS, int C>
+__device__ __forceinline__ void rg_scores_i8(uint32_t kb, const uint32_t (&qf)[KS][2], float sc[4])
+{
+    float s2[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+#pragma unroll
+    for (int kk = 0; kk < KS / 2; kk++) {
+        uint32_t r[4], af[4];
+        ldsm_x4(r, kb + 32 * kk);
+        rg_i8x4_h2(r[0], af[0], af[2]);
+        rg_i8x4_h2(r[1], af[1], af[3]);
+        mma_f16(sc, af, qf[2 * kk][0], qf[2 * kk][1]);
+        rg_i8x4_h2(r[2], af[0], af[2]);
+        rg_i8x4_h2(r[3], af[1], af[3]);
+        mma_f16(C == 2 ? s2 : sc, af, qf[2 * kk + 1][0], qf[2 * kk + 1][1]);
+    }
+    if (C == 2)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            sc[j] += s2[j];
+}
+
 // Bytes of one warp's stage: K and V rows of a group, f16 [16][hd + 8]
 // each, or (I8) int8 [16][hd + 16] each then the 16 K and 16 V scales.
 __host__ __device__ constexpr int rg_stage_bytes(int hd, bool i8)
@@ -79,7 +106,9 @@ __host__ __device__ constexpr int rg_stage_bytes(int hd, bool i8)
 // step: the same dot product).  The K scale multiplies the scores; the V
 // scale is folded into p (l takes p unscaled), as split_i8_kernel.  V's
 // rows are converted into the warp's f16 tile (rows past the context 0),
-// then the P V product is the f16 one.
+// then the P V product is the f16 one.  Knob attn_ring_pages (I8): each
+// reads a group's page from the page table as its copies are issued,
+// ahead reads the warp's pages ahead (below).
 template <int RB, int KS, int W, int NS, bool I8>
 __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t chunk, int n_split)
 {
@@ -102,13 +131,35 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
     const int64_t c0 = d.b.c0, c1 = d.b.c1;
     // this warp's groups: warp, warp + W, .. of the split's ng
     const int ng = (int)((c1 - c0 + RG_G - 1) / RG_G), nk = ng > warp ? (ng - warp + W - 1) / W : 0;
+    // attn_ring_pages = ahead: the pages of the warp's groups read ahead,
+    // 32 groups at a time: lane j holds the page of group 32 c + j (pg_at) while the warp
+    // issues chunk c, and of 32 (c + 1) + j (pg_nx, read meanwhile).  each's
+    // issue waited on two dependent reads (the sequence, then its page: an
+    // L2 round trip each) before every group's copies, in the warp's chain.
+    const bool ahead = I8 && a.ring_ahead;
+    const int32_t seq = ahead ? a.seq[d.b.t] : 0;
+    int32_t pg_at = 0, pg_nx = 0;
+    auto page_of = [&](int k0) {   // the page of the warp's group k0 + lane, 0 past nk
+        const int kj = k0 + lane;
+        const int64_t p = c0 + (int64_t)RG_G * (warp + W * kj);
+        return kj < nk ? a.pages[(uint64_t)seq * a.max_pages + (uint64_t)(p / SI_KV_PAGE)] : 0;
+    };
     auto issue = [&](int k) {   // the warp's k-th group into stage k % NS (one commit group, maybe empty)
         if (k < nk) {
             const int64_t p0 = c0 + (int64_t)RG_G * (warp + W * k);
             const int cnt = c1 - p0 < RG_G ? (int)(c1 - p0) : RG_G;
             char *st = my + (k % NS) * sb;
             if (I8) {
-                const uint64_t row = kv_page_row(a, a.seq[d.b.t], p0, d.b.g);   // the page's slot 0
+                uint64_t row;   // the page's slot 0
+                if (ahead) {
+                    if (k % 32 == 0) {
+                        pg_at = k == 0 ? page_of(0) : pg_nx;
+                        pg_nx = page_of(k + 32);
+                    }
+                    row = kv_slot_row(a, __shfl_sync(0xffffffffu, pg_at, k % 32), d.b.g, p0);
+                } else {
+                    row = kv_page_row(a, a.seq[d.b.t], p0, d.b.g);
+                }
                 const char *kp = (const char *)a.kc + row * hd, *vp = (const char *)a.vc + row * hd;
                 constexpr int cpr = hd / 16;   // 16-byte copies a row
                 for (int i = lane; i < cnt * cpr; i += 32) {
@@ -158,17 +209,10 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
         if (I8) {
             // matrices: rows 0-7 / 8-15 (lm & 1) x bytes 0-15 / 16-31 (lm >> 1) of each 32
             const uint32_t kb = smem_u32(st + ((lm & 1) * 8 + lr) * rs8 + (lm >> 1) * 16);
-#pragma unroll
-            for (int kk = 0; kk < KS / 2; kk++) {
-                uint32_t r[4], af[4];
-                ldsm_x4(r, kb + 32 * kk);
-                rg_i8x4_h2(r[0], af[0], af[2]);
-                rg_i8x4_h2(r[1], af[1], af[3]);
-                mma_f16(sc, af, qf[2 * kk][0], qf[2 * kk][1]);
-                rg_i8x4_h2(r[2], af[0], af[2]);
-                rg_i8x4_h2(r[3], af[1], af[3]);
-                mma_f16(sc, af, qf[2 * kk + 1][0], qf[2 * kk + 1][1]);
-            }
+            if (a.ring_chains == 2)
+                rg_scores_i8<KS, 2>(kb, qf, sc);
+            else
+                rg_scores_i8<KS, 1>(kb, qf, sc);
             const float *ksc = (const float *)(st + 2 * RG_G * rs8);
             const float k0 = gr < cnt ? ksc[gr] * scale : 0.0f, k8 = gr + 8 < cnt ? ksc[gr + 8] * scale : 0.0f;
             sc[0] *= k0;
@@ -176,7 +220,10 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
             sc[2] *= k8;
             sc[3] *= k8;
         } else {
-            dm_scores<KS>((const __half *)st, rs, qf, sc);
+            if (a.ring_chains == 2)
+                dm_scores<KS, 2>((const __half *)st, rs, qf, sc);
+            else
+                dm_scores<KS, 1>((const __half *)st, rs, qf, sc);
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 sc[j] *= scale;

@@ -447,6 +447,11 @@ typedef struct cu_attn {
     int          ring;           /* knob attn_ring (with dec_mma): 0 off,
                                   * 1 true (4 warps, 3 stages), 2 small
                                   * (2 warps, 2 stages), cuda_attn_ring.cu */
+    bool         ring_ahead;     /* knob attn_ring_pages = ahead: the ring
+                                  * over the int8 pages reads a warp's
+                                  * pages 32 groups ahead                 */
+    int          ring_chains;    /* knob attn_ring_chains: 1 or 2 chains of
+                                  * the ring's score mma                  */
     int          smem_blk, smem_sm; /* opt-in shared memory a block, and an
                                   * SM: which ring shape fits, how many a
                                   * multiprocessor holds                  */

@@ -137,6 +137,26 @@
  *                         369.4), 35b-a3b 378.4 / 349.6 -> 382.8 / 355.0;
  *                         f16 bs 8 -0.8% to +2.4%.  false keeps split_mma_kernel
  *                         and split_i8_kernel (A/B).
+ *   attn_ring_pages = each | ahead  (with attn_ring, kv_type = i8) the
+ *                         ring over the int8 pages: each reads a
+ *                         16-position group's page from the page table
+ *                         (after the sequence's id: two dependent L2
+ *                         reads) as the warp issues the group's copies,
+ *                         in the warp's chain; ahead reads a warp's pages
+ *                         32 groups at a time, a chunk before they are
+ *                         issued, one a lane, and takes each by a shuffle
+ *                         (the same bits).  Why: at 32k the int8 ring
+ *                         moved its half of the f16 bytes at ~1.4 TB/s
+ *                         where the f16 ring ran near 4.3 (9b, H200: 4k
+ *                         -> 32k cost 336 us a step vs 219 for f16).
+ *   attn_ring_chains = 1 | 2  (with attn_ring) the ring's scores S^T =
+ *                         K Q^T: 1 sums the head's 16-wide steps into one
+ *                         accumulator, a chain of head_dim / 16 dependent
+ *                         mma a group; 2 the even and odd steps into two,
+ *                         added at the end (half the chain; another f32
+ *                         order).  Both caches.
+ *                         Defaults each and 1: ahead and 2 have not run on
+ *                         a GPU yet (tests/cuda/emu only).
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
  *                         loading its K/V rows into registers a few at a
@@ -764,6 +784,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int ring_i = 1;            /* attn_ring = false | true | small: 0, 1, 2 */
+    int ring_pages_i = 0;      /* attn_ring_pages = each | ahead: 0, 1 */
+    int ring_chains_i = 0;     /* attn_ring_chains = 1 | 2: index 0, 1 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
@@ -829,12 +851,15 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     static const char *const fa_tiles[] = { "v1", "v2", "v3" }, *const st6s[] = { "false", "true", "large" },
                              *const profs[] = { "false", "true", "graph" },
                              *const rings[] = { "false", "true", "small" },
+                             *const ring_pages[] = { "each", "ahead" }, *const chains[] = { "1", "2" },
                              *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" },
                              *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "attn_ring", rings, 3, &ring_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "attn_ring_pages", ring_pages, 2, &ring_pages_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "attn_ring_chains", chains, 2, &ring_chains_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
@@ -923,6 +948,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->attn_gqa = attn_gqa;
     b->attn_mma = attn_mma;
     b->attn_ring = ring_i;
+    b->attn_ring_ahead = ring_pages_i == 1;
+    b->attn_ring_chains = ring_chains_i + 1;
     b->gdn_rows = gdn_rows;
     b->gdn_chunked = gdn_chunked;
     b->gdn_tc = gdn_tc;
@@ -1173,6 +1200,8 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->gqa_shared = b->attn_gqa;
     a->dec_mma = b->attn_mma;
     a->ring = b->attn_ring;
+    a->ring_ahead = b->attn_ring_ahead;
+    a->ring_chains = b->attn_ring_chains;
     a->smem_blk = b->smem_blk;
     a->smem_sm = b->smem_sm;
     a->fa = b->attn_fa && a->n >= SI_CU_FA_MIN_RUN * runs;

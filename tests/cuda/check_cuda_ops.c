@@ -1410,6 +1410,37 @@ START_TEST(test_attn_i8_ring)
 }
 END_TEST
 
+/* attn_ring_pages = ahead against each (the default), both on the GPU:
+ * the same bits, 9B-like and 35B-like; then attn_ring_chains = 2 (two
+ * score chains: another f32 order) as test_attn_i8_ring against the cpu,
+ * true and small, and over the f16 cache as test_attn_long_ring.  (A warp
+ * crosses ahead's 32-group chunks only past ~270k positions here;
+ * tests/cuda/emu runs that on one multiprocessor.) */
+START_TEST(test_attn_ring_knobs)
+{
+    static const uint32_t shapes[2][2] = { { 16, 4 }, { 8, 1 } };
+    for (int i = 0; i < 2; i++) {
+        attn_env a;
+        const uint32_t rng_saved = rng_state;
+        rng_state = 779u;
+        printf(" ATTN i8 attn_ring_pages ahead vs each, %u heads on %u:\n", shapes[i][0], shapes[i][1]);
+        pair_open_cu2(&a.p, "backend.cuda_i8_ring", "backend.cuda_i8_ring_ahead");
+        attn_init(&a, 0.0f, shapes[i][0], shapes[i][1], 256, 2048, 2);
+        attn_long_steps(&a, 0.0);
+        attn_close(&a);
+        rng_state = rng_saved;
+    }
+    attn_i8_pages("backend.cuda_i8_ring_ch2");
+    static const char *const secs[] = { "backend.cuda_i8_ring_ch2", "backend.cuda_i8_ring_ch2_small" };
+    for (int i = 0; i < 2; i++) {
+        attn_long_kv("backend.cpu", secs[i], 8, 1, 256, 0, true);
+        attn_long_kv("backend.cpu", secs[i], 16, 4, 256, 0, true);
+    }
+    attn_long("backend.cpu16", "backend.cuda16_ring_ch2", 8, 1, 256, 1e-3);
+    attn_long("backend.cpu16", "backend.cuda16_ring_ch2", 16, 4, 256, 1e-3);
+}
+END_TEST
+
 /* 35B-like (head_dim 256, 8 query heads per kv head), long context with
  * many splits: the same steps as the f16/f32 long tests, split and
  * unsplit (attn = simple runs the int8 kernel with one split). */
@@ -1881,8 +1912,9 @@ START_TEST(test_gdn_prefill_9b_timing)
 }
 END_TEST
 
-/* An unknown gdn_prefill, gemv_staged_q6, attn_ring or attn_split_blocks value is
- * refused at open, naming key and value. */
+/* An unknown gdn_prefill, gemv_staged_q6, attn_ring, attn_ring_pages,
+ * attn_ring_chains or attn_split_blocks value is refused at open, naming
+ * key and value. */
 START_TEST(test_gdn_prefill_knob)
 {
     if (as_cpu)
@@ -1902,6 +1934,11 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_msg(strstr(err.msg, "profile") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s", err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_ring_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "attn_ring") != NULL && strstr(err.msg, "'big'") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_ringp_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "attn_ring_pages") != NULL && strstr(err.msg, "'soon'") != NULL, "message: %s",
+                  err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_ringc_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "attn_ring_chains") != NULL && strstr(err.msg, "'3'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -3038,13 +3075,20 @@ int main(void)
              "[backend.cuda16_ring]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda16_ring_small]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
              "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n"
+             "[backend.cuda_ringp_bad]\npath = cuda_sm120.so\nattn_ring_pages = soon\n"
+             "[backend.cuda_ringc_bad]\npath = cuda_sm120.so\nattn_ring_chains = 3\n"
              "[backend.cuda_i8_ring]\npath = cuda_sm120.so\n%s%s%s"
              "[backend.cuda_i8_ring_small]\npath = cuda_sm120.so\n%s%s%s"
              /* (fuse_attn_q = true | false: test_attn_q_fused) */
              "[backend.cuda16_aq]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda16_aq_off]\npath = cuda_sm120.so\nkv_type = f16\n%s"
              "[backend.cuda_i8_aq]\npath = cuda_sm120.so\n%s%s"
-             "[backend.cuda_i8_aq_off]\npath = cuda_sm120.so\n%s%s",
+             "[backend.cuda_i8_aq_off]\npath = cuda_sm120.so\n%s%s"
+             /* (attn_ring_pages = ahead, attn_ring_chains = 2: test_attn_ring_knobs) */
+             "[backend.cuda_i8_ring_ahead]\npath = cuda_sm120.so\n%s%s%s"
+             "[backend.cuda_i8_ring_ch2]\npath = cuda_sm120.so\n%s%s%s"
+             "[backend.cuda_i8_ring_ch2_small]\npath = cuda_sm120.so\n%s%s%s"
+             "[backend.cuda16_ring_ch2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s",
              i8_kv, cu_extra, ring_off, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
              cu_extra, fa2, cu_extra, nofa,
              cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
@@ -3064,7 +3108,11 @@ int main(void)
              as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
              as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n", cu_extra, gqa, as_cpu ? "" : "attn_ring = true\n",
              cu_extra, gqa, as_cpu ? "" : "attn_ring = small\n", i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\n",
-             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n", aq_on, aq_off, i8_kv, aq_on, i8_kv, aq_off);
+             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n", aq_on, aq_off, i8_kv, aq_on, i8_kv, aq_off,
+             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\nattn_ring_pages = ahead\n",
+             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n",
+             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\nattn_ring_chains = 2\n",
+             cu_extra, gqa, as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n");
     if (text_len < 0 || (size_t)text_len >= sizeof text) {
         fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
         return 1;
@@ -3143,6 +3191,7 @@ int main(void)
     single_case(s, "gemv_regroup", test_gemv_regroup);
     single_case(s, "attn_ring", test_attn_long_ring);
     single_case(s, "attn_i8_ring", test_attn_i8_ring);
+    single_case(s, "attn_ring_knobs", test_attn_ring_knobs);
     single_case(s, "kv_yield", test_kv_yields_copies);
     single_case(s, "attn_q", test_attn_q_fused);
     single_case(s, "gemv_mma", test_gemv_mma);

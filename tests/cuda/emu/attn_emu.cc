@@ -24,7 +24,9 @@
 // 1e-3 of max |out| (its q and p are rounded to f16).
 // SPLIT 4 / 5 (f16): that with attn_ring = true / small, split_ring_kernel
 // (cuda_attn_ring.cu; head_dim 128 and 256, else split_mma_kernel runs),
-// checked as SPLIT 3.
+// checked as SPLIT 3.  Where the ring runs, each op also runs with knob
+// attn_ring_chains = 2 (within SPLIT 3's bound of the first run) and,
+// over the int8 pages, attn_ring_pages = ahead (its bits) on the same cache.
 // Usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...
 //   KV i8|f16|f32, SPLIT 1 = attn split, 2 = split with attn_gqa = shared,
 //   3 = that with attn_mma, 4 / 5 = that with attn_ring = true / small
@@ -106,6 +108,8 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     const size_t qs = (size_t)nh * 2 * hd + 5, ks = (size_t)nkv * hd + 3, ds = (size_t)nh * hd + 7;
     std::vector<float> qg(n * qs), k(n * ks), v(n * ks), dst(n * ds, NAN), rope(n * C.nrot + 1, NAN);
     std::vector<float> dst_ph(n * ds, NAN);   // SPLIT 2: the per-head split kernel's output
+    // the ring's knobs attn_ring_pages = ahead (int8), attn_ring_chains = 2
+    std::vector<float> dst_ah(n * ds, NAN), dst_c2(n * ds, NAN);
     for (auto &x : qg) x = 2 * fr();
     for (auto &x : k) x = 2 * fr();
     for (auto &x : v) x = fr();
@@ -144,6 +148,8 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
     // an H200's shared memory, or (EMU_SMEM_OPTIN=101376) sm_120's: 99 KB a block, 100 an SM
     a.ring = C.split == 4 ? 1 : C.split == 5 ? 2 : 0;
+    a.ring_ahead = false;
+    a.ring_chains = 1;
     a.smem_blk = getenv("EMU_SMEM_OPTIN") ? atoi(getenv("EMU_SMEM_OPTIN")) : 232448;
     a.smem_sm = a.smem_blk < 232448 ? 102400 : 233472;
     // the second core each op runs on the same cache: per_head for the
@@ -151,6 +157,7 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     // with attn_ring; it plans its own splits (attn_ring plans fewer)
     const int ring = a.ring;
     const bool has_alt = C.i8 ? ring != 0 : a.gqa_shared;
+    const bool rings = ring != 0 && (hd == 128 || hd == 256);   // (f16: SPLIT 4, 5 set gqa_shared, dec_mma)
     auto alt = [&](bool on) { if (C.i8) a.ring = on ? 0 : ring; else a.gqa_shared = !on; };
     size_t pb = si_cu_attn_part_bytes(&a), pb_all = pb;
     if (has_alt) {
@@ -207,6 +214,16 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
             alt(false);
             a.dst = dst.data();
             if (rc != 0) { printf("  %s: si_cu_attn (second core) returned %d\n", what, rc); return 1; }
+        }
+        for (int v = C.i8 ? 0 : 1; rings && v < 2; v++) {   // the ring's knobs, on the same cache
+            a.ring_ahead = v == 0;
+            a.ring_chains = v == 1 ? 2 : 1;
+            a.dst = (v == 0 ? dst_ah : dst_c2).data();
+            rc = si_cu_attn(&a, nullptr);
+            a.ring_ahead = false;
+            a.ring_chains = 1;
+            a.dst = dst.data();
+            if (rc != 0) { printf("  %s: si_cu_attn (attn_ring_%s) returned %d\n", what, v ? "chains" : "pages", rc); return 1; }
         }
     } else {
         emu_launch(dim3(n, nkv), dim3(128), (hd + C.nrot) * 4, [&] { append_kernel(a); });
@@ -343,6 +360,23 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
         printf("  %s: %s: max |diff| %.3g = %.3g of max, %ld of %ld bit-identical: %s\n", what, core, pd, pd / mx,
                same, all, pok ? "ok" : "FAIL");
         ok = ok && pok;
+    }
+    if (rings && attend) {   // pages = ahead bit for bit (int8), chains = 2 within the bound
+        double d2 = 0;
+        long same = 0, all = 0;
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < nh * hd; i++) {
+                const float x = dst[t * ds + i], ya = dst_ah[t * ds + i], y2 = dst_c2[t * ds + i];
+                same += memcmp(&x, &ya, sizeof x) == 0;
+                d2 = std::isfinite(x) && std::isfinite(y2) ? std::max(d2, (double)std::fabs(x - y2)) : INFINITY;
+                all++;
+            }
+        const bool vok = (!C.i8 || same == all) && d2 <= tol * mx;
+        if (C.i8)
+            printf("  %s: attn_ring_pages ahead vs each: %ld of %ld bit-identical\n", what, same, all);
+        printf("  %s: attn_ring_chains 2 vs 1: max |diff| %.3g = %.3g of max: %s\n", what, d2, d2 / mx,
+               vok ? "ok" : "FAIL");
+        ok = ok && vok;
     }
     if (takes_q) {   // cu_q8_block32 over each 32 of dst: scale amax / 127, rint, clamp, the sum in order
         long qmis = 0;

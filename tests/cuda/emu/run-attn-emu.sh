@@ -39,7 +39,11 @@ gcc -std=c11 -O1 -Wall -I"$cuda/include" -I$src -I$src/include -I$top/core/inclu
 # SPLIT 3: that with attn_mma, the f16 tensor-core core, f16 caches only;
 # SPLIT 4 / 5: that with attn_ring = true / small (head_dim 64: mma's),
 # and with i8 the ring core over the paged int8 cache (against
-# split_i8_kernel too; head_dim 64: split_i8_kernel's);
+# split_i8_kernel too; head_dim 64: split_i8_kernel's); every ring run
+# again with attn_ring_chains = 2 and, over the int8 pages,
+# attn_ring_pages = ahead (bit for bit; the last two cases: one split on
+# one multiprocessor, 66 groups a warp, so it reads its pages ahead
+# across 32-group chunks);
 # GQA ratios 1, 2, 3, 4, 8, 16, head_dim 16..256, f16 and f32 caches, the
 # 1000/700-position decodes beside a short sequence: its later splits empty)
 while read -r c; do
@@ -95,6 +99,8 @@ i8 4 128 12 3 64 64 0 1000 100 16
 i8 4 64 16 2 64 300 1 15 40 129
 i8 5 256 16 4 64 8 0 700 3
 i8 5 128 2 2 128 100 1 33 1 70
+i8 4 256 8 1 64 1 0 4200
+i8 5 128 4 2 64 1 0 2100
 CASES
 # attn_gqa = shared with warps drifting apart between block barriers
 # (emu.cc EMU_DRIFT): a cp.async wait or barrier too few shows here
@@ -115,11 +121,12 @@ EMU_SMEM_OPTIN=101376 "$out/attn_emu" i8 4 256 16 4 64 64 1 300 31 || rc=1
 # the merge's factor of the warps, the per-lane l never summed; over the
 # int8 pages: the K scale dropped, the V scale unmasked past the context,
 # q in the f16 element order instead of K's int8 fragment order, the int8
-# to f16 conversion's bias.  And combine_kernel's int8 copy made of the
+# to f16 conversion's bias, and attn_ring_i8's (below).  And combine_kernel's int8 copy made of the
 # output before its gate (knob fuse_attn_q).
-# aplant SED NAME [FILE [SPLIT [KV]]]: FILE's object rebuilt with the edit
+# aplant SED NAME [FILE [SPLIT [KV [CASE]]]]: FILE's object rebuilt with
+# the edit, run on CASE (HD NH NKV NROT NSM PF LEN...)
 aplant() {
-    f=${3:-cuda_attn_mma} sp=${4:-3} kv=${5:-f16}
+    f=${3:-cuda_attn_mma} sp=${4:-3} kv=${5:-f16} cs=${6:-256 8 1 64 64 1 100 17 70}
     sed -e "$1" "$out/$f.cc" > "$out/bug.cc"
     if cmp -s "$out/bug.cc" "$out/$f.cc"; then echo "plant $2: the edit did not apply (kernel changed?)"; rc=1; return; fi
     g++ $F -O1 -c "$out/bug.cc" -o "$out/bug.o"
@@ -127,7 +134,7 @@ aplant() {
     for o in cuda_attn cuda_attn_mma cuda_attn_ring; do [ $o = "$f" ] || objs="$objs $out/$o.o"; done
     g++ $F "$here/attn_emu.cc" "$here/emu.cc" "$out/cuda_attn_i8.o" "$out/cuda_attn_fa.o" "$out/cuda_attn_fa3.o" \
         "$out/cuda_attn_gqa.o" $objs "$out/bug.o" -o "$out/attn_bug"
-    if "$out/attn_bug" $kv $sp 256 8 1 64 64 1 100 17 70 > "$out/bug.log" 2>&1; then
+    if "$out/attn_bug" $kv $sp $cs > "$out/bug.log" 2>&1; then
         echo "plant $2: NOT detected"; rc=1
     else
         echo "plant $2: detected ($(grep -c FAIL "$out/bug.log") FAIL lines)"
@@ -148,6 +155,15 @@ if [ "$PLANT" != no ]; then
     aplant 's/v8 = gr + 8 < cnt ? vsc\[gr + 8\] : 0.0f;/v8 = vsc[gr + 8];/' ring8-vmask cuda_attn_ring 4 i8
     aplant 's/16 \* k + 4 \* qd + 2);/16 * k + 2 * qd + 8);/' ring8-qorder cuda_attn_ring 5 i8
     aplant 's/__ushort_as_half(0x6480), __ushort_as_half(0x6480)/__ushort_as_half(0x6400), __ushort_as_half(0x6480)/' ring8-conv cuda_attn_ring 4 i8
+    # attn_ring_pages = ahead: the chunk's next pages never read, the lane
+    # of a group's page; attn_ring_chains = 2: the second chain never added
+    # (int8: rg_scores_i8; f16: dm_scores, the edit on cuda_attn_mma.cuh)
+    aplant 's/pg_nx = page_of(k + 32);/pg_nx = page_of(k);/' ring8-ahead cuda_attn_ring 4 i8 "256 8 1 64 1 0 4200"
+    aplant 's/pg_at, k % 32)/pg_at, (k + 1) % 32)/' ring8-lane cuda_attn_ring 4 i8
+    aplant 's/sc\[j\] += s2\[j\];/;/' ring8-chains cuda_attn_ring 4 i8
+    sed -e 's/sc\[j\] += s2\[j\];/;/' "$src/cuda_attn_mma.cuh" > "$out/cuda_attn_mma.cuh"   # (bug.cc's quoted include finds it first)
+    aplant 's|^// backends/cuda_sm120/cuda_attn_ring.cu|// (planted: dm_scores of the edited header)|' ring-chains cuda_attn_ring 4 f16
+    rm -f "$out/cuda_attn_mma.cuh"
     # combine_kernel's int8 copy (fuse_attn_q) of the ungated output
     aplant 's/cu_q8_block32(o, lane, a.q8/cu_q8_block32(acc * inv, lane, a.q8/' attnq-value cuda_attn 1 f32
 fi
