@@ -55,7 +55,7 @@ struct si_backend {
     int            device;
     char           device_name[256];
     cudaStream_t   stream;          /* every op of exec runs on it, in order */
-    /* knob moe_overlap (cuda_ops.c moe_overlapped): a second stream that a
+    /* knob moe_overlap (cuda_ops_moe.c moe_overlapped): a second stream that a
      * decode MOE forks its shared expert onto (ev_fork recorded on stream)
      * and joins back (ev_join) before its combine; NULL: no overlap */
     cudaStream_t   side;
@@ -145,7 +145,7 @@ struct si_backend {
     uint8_t       *xq;
     size_t         xq_cap;
     int            xq_swap;         /* 1: the halves trade places (slot s is
-                                     * half s ^ 1; cuda_ops.c xq_parts)     */
+                                     * half s ^ 1; cu_xq_parts)             */
     const void    *xq_key;
     int64_t        xq_in, xq_ncx, xq_stride;
     int            xq_blk;          /* its scale block: 32 or 128 (i8 GEMM)  */
@@ -285,7 +285,7 @@ int   cu_graph_open(si_backend *b, bool timing, si_err *err);
 void  cu_graph_close(si_backend *b);
 int   cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
 void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err);
-/* Host side of the ATTN ops of a list (cuda_ops.c): checks every op's
+/* Host side of the ATTN ops of a list (cuda_ops_attn.c): checks every op's
  * positions and advances the KV lengths as attn_exec does (all or
  * nothing: on an error nothing stays advanced); `checked`: the ops passed
  * si_oc_check already.  cu_attn_uncommit takes back the advance of the
@@ -313,7 +313,7 @@ int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
  * input (knob gemv_fuse), or op i alone; what graph capture runs (the
  * op-by-op loop in cuda_ops.c decides the unit the same way). */
 int  cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err);
-/* cuda_ext's attn_prepare (cuda_ops.c). */
+/* cuda_ext's attn_prepare (cuda_ops_attn.c). */
 int  cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);
 
 /* KV cache (cuda_kv.c): the ops of the table, and, for the paged cache,

@@ -1,5 +1,5 @@
 /* backends/cuda_sm120/cuda_internal.h — shared between the C side of the
- * plugin (cuda_sm120.c: objects and memory; cuda_ops.c: checks and op
+ * plugin (cuda_sm120.c: objects and memory; cuda_ops*.c: checks and op
  * dispatch) and the .cu translation units (kernels and their launchers).
  * Only plain C types cross this header; every launcher enqueues on the
  * given stream and returns 0 or a cudaError_t value (never aborts).
@@ -9,7 +9,9 @@
  *   cuda_kv.c       KV cache: dense f16/f32, or paged int8 (page table,
  *                   free list, pages taken per ATTN op)
  *   cuda_ops.c      supports()/exec(): shape checks (same rules as the cpu
- *                   backend), host-side validation, workspace, launches
+ *                   backend), host-side validation, workspace, launches;
+ *                   cuda_ops_attn.c its ATTN and GDN ops, cuda_ops_moe.c
+ *                   its MOE ops (cuda_ops.h: what the three share)
  *   cuda_graph.c    knob graph: capture and replay of seen op lists as
  *                   CUDA graphs; cuda_gsig.c their signatures and cache
  *   cuda_quant.cuh  device dequantisation of F32/F16/BF16/Q8_0/Q4_K/Q5_K/Q6_K

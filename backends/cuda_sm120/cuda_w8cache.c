@@ -34,7 +34,7 @@ typedef struct cu_w8_entry {
 } cu_w8_entry;
 
 /* Not rows * row_bytes: a one-row weight's cu_mm has row_bytes 0
- * (cuda_ops.c's row_stride), and such an entry was never dropped
+ * (cuda_ops.h's row_stride), and such an entry was never dropped
  * (check_cuda_ops caught a stale one at the next weight allocated at the
  * same address). */
 uint64_t cu_weight_span(uint32_t type, int64_t in, int64_t rows, uint64_t row_bytes)

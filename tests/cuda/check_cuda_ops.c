@@ -2157,7 +2157,7 @@ static void moe_ab_35b(const char *ref_sec, const char *sec, uint32_t dtype, uin
 }
 
 /* Knob moe_overlap: the decode MOE's shared expert on the side stream
- * beside the router and routed experts (cuda_ops.c moe_overlapped)
+ * beside the router and routed experts (cuda_ops_moe.c moe_overlapped)
  * against the in-line launches (cuda_v1_noovl): a Q8_0 shared expert (the
  * UD-Q4_K_M file's) with moe_overlap = true (the fork at one token too),
  * a Q4_K one with the default (batch: in line at one token), Q5_K down
