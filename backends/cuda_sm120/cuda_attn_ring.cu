@@ -131,11 +131,12 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
     const int64_t c0 = d.b.c0, c1 = d.b.c1;
     // this warp's groups: warp, warp + W, .. of the split's ng
     const int ng = (int)((c1 - c0 + RG_G - 1) / RG_G), nk = ng > warp ? (ng - warp + W - 1) / W : 0;
-    // attn_ring_pages = ahead: the pages of the warp's groups read ahead,
-    // 32 groups at a time: lane j holds the page of group 32 c + j (pg_at) while the warp
-    // issues chunk c, and of 32 (c + 1) + j (pg_nx, read meanwhile).  each's
-    // issue waited on two dependent reads (the sequence, then its page: an
-    // L2 round trip each) before every group's copies, in the warp's chain.
+    // attn_ring_pages = ahead: the pages of the warp's groups are read 32
+    // groups at a time, lane j holding the page of group 32 c + j (pg_at)
+    // while the warp issues chunk c, and that of 32 (c + 1) + j (pg_nx,
+    // read meanwhile).  With `each`, every group's issue first waits on two
+    // dependent reads (the sequence, then its page: an L2 round trip each),
+    // in the warp's chain.
     const bool ahead = I8 && a.ring_ahead;
     const int32_t seq = ahead ? a.seq[d.b.t] : 0;
     int32_t pg_at = 0, pg_nx = 0;
