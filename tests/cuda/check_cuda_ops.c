@@ -21,6 +21,7 @@
 #include <check.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2902,6 +2903,37 @@ START_TEST(test_topk)
 }
 END_TEST
 
+/* The test configuration, one section at a time: cfg_sec appends
+ * "[backend.NAME]", "path = PATH" and its pieces (each "key = value\n"
+ * lines, or ""; NULL ends them) to t->p.  Past t->cap nothing more is
+ * written and len keeps counting, so len >= cap says it was cut. */
+typedef struct cfg_text {
+    char  *p;
+    size_t len, cap;
+} cfg_text;
+
+static void cfg_put(cfg_text *t, const char *s)
+{
+    const size_t n = strlen(s);
+    if (t->len + n < t->cap)
+        memcpy(t->p + t->len, s, n + 1);
+    t->len += n;
+}
+
+static void cfg_sec(cfg_text *t, const char *name, const char *path, ...)
+{
+    cfg_put(t, "[backend.");
+    cfg_put(t, name);
+    cfg_put(t, "]\npath = ");
+    cfg_put(t, path);
+    cfg_put(t, "\n");
+    va_list ap;
+    va_start(ap, path);
+    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *))
+        cfg_put(t, s);
+    va_end(ap);
+}
+
 /* A case of one test (CK_RUN_CASE=name runs it alone), 600 s allowed. */
 static void single_case(Suite *s, const char *name, const TTest *t)
 {
@@ -2978,143 +3010,142 @@ int main(void)
     /* (the int8 products whose input the fused norm quantises) */
     const char *dq_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\n";
     char text[24576];
-    const int text_len = snprintf(text, sizeof text,
-             "[backend.cuda_i8]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda_i8_simple]\npath = cuda_sm120.so\nattn = simple\n%s%s"
-             "[backend.cuda_i8_small]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda_badpages]\npath = cuda_sm120.so\nkv_type = i8\nkv_pages = 0\n"
-             /* the references on every core: on the GPU machine they are
-              * most of this program's time */
-             "[backend.cpu]\npath = cpu.so\nmatmul = ref\nkv_type = f32\nthreads = 0\n"
-             "[backend.cpu16]\npath = cpu.so\nmatmul = ref\nkv_type = f16\nthreads = 0\n"
-             "[backend.cuda_sm120]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda16]\npath = cuda_sm120.so\nkv_type = f16\n%s"
-             "[backend.cuda16_fa1]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
-             "[backend.cuda16_fa2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
-             "[backend.cuda16_simple]\npath = cuda_sm120.so\nkv_type = f16\nattn = simple\n%s%s"
-             "[backend.cuda16_split]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
-             /* (attn_split_blocks: test_attn_split_blocks) */
-             "[backend.cuda16_split_sb1]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s%s"
-             "[backend.cuda16_split_sb32]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s%s"
-             "[backend.cuda_dp4a]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdn_block]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cpu_fast]\npath = cpu.so\nkv_type = f32\nthreads = 0\n"
-             "[backend.cuda_mma]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_mma1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gemv]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdn_seq]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_gdn_bad]\npath = cuda_sm120.so\ngdn_prefill = fast\n"
-             "[backend.cuda_st6_bad]\npath = cuda_sm120.so\ngemv_staged_q6 = some\n"
-             "[backend.cuda_prof_bad]\npath = cuda_sm120.so\nprofile = often\n"
-             "[backend.cuda_ovl_bad]\npath = cuda_sm120.so\nmoe_overlap = often\n"
-             "[backend.cuda_sb_bad0]\npath = cuda_sm120.so\nattn_split_blocks = 0\n"
-             "[backend.cuda_sb_bad33]\npath = cuda_sm120.so\nattn_split_blocks = 33\n"
-             "[backend.cuda_sb_badx]\npath = cuda_sm120.so\nattn_split_blocks = 2x\n"
-             "[backend.cuda_dp4a_v1]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda16_gqa]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
-             "[backend.cuda_gqa32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_w8]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_w8_32]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_f32t]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_v1_noquad]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_w8_nc]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_w8_kt64]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_quad_noxs]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_quad_w4]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_quad_nost6]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_quad_st6]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdnq_on]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdnq_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_v1_late]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             /* (route_fused = false | true: opened only on the GPU) */
-             "[backend.cuda_v1_rr_off]\npath = cuda_sm120.so\nkv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\n"
-             "gemv = v1\nroute_fused = false\n"
-             "[backend.cuda_v1_rr_on]\npath = cuda_sm120.so\nkv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\n"
-             "gemv = v1\nroute_fused = true\n"
-             "[backend.cuda_rr_bad]\npath = cuda_sm120.so\nroute_fused = often\n"
-             "[backend.cuda16_gqa_fma]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
-             "[backend.cuda_w8_mmasync]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_w8_nopp]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_gdn_f32]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (gdn_dec: test_gdn_dec_fused) */
-             "[backend.cuda_gdn_split]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdn_fused]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_gdn_early]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (attn_fa3_overlap: test_attn_fa3_overlap) */
-             "[backend.cuda16_fa3ov]\npath = cuda_sm120.so\nkv_type = f16\n%s%s"
-             /* (moe_dec_fuse: test_moe_dec_fuse) */
-             "[backend.cuda_moe_fuse]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_moe_fuse5]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_v1_noovl]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_v1_ovl]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (norm = v2 | v1, each fused and split: test_norm_v2) */
-             "[backend.cuda_nrm2]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_nrm2_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_nrm1]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_nrm1_split]\npath = cuda_sm120.so\nkv_type = f32\n%s%s%s"
-             /* (norm_tail = true | false: test_norm_tail) */
-             "[backend.cuda_ntail]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_ntail_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_ntail_bad]\npath = cuda_sm120.so\nnorm_tail = two\n"
-             /* (gemv_glu = true | false: test_gemv_glu) */
-             "[backend.cuda_glu]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_glu_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             "[backend.cuda_glu_bad]\npath = cuda_sm120.so\ngemv_glu = maybe\n"
-             /* (moe_sdc = true | false: test_moe_sdc) */
-             "[backend.cuda_sdc]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_sdc_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (gemv_q6r, gemv_q8r = true | false: test_gemv_regroup) */
-             "[backend.cuda_rg]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             "[backend.cuda_rg_off]\npath = cuda_sm120.so\nkv_type = f32\n%s"
-             /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
-              * GGUF weights: 9..32 columns on the exact int8 GEMM) */
-             "[backend.cuda_gmm_off]\npath = cuda_sm120.so\nkv_type = f32\n%s%s"
-             /* (attn_ring = true | small: test_attn_long_ring; true is
-              * the default, so cuda16_gqa and cuda_i8 set it false and
-              * run split_mma_kernel and split_i8_kernel) */
-             "[backend.cuda16_ring]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
-             "[backend.cuda16_ring_small]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s"
-             "[backend.cuda_ring_bad]\npath = cuda_sm120.so\nattn_ring = big\n"
-             "[backend.cuda_ringp_bad]\npath = cuda_sm120.so\nattn_ring_pages = soon\n"
-             "[backend.cuda_ringc_bad]\npath = cuda_sm120.so\nattn_ring_chains = 3\n"
-             "[backend.cuda_i8_ring]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda_i8_ring_small]\npath = cuda_sm120.so\n%s%s%s"
-             /* (fuse_attn_q = true | false: test_attn_q_fused) */
-             "[backend.cuda16_aq]\npath = cuda_sm120.so\nkv_type = f16\n%s"
-             "[backend.cuda16_aq_off]\npath = cuda_sm120.so\nkv_type = f16\n%s"
-             "[backend.cuda_i8_aq]\npath = cuda_sm120.so\n%s%s"
-             "[backend.cuda_i8_aq_off]\npath = cuda_sm120.so\n%s%s"
-             /* (attn_ring_pages = ahead, attn_ring_chains = 2: test_attn_ring_knobs) */
-             "[backend.cuda_i8_ring_ahead]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda_i8_ring_ch2]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda_i8_ring_ch2_small]\npath = cuda_sm120.so\n%s%s%s"
-             "[backend.cuda16_ring_ch2]\npath = cuda_sm120.so\nkv_type = f16\n%s%s%s",
-             i8_kv, cu_extra, ring_off, i8_kv, cu_extra, i8_kv, i8_pages, cu_extra, cu_extra, cu_extra, cu_extra, fa1,
-             cu_extra, fa2, cu_extra, nofa,
-             cu_extra, nofa, perhead, as_cpu ? "" : "attn_split_blocks = 1\n", cu_extra, nofa, perhead,
-             as_cpu ? "" : "attn_split_blocks = 32\n", cu_extra, nofa, perhead, dp_extra,
-             cu_extra, as_cpu ? "" : "gdn_rows = false\n", mma_extra, mma1_extra, gemv_extra, cu_extra, seq_extra,
-             v1_extra, cu_extra, gqa, ring_off, cu_extra, gqa, w8_extra, w8_32_extra, f32t_extra, noquad_extra, w8_extra,
-             as_cpu ? "" : "w8_cache = false\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", noxs_extra, w4w_extra, nost6_extra, st6_extra, gq_on, gq_off, late_extra, cu_extra, gqa,
-             as_cpu ? "" : "attn_mma = false\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n", w8_extra,
-             as_cpu ? "" : "w8_wg_pingpong = false\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n",
-             gdn_split, gdn_fused, gdn_fused, as_cpu ? "" : "gdn_early = true\n", cu_extra, as_cpu ? "" : "attn_fa3_overlap = false\n",
-             mdf_extra, mdf5_extra, v1_extra, as_cpu ? "" : "moe_overlap = false\n", v1_extra,
-             as_cpu ? "" : "moe_overlap = true\n", dq_extra, dq_extra, as_cpu ? "" : "fuse_norm = false\n", dq_extra,
-             as_cpu ? "" : "norm = v1\n", dq_extra, as_cpu ? "" : "norm = v1\n", as_cpu ? "" : "fuse_norm = false\n",
-             dq_extra, as_cpu ? "" : "norm_tail = true\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
-             dq_extra, as_cpu ? "" : "gemv_glu = true\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n", dq_extra,
-             dq_extra, as_cpu ? "" : "moe_sdc = false\n", as_cpu ? "" : "matmul = dp4a\n",
-             as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
-             as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n", cu_extra, gqa, as_cpu ? "" : "attn_ring = true\n",
-             cu_extra, gqa, as_cpu ? "" : "attn_ring = small\n", i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\n",
-             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n", aq_on, aq_off, i8_kv, aq_on, i8_kv, aq_off,
-             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\nattn_ring_pages = ahead\n",
-             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n",
-             i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\nattn_ring_chains = 2\n",
-             cu_extra, gqa, as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n");
-    if (text_len < 0 || (size_t)text_len >= sizeof text) {
-        fprintf(stderr, "config text truncated (%d bytes)\n", text_len);
+    cfg_text ct = { text, 0, sizeof text };
+    cfg_sec(&ct, "cuda_i8", "cuda_sm120.so", i8_kv, cu_extra, ring_off, NULL);
+    cfg_sec(&ct, "cuda_i8_simple", "cuda_sm120.so", "attn = simple\n", i8_kv, cu_extra, NULL);
+    cfg_sec(&ct, "cuda_i8_small", "cuda_sm120.so", i8_kv, i8_pages, cu_extra, NULL);
+    cfg_sec(&ct, "cuda_badpages", "cuda_sm120.so", "kv_type = i8\nkv_pages = 0\n", NULL);
+    /* the references on every core: on the GPU machine they are
+     * most of this program's time */
+    cfg_sec(&ct, "cpu", "cpu.so", "matmul = ref\nkv_type = f32\nthreads = 0\n", NULL);
+    cfg_sec(&ct, "cpu16", "cpu.so", "matmul = ref\nkv_type = f16\nthreads = 0\n", NULL);
+    cfg_sec(&ct, "cuda_sm120", "cuda_sm120.so", "kv_type = f32\n", cu_extra, NULL);
+    cfg_sec(&ct, "cuda16", "cuda_sm120.so", "kv_type = f16\n", cu_extra, NULL);
+    cfg_sec(&ct, "cuda16_fa1", "cuda_sm120.so", "kv_type = f16\n", cu_extra, fa1, NULL);
+    cfg_sec(&ct, "cuda16_fa2", "cuda_sm120.so", "kv_type = f16\n", cu_extra, fa2, NULL);
+    cfg_sec(&ct, "cuda16_simple", "cuda_sm120.so", "kv_type = f16\nattn = simple\n", cu_extra, nofa, NULL);
+    cfg_sec(&ct, "cuda16_split", "cuda_sm120.so", "kv_type = f16\n", cu_extra, nofa, perhead, NULL);
+    /* (attn_split_blocks: test_attn_split_blocks) */
+    cfg_sec(&ct, "cuda16_split_sb1", "cuda_sm120.so", "kv_type = f16\n", as_cpu ? "" : "attn_split_blocks = 1\n",
+            cu_extra, nofa, perhead, NULL);
+    cfg_sec(&ct, "cuda16_split_sb32", "cuda_sm120.so", "kv_type = f16\n", as_cpu ? "" : "attn_split_blocks = 32\n",
+            cu_extra, nofa, perhead, NULL);
+    cfg_sec(&ct, "cuda_dp4a", "cuda_sm120.so", "kv_type = f32\n", dp_extra, NULL);
+    cfg_sec(&ct, "cuda_gdn_block", "cuda_sm120.so", "kv_type = f32\n", cu_extra, as_cpu ? "" : "gdn_rows = false\n",
+            NULL);
+    cfg_sec(&ct, "cpu_fast", "cpu.so", "kv_type = f32\nthreads = 0\n", NULL);
+    cfg_sec(&ct, "cuda_mma", "cuda_sm120.so", "kv_type = f32\n", mma_extra, NULL);
+    cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
+    cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
+    cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);
+    cfg_sec(&ct, "cuda_gdn_bad", "cuda_sm120.so", "gdn_prefill = fast\n", NULL);
+    cfg_sec(&ct, "cuda_st6_bad", "cuda_sm120.so", "gemv_staged_q6 = some\n", NULL);
+    cfg_sec(&ct, "cuda_prof_bad", "cuda_sm120.so", "profile = often\n", NULL);
+    cfg_sec(&ct, "cuda_ovl_bad", "cuda_sm120.so", "moe_overlap = often\n", NULL);
+    cfg_sec(&ct, "cuda_sb_bad0", "cuda_sm120.so", "attn_split_blocks = 0\n", NULL);
+    cfg_sec(&ct, "cuda_sb_bad33", "cuda_sm120.so", "attn_split_blocks = 33\n", NULL);
+    cfg_sec(&ct, "cuda_sb_badx", "cuda_sm120.so", "attn_split_blocks = 2x\n", NULL);
+    cfg_sec(&ct, "cuda_dp4a_v1", "cuda_sm120.so", "kv_type = f32\n", v1_extra, NULL);
+    cfg_sec(&ct, "cuda16_gqa", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa, ring_off, NULL);
+    cfg_sec(&ct, "cuda_gqa32", "cuda_sm120.so", "kv_type = f32\n", cu_extra, gqa, NULL);
+    cfg_sec(&ct, "cuda_w8", "cuda_sm120.so", "kv_type = f32\n", w8_extra, NULL);
+    cfg_sec(&ct, "cuda_w8_32", "cuda_sm120.so", "kv_type = f32\n", w8_32_extra, NULL);
+    cfg_sec(&ct, "cuda_f32t", "cuda_sm120.so", "kv_type = f32\n", f32t_extra, NULL);
+    cfg_sec(&ct, "cuda_v1_noquad", "cuda_sm120.so", "kv_type = f32\n", noquad_extra, NULL);
+    cfg_sec(&ct, "cuda_w8_nc", "cuda_sm120.so", "kv_type = f32\n", w8_extra, as_cpu ? "" : "w8_cache = false\n", NULL);
+    cfg_sec(&ct, "cuda_w8_kt64", "cuda_sm120.so", "kv_type = f32\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", NULL);
+    cfg_sec(&ct, "cuda_quad_noxs", "cuda_sm120.so", "kv_type = f32\n", noxs_extra, NULL);
+    cfg_sec(&ct, "cuda_quad_w4", "cuda_sm120.so", "kv_type = f32\n", w4w_extra, NULL);
+    cfg_sec(&ct, "cuda_quad_nost6", "cuda_sm120.so", "kv_type = f32\n", nost6_extra, NULL);
+    cfg_sec(&ct, "cuda_quad_st6", "cuda_sm120.so", "kv_type = f32\n", st6_extra, NULL);
+    cfg_sec(&ct, "cuda_gdnq_on", "cuda_sm120.so", "kv_type = f32\n", gq_on, NULL);
+    cfg_sec(&ct, "cuda_gdnq_off", "cuda_sm120.so", "kv_type = f32\n", gq_off, NULL);
+    cfg_sec(&ct, "cuda_v1_late", "cuda_sm120.so", "kv_type = f32\n", late_extra, NULL);
+    /* (route_fused = false | true: opened only on the GPU) */
+    cfg_sec(&ct, "cuda_v1_rr_off", "cuda_sm120.so",
+            "kv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\ngemv = v1\nroute_fused = false\n", NULL);
+    cfg_sec(&ct, "cuda_v1_rr_on", "cuda_sm120.so",
+            "kv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\ngemv = v1\nroute_fused = true\n", NULL);
+    cfg_sec(&ct, "cuda_rr_bad", "cuda_sm120.so", "route_fused = often\n", NULL);
+    cfg_sec(&ct, "cuda16_gqa_fma", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
+            as_cpu ? "" : "attn_mma = false\n", NULL);
+    cfg_sec(&ct, "cuda_w8_mmasync", "cuda_sm120.so", "kv_type = f32\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n",
+            NULL);
+    cfg_sec(&ct, "cuda_w8_nopp", "cuda_sm120.so", "kv_type = f32\n", w8_extra,
+            as_cpu ? "" : "w8_wg_pingpong = false\n", NULL);
+    cfg_sec(&ct, "cuda_gdn_f32", "cuda_sm120.so", "kv_type = f32\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n", NULL);
+    /* (gdn_dec: test_gdn_dec_fused) */
+    cfg_sec(&ct, "cuda_gdn_split", "cuda_sm120.so", "kv_type = f32\n", gdn_split, NULL);
+    cfg_sec(&ct, "cuda_gdn_fused", "cuda_sm120.so", "kv_type = f32\n", gdn_fused, NULL);
+    cfg_sec(&ct, "cuda_gdn_early", "cuda_sm120.so", "kv_type = f32\n", gdn_fused, as_cpu ? "" : "gdn_early = true\n",
+            NULL);
+    /* (attn_fa3_overlap: test_attn_fa3_overlap) */
+    cfg_sec(&ct, "cuda16_fa3ov", "cuda_sm120.so", "kv_type = f16\n", cu_extra,
+            as_cpu ? "" : "attn_fa3_overlap = false\n", NULL);
+    /* (moe_dec_fuse: test_moe_dec_fuse) */
+    cfg_sec(&ct, "cuda_moe_fuse", "cuda_sm120.so", "kv_type = f32\n", mdf_extra, NULL);
+    cfg_sec(&ct, "cuda_moe_fuse5", "cuda_sm120.so", "kv_type = f32\n", mdf5_extra, NULL);
+    cfg_sec(&ct, "cuda_v1_noovl", "cuda_sm120.so", "kv_type = f32\n", v1_extra, as_cpu ? "" : "moe_overlap = false\n",
+            NULL);
+    cfg_sec(&ct, "cuda_v1_ovl", "cuda_sm120.so", "kv_type = f32\n", v1_extra, as_cpu ? "" : "moe_overlap = true\n",
+            NULL);
+    /* (norm = v2 | v1, each fused and split: test_norm_v2) */
+    cfg_sec(&ct, "cuda_nrm2", "cuda_sm120.so", "kv_type = f32\n", dq_extra, NULL);
+    cfg_sec(&ct, "cuda_nrm2_split", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "fuse_norm = false\n",
+            NULL);
+    cfg_sec(&ct, "cuda_nrm1", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "norm = v1\n", NULL);
+    cfg_sec(&ct, "cuda_nrm1_split", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "norm = v1\n",
+            as_cpu ? "" : "fuse_norm = false\n", NULL);
+    /* (norm_tail = true | false: test_norm_tail) */
+    cfg_sec(&ct, "cuda_ntail", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "norm_tail = true\n", NULL);
+    cfg_sec(&ct, "cuda_ntail_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
+            NULL);
+    cfg_sec(&ct, "cuda_ntail_bad", "cuda_sm120.so", "norm_tail = two\n", NULL);
+    /* (gemv_glu = true | false: test_gemv_glu) */
+    cfg_sec(&ct, "cuda_glu", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "gemv_glu = true\n", NULL);
+    cfg_sec(&ct, "cuda_glu_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n",
+            NULL);
+    cfg_sec(&ct, "cuda_glu_bad", "cuda_sm120.so", "gemv_glu = maybe\n", NULL);
+    /* (moe_sdc = true | false: test_moe_sdc) */
+    cfg_sec(&ct, "cuda_sdc", "cuda_sm120.so", "kv_type = f32\n", dq_extra, NULL);
+    cfg_sec(&ct, "cuda_sdc_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_sdc = false\n", NULL);
+    /* (gemv_q6r, gemv_q8r = true | false: test_gemv_regroup) */
+    cfg_sec(&ct, "cuda_rg", "cuda_sm120.so", "kv_type = f32\n", as_cpu ? "" : "matmul = dp4a\n", NULL);
+    cfg_sec(&ct, "cuda_rg_off", "cuda_sm120.so", "kv_type = f32\n",
+            as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", NULL);
+    /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
+     * GGUF weights: 9..32 columns on the exact int8 GEMM) */
+    cfg_sec(&ct, "cuda_gmm_off", "cuda_sm120.so", "kv_type = f32\n",
+            as_cpu ? "threads = 2\n" : "matmul = dp4a\ngemv = v1\n",
+            as_cpu ? "" : "gemv_mma = false\nmma_weights = gguf\n", NULL);
+    /* (attn_ring = true | small: test_attn_long_ring; true is
+     * the default, so cuda16_gqa and cuda_i8 set it false and
+     * run split_mma_kernel and split_i8_kernel) */
+    cfg_sec(&ct, "cuda16_ring", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa, as_cpu ? "" : "attn_ring = true\n",
+            NULL);
+    cfg_sec(&ct, "cuda16_ring_small", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
+            as_cpu ? "" : "attn_ring = small\n", NULL);
+    cfg_sec(&ct, "cuda_ring_bad", "cuda_sm120.so", "attn_ring = big\n", NULL);
+    cfg_sec(&ct, "cuda_ringp_bad", "cuda_sm120.so", "attn_ring_pages = soon\n", NULL);
+    cfg_sec(&ct, "cuda_ringc_bad", "cuda_sm120.so", "attn_ring_chains = 3\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring", "cuda_sm120.so", i8_kv, cu_extra, as_cpu ? "" : "attn_ring = true\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring_small", "cuda_sm120.so", i8_kv, cu_extra, as_cpu ? "" : "attn_ring = small\n", NULL);
+    /* (fuse_attn_q = true | false: test_attn_q_fused) */
+    cfg_sec(&ct, "cuda16_aq", "cuda_sm120.so", "kv_type = f16\n", aq_on, NULL);
+    cfg_sec(&ct, "cuda16_aq_off", "cuda_sm120.so", "kv_type = f16\n", aq_off, NULL);
+    cfg_sec(&ct, "cuda_i8_aq", "cuda_sm120.so", i8_kv, aq_on, NULL);
+    cfg_sec(&ct, "cuda_i8_aq_off", "cuda_sm120.so", i8_kv, aq_off, NULL);
+    /* (attn_ring_pages = ahead, attn_ring_chains = 2: test_attn_ring_knobs) */
+    cfg_sec(&ct, "cuda_i8_ring_ahead", "cuda_sm120.so", i8_kv, cu_extra,
+            as_cpu ? "" : "attn_ring = true\nattn_ring_pages = ahead\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring_ch2", "cuda_sm120.so", i8_kv, cu_extra,
+            as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring_ch2_small", "cuda_sm120.so", i8_kv, cu_extra,
+            as_cpu ? "" : "attn_ring = small\nattn_ring_chains = 2\n", NULL);
+    cfg_sec(&ct, "cuda16_ring_ch2", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
+            as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n", NULL);
+    if (ct.len >= ct.cap) {
+        fprintf(stderr, "config text truncated (%zu bytes)\n", ct.len);
         return 1;
     }
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
