@@ -133,8 +133,10 @@ struct si_backend {
     unsigned      *flag_host;
     bool           flag_pending;    /* a GET_ROWS ran since the last check   */
     /* Pinned staging for the small per-op uploads (positions, sequence
-     * runs): from pinned memory cudaMemcpyAsync never waits for the stream.
-     * Bump-allocated within an exec; pin_ev marks the last copy out of it. */
+     * runs) and small upload() calls between execs: from pinned memory
+     * cudaMemcpyAsync never waits for the stream.  Bump-allocated; pin_ev
+     * marks the last copy out of it, and the next exec waits on it before
+     * starting over. */
     uint8_t       *pin;
     size_t         pin_cap, pin_used;
     cudaEvent_t    pin_ev;

@@ -1324,6 +1324,17 @@ static int check_range(const si_buf *buf, uint64_t off, uint64_t n, si_err *err)
 
 /* Copies are ordered after every op enqueued so far (same stream) and
  * synchronous on return, as the ABI asks. */
+/* Uploads of up to CU_UPLOAD_STAGED bytes (a decode step's token ids and
+ * wanted rows; a prefill chunk's ids) are copied into the pinned staging
+ * arena and only enqueued: the caller may reuse src at once, and every
+ * later op, download or sync is ordered after the copy on the stream, so
+ * the upload is as synchronous as the API can observe.  pin_ev is recorded
+ * after the copy: the next exec waits on it before reusing the arena.
+ * Before, each was a pageable copy (which waits for the stream) and a
+ * stream sync: a round trip a decode step that the GPU idled through.
+ * Larger ones (weights at load) are copied from src and waited for. */
+#define CU_UPLOAD_STAGED ((uint64_t)64 << 10)
+
 static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src, uint64_t n, si_err *err)
 {
     int rc = check_range(dst, off, n, err);
@@ -1331,9 +1342,24 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
         return rc;
     cu_wcache_drop(b, &b->w8c, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cu_wcache_drop(b, &b->rg, (char *)dst->dev + off, (char *)dst->dev + off + n);
-    cudaError_t e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(b->stream);
+    cudaError_t e;
+    if (n <= CU_UPLOAD_STAGED && !b->capturing) {
+        void *stage = cu_pin_reserve(b, n, err);
+        if (stage == NULL)
+            return SI_ENOMEM;
+        memcpy(stage, src, n);
+        e = cudaMemcpyAsync((char *)dst->dev + off, stage, n, cudaMemcpyHostToDevice, b->stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(b->pin_ev, b->stream);
+        if (e != cudaSuccess) {   /* (no event: the arena is free only once the stream is) */
+            cudaStreamSynchronize(b->stream);
+            b->pin_used = 0;
+        }
+    } else {
+        e = cudaMemcpyAsync((char *)dst->dev + off, src, n, cudaMemcpyHostToDevice, b->stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(b->stream);
+    }
     return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, "upload: %s", cudaGetErrorString(e));
 }
 
