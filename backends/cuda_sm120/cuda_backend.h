@@ -115,6 +115,7 @@ struct si_backend {
     int            attn_ring;       /* knob attn_ring: 0, 1, 2 (cuda_attn_ring.cu) */
     bool           attn_ring_ahead; /* knob attn_ring_pages = ahead          */
     int            attn_ring_chains; /* knob attn_ring_chains: 1 or 2        */
+    bool           upload_staged;   /* knob upload_staged (cuda_upload)      */
     int            smem_blk, smem_sm; /* opt-in shared memory a block / an SM */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */

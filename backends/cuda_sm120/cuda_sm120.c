@@ -157,6 +157,14 @@
  *                         order).  Both caches.
  *                         Defaults each and 1: ahead and 2 have not run on
  *                         a GPU yet (tests/cuda/emu only).
+ *   upload_staged = false | true  upload() of up to 64 KiB (a decode step's
+ *                         ids and wanted rows) copied into the pinned
+ *                         staging arena and only enqueued, ordered on the
+ *                         stream (the next exec waits on its event before
+ *                         reusing the arena); false: a pageable copy and a
+ *                         stream sync, a round trip each decode step.
+ *                         Default false until it has run on a GPU
+ *                         (check_cuda_backend:small_uploads).
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
  *                         loading its K/V rows into registers a few at a
@@ -779,6 +787,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
+    bool upload_staged = false;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
@@ -808,6 +817,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "moe_sdc", "true", "false", &moe_sdc },
         { "gemv_q6r", "true", "false", &gemv_q6r },
         { "gemv_q8r", "true", "false", &gemv_q8r },
+        { "upload_staged", "true", "false", &upload_staged },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -929,6 +939,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->moe_sdc = moe_sdc;
     b->gemv_q6r = gemv_q6r;
     b->gemv_q8r = gemv_q8r;
+    b->upload_staged = upload_staged;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;
@@ -1324,8 +1335,8 @@ static int check_range(const si_buf *buf, uint64_t off, uint64_t n, si_err *err)
 
 /* Copies are ordered after every op enqueued so far (same stream) and
  * synchronous on return, as the ABI asks. */
-/* Uploads of up to CU_UPLOAD_STAGED bytes (a decode step's token ids and
- * wanted rows; a prefill chunk's ids) are copied into the pinned staging
+/* Knob upload_staged: uploads of up to CU_UPLOAD_STAGED bytes (a decode
+ * step's token ids and wanted rows; a prefill chunk's ids) are copied into the pinned staging
  * arena and only enqueued: the caller may reuse src at once, and every
  * later op, download or sync is ordered after the copy on the stream, so
  * the upload is as synchronous as the API can observe.  pin_ev is recorded
@@ -1343,7 +1354,7 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     cu_wcache_drop(b, &b->w8c, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cu_wcache_drop(b, &b->rg, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cudaError_t e;
-    if (n <= CU_UPLOAD_STAGED && !b->capturing) {
+    if (b->upload_staged && n <= CU_UPLOAD_STAGED && !b->capturing) {
         void *stage = cu_pin_reserve(b, n, err);
         if (stage == NULL)
             return SI_ENOMEM;

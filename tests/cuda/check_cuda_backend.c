@@ -53,8 +53,8 @@ START_TEST(test_roundtrip)
 }
 END_TEST
 
-/* Small uploads go through the pinned staging arena and are only
- * enqueued (cuda_upload): the source is reusable at return, and copies
+/* Knob upload_staged: small uploads go through the pinned staging arena
+ * and are only enqueued (cuda_upload): the source is reusable at return, and copies
  * land in order.  Each upload's source is overwritten right after the
  * call; 3,000 uploads of 1..4096 bytes (several fills of the 1 MiB arena,
  * each forcing its drain), some to overlapping places, one at the 64 KiB
@@ -64,7 +64,7 @@ START_TEST(test_small_uploads)
 {
     si_err err = { { 0 } };
     si_backend *b = NULL;
-    ck_assert_msg(ops()->open(&host, "backend.cuda_sm120", &b, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->open(&host, "backend.cuda_staged", &b, &err) == SI_OK, "%s", err.msg);
     const uint64_t n = 1u << 20;
     unsigned char *want = malloc(n), *got = malloc(n), *src = malloc(n);
     ck_assert(want && got && src);
@@ -122,7 +122,8 @@ int main(void)
     }
     si_config *cfg = NULL;
     si_err err = { { 0 } };
-    if (si_config_load_string("[backend.bad_device]\npath = x.so\ndevice = banana\n",
+    if (si_config_load_string("[backend.bad_device]\npath = x.so\ndevice = banana\n"
+                              "[backend.cuda_staged]\npath = x.so\nupload_staged = true\n",
                               "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
