@@ -485,8 +485,17 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
     const bool topk_in = o->tp != NULL && o->tp->pen_off == NULL;
     if (topk_in)
         plan_topk(&p, m, &lg, n_out, o, &tk);
-    if ((rc = sih_plan_check(m, m->ops, m->op_layer, p.n, bt->n, err)) != SI_OK)
-        return rc;
+    const uint32_t k = topk_in ? o->tp->k : 0;
+    if (m->step_ok.n_ops != p.n || m->step_ok.n_tok != bt->n || m->step_ok.n_out != n_out || m->step_ok.k != k ||
+        m->step_ok.buf != sc->buf) {
+        if ((rc = sih_plan_check(m, m->ops, m->op_layer, p.n, bt->n, err)) != SI_OK)
+            return rc;
+        m->step_ok.n_tok = bt->n;
+        m->step_ok.n_out = n_out;
+        m->step_ok.k = k;
+        m->step_ok.n_ops = p.n;
+        m->step_ok.buf = sc->buf;
+    }
     *touched = true;
     if ((rc = run(m, m->ops, p.n, err)) != SI_OK)
         return rc;

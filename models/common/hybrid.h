@@ -159,6 +159,19 @@ struct si_model {
     uint8_t            *seen;         /* [n_seq] batch validation */
     int32_t            *oids;         /* [chunk] rows wanted */
     bool                has_topk;     /* the backend runs SI_OP_TOPK (checked at load) */
+    /* The shape of forward_step's last list that sih_plan_check passed:
+     * tokens, wanted rows, TOPK's k (0: none), op count, scratch buffer.
+     * A step of the same shape makes the same ops over the same tensors
+     * (its positions and sequences are host arrays that supports() does
+     * not read), which the backend's supports(), a function of shapes and
+     * types, answers alike: the check is not made again (it asked
+     * supports() of each of a 9b step's 445 ops, ~34 us a step on a
+     * 2-core host).  n_ops 0: none yet. */
+    struct {
+        uint32_t      n_tok, n_out, k;
+        size_t        n_ops;
+        const si_buf *buf;
+    } step_ok;
 };
 
 /* F32 activation views of the scratch for one chunk of T tokens.  Ops

@@ -131,10 +131,12 @@ static int (*real_exec)(si_backend *, const si_op *, size_t, si_err *);
 static uint32_t refuse_kind, refuse_type = UINT32_MAX;
 static int64_t refuse_over_tokens = INT64_MAX;   /* refuse ops of more tokens */
 static bool fail_exec;                            /* exec fails once ops ran */
+static size_t supports_calls;                     /* picky_supports calls made */
 static struct si_backend_ops picky_ops;
 
 static bool picky_supports(const si_backend *b, const si_op *op)
 {
+    supports_calls++;
     if (op->kind == refuse_kind || op->dst.ne[1] > refuse_over_tokens)
         return false;
     if (op->kind == SI_OP_MATMUL && op->src[0] != NULL && op->src[0]->type == refuse_type)
@@ -555,6 +557,68 @@ START_TEST(test_forward_failures)
 }
 END_TEST
 
+/* A step whose shape (tokens, wanted rows, op count) equals the last one
+ * that passed the plan check is not checked again (si_model.step_ok);
+ * any other shape is, so a refusal of it is still reported before any op
+ * runs.  The logits are the same either way. */
+START_TEST(test_step_check_once)
+{
+    env e;
+    si_err err;
+    tiny_cfg c = tiny_default(true);
+    int32_t toks[4] = { 5, 6, 7, 8 };
+    float lg[4 * 128], lg2[4 * 128];
+    env_open(&e, NULL);
+    make_picky(&e, SI_OP_NONE, UINT32_MAX);
+    refuse_over_tokens = INT64_MAX;
+    load_ok(&e, &c, 2, 32);
+    /* (4 tokens first: the scratch, whose growth is checked on its own,
+     * then has room for every step below) */
+    ck_assert_msg(fwd_seq(&e, 1, 0, toks, 4, lg, &err) == SI_OK, "%s", err.msg);
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 1, &err), SI_OK);
+    size_t before = supports_calls;
+    ck_assert_msg(fwd_seq(&e, 0, 0, toks, 1, lg, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(supports_calls > before, "the first step was not checked");
+    before = supports_calls;
+    ck_assert_msg(fwd_seq(&e, 0, 1, toks + 1, 1, lg, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(fwd_seq(&e, 1, 0, toks + 1, 1, lg2, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(supports_calls == before, "a step of the same shape was checked again (%zu calls)",
+                  supports_calls - before);
+    ck_assert_msg(fwd_seq(&e, 0, 2, toks + 2, 2, lg, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(supports_calls > before, "a 2-token step was not checked");
+    /* a refusal of another shape is reported, nothing run, and the
+     * sequence goes on: 2 then 3 tokens of which the last wants its row
+     * (the same ops and row count: only the token count differs) */
+    const int32_t pos3[3] = { 4, 5, 6 }, seq3[3] = { 0, 0, 0 };
+    const uint8_t want2[2] = { 0, 1 }, want3[3] = { 0, 0, 1 };
+    si_batch b2 = { .n = 2, .tokens = toks, .pos = pos3, .seq = seq3, .want_logits = want2 };
+    ck_assert_msg(e.mops->forward(e.m, &b2, lg, &err) == SI_OK, "%s", err.msg);
+    refuse_over_tokens = 2;
+    const int32_t pos3b[3] = { 6, 7, 8 };
+    si_batch b3 = { .n = 3, .tokens = toks, .pos = pos3b, .seq = seq3, .want_logits = want3 };
+    ck_assert_int_eq(e.mops->forward(e.m, &b3, lg, &err), SI_EUNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "refuses op") != NULL && strstr(err.msg, "(3 tokens)") != NULL, "%s", err.msg);
+    ck_assert_msg(fwd_seq(&e, 0, 6, toks, 2, lg, &err) == SI_OK, "%s", err.msg);
+    /* 2 tokens, the last wanted (checked), then both wanted: the same
+     * token count, another row count, checked again */
+    refuse_over_tokens = INT64_MAX;
+    const int32_t pos8[2] = { 8, 9 }, pos10[2] = { 10, 11 };
+    si_batch b2b = { .n = 2, .tokens = toks, .pos = pos8, .seq = seq3, .want_logits = want2 };
+    ck_assert_msg(e.mops->forward(e.m, &b2b, lg, &err) == SI_OK, "%s", err.msg);
+    before = supports_calls;
+    const uint8_t want_both[2] = { 1, 1 };
+    si_batch b2c = { .n = 2, .tokens = toks, .pos = pos10, .seq = seq3, .want_logits = want_both };
+    ck_assert_msg(e.mops->forward(e.m, &b2c, lg, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(supports_calls > before, "2 wanted rows after 1 were not checked");
+    /* the same token at the same place gives the same logits checked or not */
+    ck_assert_int_eq(e.mops->seq_reset(e.m, 1, &err), SI_OK);
+    ck_assert_msg(fwd_seq(&e, 1, 0, toks + 1, 1, lg, &err) == SI_OK, "%s", err.msg);
+    ck_assert(memcmp(lg, lg2, sizeof(float) * c.V) == 0);
+    refuse_over_tokens = INT64_MAX;
+    env_close(&e);
+}
+END_TEST
+
 /* ---- load errors ---- */
 
 START_TEST(test_err_missing_tensor)
@@ -836,6 +900,7 @@ static Suite *models_suite(void)
     tcase_add_loop_test(t, test_two_sequences, 0, 2);
     tcase_add_test(t, test_bad_batches);
     tcase_add_test(t, test_forward_failures);
+    tcase_add_test(t, test_step_check_once);
     tcase_add_test(t, test_forward_topk);
     suite_add_tcase(s, t);
 
