@@ -303,6 +303,17 @@ uint64_t si_oc_gdn_state_bytes(const si_gdn_params *p, int64_t conv_dim)
            sizeof(float);
 }
 
+int si_oc_gdn_slot(const char *name, const si_gdn_params *p, int64_t t, int32_t s, uint64_t need,
+                   uint64_t state_bytes, uint64_t *off, si_err *err)
+{
+    *off = p->state_offset + (uint64_t)(s < 0 ? 0 : s) * p->state_stride;
+    if (s < 0 || (p->state_stride > 0 && (uint64_t)s > (UINT64_MAX - p->state_offset) / p->state_stride) ||
+        *off > state_bytes || need > state_bytes - *off)
+        return si_err_set(err, SI_ERANGE, "%s: GDN: token %lld: slot %d's state lies outside the %llu-byte state buffer",
+                          name, (long long)t, s, (unsigned long long)state_bytes);
+    return SI_OK;
+}
+
 int si_oc_gdn(const si_opcheck *c, const si_op *op, si_err *err)
 {
     const si_gdn_params *p = &op->p.gdn;

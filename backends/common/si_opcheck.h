@@ -67,6 +67,11 @@ typedef struct si_oc_moe_dims {
 void si_oc_moe_dims_of(const si_op *op, si_oc_moe_dims *d);
 /* Bytes of one GDN state slot: conv history then the f32 delta-rule state. */
 uint64_t si_oc_gdn_state_bytes(const si_gdn_params *p, int64_t conv_dim);
+/* The byte offset of slot s's state (token t's) in a GDN op's state
+ * buffer of state_bytes into *off; SI_ERANGE, named `name: GDN: token t`,
+ * where the slot's `need` bytes do not lie inside it (or s < 0). */
+int si_oc_gdn_slot(const char *name, const si_gdn_params *p, int64_t t, int32_t s, uint64_t need,
+                   uint64_t state_bytes, uint64_t *off, si_err *err);
 
 /* The op checks, by kind. */
 int si_oc_matmul(const si_opcheck *c, const si_op *op, si_err *err);

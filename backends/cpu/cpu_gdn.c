@@ -187,11 +187,10 @@ int cpu_gdn_exec(si_backend *b, const si_op *op, si_err *err)
             runs[n_runs - 1].len++;
             continue;
         }
-        uint64_t off = p->state_offset + (uint64_t)(s < 0 ? 0 : s) * p->state_stride;
-        if (s < 0 || (p->state_stride > 0 && (uint64_t)s > (UINT64_MAX - p->state_offset) / p->state_stride) ||
-            off > p->state->size || need > p->state->size - off)
-            return si_err_set(err, SI_ERANGE, "cpu: GDN: token %lld: slot %d's state lies outside the %llu-byte state buffer",
-                              (long long)t, s, (unsigned long long)p->state->size);
+        uint64_t off;
+        const int rc = si_oc_gdn_slot("cpu", p, t, s, need, p->state->size, &off, err);
+        if (rc != SI_OK)
+            return rc;
         for (int64_t r = 0; r < n_runs; r++)
             if (p->seq[runs[r].t0] == s)
                 return si_err_set(err, SI_EINVAL, "cpu: GDN: tokens of slot %d are not consecutive (token %lld)", s,

@@ -291,11 +291,10 @@ int cu_gdn_runs(const si_op *op, cu_gdn_run *runs, int64_t *n_runs_out, int64_t 
             runs[n_runs - 1].len++;
             continue;
         }
-        uint64_t off = p->state_offset + (uint64_t)(s < 0 ? 0 : s) * p->state_stride;
-        if (s < 0 || (p->state_stride > 0 && (uint64_t)s > (UINT64_MAX - p->state_offset) / p->state_stride) ||
-            off > p->state->nbytes || need > p->state->nbytes - off)
-            return si_err_set(err, SI_ERANGE, CU_NAME ": GDN: token %lld: slot %d's state lies outside the %llu-byte state buffer",
-                              (long long)t, s, (unsigned long long)p->state->nbytes);
+        uint64_t off;
+        const int rc = si_oc_gdn_slot(CU_NAME, p, t, s, need, p->state->nbytes, &off, err);
+        if (rc != SI_OK)
+            return rc;
         for (int64_t r = 0; r < n_runs; r++)
             if (p->seq[runs[r].t0] == s)
                 return si_err_set(err, SI_EINVAL, CU_NAME ": GDN: tokens of slot %d are not consecutive (token %lld)", s,
