@@ -1343,7 +1343,8 @@ static int check_range(const si_buf *buf, uint64_t off, uint64_t n, si_err *err)
  * after the copy: the next exec waits on it before reusing the arena.
  * Before, each was a pageable copy (which waits for the stream) and a
  * stream sync: a round trip a decode step that the GPU idled through.
- * Larger ones (weights at load) are copied from src and waited for. */
+ * Larger ones (weights at load), and any the arena has no room for (no
+ * pinned memory), are copied from src and waited for. */
 #define CU_UPLOAD_STAGED ((uint64_t)64 << 10)
 
 static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src, uint64_t n, si_err *err)
@@ -1354,10 +1355,9 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     cu_wcache_drop(b, &b->w8c, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cu_wcache_drop(b, &b->rg, (char *)dst->dev + off, (char *)dst->dev + off + n);
     cudaError_t e;
-    if (b->upload_staged && n <= CU_UPLOAD_STAGED && !b->capturing) {
-        void *stage = cu_pin_reserve(b, n, err);
-        if (stage == NULL)
-            return SI_ENOMEM;
+    si_err pin_err = { { 0 } };   /* (no pinned room: the copy below instead) */
+    void *stage = b->upload_staged && n <= CU_UPLOAD_STAGED && !b->capturing ? cu_pin_reserve(b, n, &pin_err) : NULL;
+    if (stage != NULL) {
         memcpy(stage, src, n);
         e = cudaMemcpyAsync((char *)dst->dev + off, stage, n, cudaMemcpyHostToDevice, b->stream);
         if (e == cudaSuccess)
