@@ -98,14 +98,18 @@ static __device__ void norm_rope_rows(float *x, int rows, const float *w, const 
 
 // Paged int8 cache of one layer: row (page pg, kv head g, slot pos % 16)
 // of K or V is hd int8 at element offset row * hd, its scale at
-// ks/vs[row]; kv_page_row first reads pg from the sequence's page table.
+// ks/vs[row]; kv_page_of reads pg from the sequence's page table.
+static __device__ __forceinline__ int32_t kv_page_of(const cu_attn &a, int32_t seq, int64_t pos)
+{
+    return a.pages[(uint64_t)seq * a.max_pages + (uint64_t)(pos / SI_KV_PAGE)];
+}
 static __device__ __forceinline__ uint64_t kv_slot_row(const cu_attn &a, int32_t pg, int g, int64_t pos)
 {
     return ((uint64_t)pg * a.n_head_kv + (uint64_t)g) * SI_KV_PAGE + (uint64_t)(pos % SI_KV_PAGE);
 }
 static __device__ __forceinline__ uint64_t kv_page_row(const cu_attn &a, int32_t seq, int64_t pos, int g)
 {
-    return kv_slot_row(a, a.pages[(uint64_t)seq * a.max_pages + (uint64_t)(pos / SI_KV_PAGE)], g, pos);
+    return kv_slot_row(a, kv_page_of(a, seq, pos), g, pos);
 }
 
 // Launches the split kernel over the paged int8 cache (cuda_attn_i8.cu):

@@ -142,8 +142,7 @@ __global__ void __launch_bounds__(W * 32) split_ring_kernel(cu_attn a, int32_t c
     int32_t pg_at = 0, pg_nx = 0;
     auto page_of = [&](int k0) {   // the page of the warp's group k0 + lane, 0 past nk
         const int kj = k0 + lane;
-        const int64_t p = c0 + (int64_t)RG_G * (warp + W * kj);
-        return kj < nk ? a.pages[(uint64_t)seq * a.max_pages + (uint64_t)(p / SI_KV_PAGE)] : 0;
+        return kj < nk ? kv_page_of(a, seq, c0 + (int64_t)RG_G * (warp + W * kj)) : 0;
     };
     auto issue = [&](int k) {   // the warp's k-th group into stage k % NS (one commit group, maybe empty)
         if (k < nk) {

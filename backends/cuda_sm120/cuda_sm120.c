@@ -1334,17 +1334,17 @@ static int check_range(const si_buf *buf, uint64_t off, uint64_t n, si_err *err)
 }
 
 /* Copies are ordered after every op enqueued so far (same stream) and
- * synchronous on return, as the ABI asks. */
-/* Knob upload_staged: uploads of up to CU_UPLOAD_STAGED bytes (a decode
- * step's token ids and wanted rows; a prefill chunk's ids) are copied into the pinned staging
- * arena and only enqueued: the caller may reuse src at once, and every
- * later op, download or sync is ordered after the copy on the stream, so
- * the upload is as synchronous as the API can observe.  pin_ev is recorded
- * after the copy: the next exec waits on it before reusing the arena.
- * Before, each was a pageable copy (which waits for the stream) and a
- * stream sync: a round trip a decode step that the GPU idled through.
- * Larger ones (weights at load), and any the arena has no room for (no
- * pinned memory), are copied from src and waited for. */
+ * synchronous on return, as the ABI asks.  Knob upload_staged: uploads of
+ * up to CU_UPLOAD_STAGED bytes (a decode step's token ids and wanted rows;
+ * a prefill chunk's ids) are copied into the pinned staging arena and only
+ * enqueued: the caller may reuse src at once, and every later op, download
+ * or sync is ordered after the copy on the stream, so the upload is as
+ * synchronous as the API can observe.  pin_ev is recorded after the copy:
+ * the next exec waits on it before reusing the arena.  Before, each was a
+ * pageable copy (which waits for the stream) and a stream sync: a round
+ * trip a decode step that the GPU idled through.  Larger ones (weights at
+ * load), and any the arena has no room for (no pinned memory), are copied
+ * from src and waited for. */
 #define CU_UPLOAD_STAGED ((uint64_t)64 << 10)
 
 static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src, uint64_t n, si_err *err)
