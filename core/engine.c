@@ -40,7 +40,9 @@ static size_t sorted_backends(const si_registry *r, const si_plugin_record **out
     return n;
 }
 
-static int open_backend(si_engine *e, const char *want, si_err *err)
+/* want: the backend asked for by name (NULL: any, by priority); from: who
+ * asked, for the errors ("--backend", "[runtime] backend"). */
+static int open_backend(si_engine *e, const char *want, const char *from, si_err *err)
 {
     const si_plugin_record *cands[64];
     size_t n = sorted_backends(e->reg, cands, 64);
@@ -74,9 +76,9 @@ static int open_backend(si_engine *e, const char *want, si_err *err)
             if (strcmp(si_registry_at(e->reg, i)->name, want) == 0)
                 rec = si_registry_at(e->reg, i);
         if (rec == NULL)
-            return si_err_set(err, SI_ENOTFOUND, "backend '%s' is not in the configuration (%s)",
-                              want, si_config_source(e->cfg));
-        return si_err_set(err, SI_ENOTFOUND, "backend '%s' is not loaded: %s", want,
+            return si_err_set(err, SI_ENOTFOUND, "%s: backend '%s' is not in the configuration (%s)",
+                              from, want, si_config_source(e->cfg));
+        return si_err_set(err, SI_ENOTFOUND, "%s: backend '%s' is not loaded: %s", from, want,
                           rec->state == SI_PLUGIN_DISABLED ? "disabled in the configuration"
                                                            : rec->reason);
     }
@@ -123,8 +125,18 @@ int si_engine_open(const si_engine_opts *o, si_engine **out, si_err *err)
         rc = si_gguf_open(o->model_path, &e->gguf, err);
     if (rc == SI_OK)
         rc = find_model(e, err);
-    if (rc == SI_OK)
-        rc = open_backend(e, o->backend, err);
+    if (rc == SI_OK) {
+        /* the caller's choice (the CLI's --backend) wins over the
+         * configuration's [runtime] backend; auto there means any */
+        const char *want = o->backend, *from = "--backend";
+        if (want == NULL) {
+            want = si_config_get(o->cfg, "runtime", "backend");
+            from = "[runtime] backend";
+            if (want != NULL && strcmp(want, "auto") == 0)
+                want = NULL;
+        }
+        rc = open_backend(e, want, from, err);
+    }
     if (rc == SI_OK) {
         long n_seq = o->n_seq ? (long)o->n_seq : si_config_get_long(o->cfg, "runtime", "n_seq", 1);
         long n_ctx = o->n_ctx ? (long)o->n_ctx : si_config_get_long(o->cfg, "runtime", "n_ctx", 4096);

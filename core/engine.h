@@ -1,9 +1,10 @@
 /* core/engine.h — one loaded model ready to run: the configuration's
  * plugins, an open backend, a GGUF and the model plugin that accepted it.
  *
- * Backend choice: the backend named in opts (error if it is not loaded), or
- * else every LOADED backend in descending `priority` (config order breaks
- * ties) until one opens.  Model choice: the first loaded model plugin whose
+ * Backend choice: the backend named in opts, else the one [runtime] backend
+ * names (error if it is not loaded, naming which of the two asked), or
+ * else (neither, or backend = auto) every LOADED backend in descending
+ * `priority` (config order breaks ties) until one opens.  Model choice: the first loaded model plugin whose
  * accepts() takes the file's general.architecture; none → an error that
  * names the architecture and the model plugins that were asked.
  */
@@ -20,7 +21,7 @@ typedef struct si_engine si_engine;
 typedef struct si_engine_opts {
     const si_config *cfg;          /* borrowed; must outlive the engine        */
     const char      *model_path;   /* GGUF file                                 */
-    const char      *backend;      /* NULL = best loaded backend by priority    */
+    const char      *backend;      /* NULL = [runtime] backend (auto: by priority) */
     uint32_t         n_seq;        /* 0 = [runtime] n_seq                       */
     uint32_t         n_ctx;        /* 0 = [runtime] n_ctx                       */
 } si_engine_opts;

@@ -2,7 +2,8 @@
  * info` ($SI_TOP_BUILDDIR/sparkinfer) end to end: the files open with the
  * GGUF reader and match their plan (keys, tensor names, types, shapes, data
  * sizes, value scales), generation is deterministic whatever the thread
- * count, and `info --json` parses and agrees with the reader. */
+ * count, `info --json` parses and agrees with the reader, and [runtime]
+ * backend / --backend pick the backend. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -365,6 +366,58 @@ START_TEST(test_info_llama2)
 }
 END_TEST
 
+/* Which backend runs the model: [runtime] backend names one (an unknown or
+ * disabled one is an error naming the key, nothing falls back silently);
+ * --backend wins over it; auto takes the best loaded one. */
+START_TEST(test_backend_choice)
+{
+    char out[400], args[900];
+    const char *bd = getenv("SI_TOP_BUILDDIR");
+    snprintf(args, sizeof args, "%s/sparkinfer-uninstalled.ini", bd && *bd ? bd : ".");
+    setenv("SPARKINFER_CONFIG", args, 1);   /* (this test's process: Check forks one a test) */
+    cli_path(out, sizeof out, "tiny.gguf");
+    snprintf(args, sizeof args, "mkmodel --preset tiny --seed 5 -o '%s'", out);
+    ck_assert_int_eq(cli_run(args), 0);
+
+    snprintf(args, sizeof args, "run -m '%s' -p hi -n 2 --set runtime.backend=nosuch", out);
+    ck_assert_int_ne(cli_run(args), 0);
+    char *se = cli_slurp("stderr");
+    ck_assert_msg(strstr(se, "[runtime] backend: backend 'nosuch' is not in the configuration") != NULL, "%s", se);
+    free(se);
+    char *so = cli_slurp("stdout");
+    ck_assert_str_eq(so, "");
+    free(so);
+
+    snprintf(args, sizeof args, "run -m '%s' -p hi -n 2 --set runtime.backend=cpu --set backend.cpu.enabled=false",
+             out);
+    ck_assert_int_ne(cli_run(args), 0);
+    se = cli_slurp("stderr");
+    ck_assert_msg(strstr(se, "[runtime] backend: backend 'cpu' is not loaded: disabled") != NULL, "%s", se);
+    free(se);
+
+    snprintf(args, sizeof args, "run -v -m '%s' -p hi -n 2 --set runtime.backend=cpu", out);
+    ck_assert_int_eq(cli_run(args), 0);
+    se = cli_slurp("stderr");
+    ck_assert_msg(strstr(se, "on backend cpu") != NULL, "%s", se);
+    free(se);
+
+    snprintf(args, sizeof args, "run -v -m '%s' -p hi -n 2 --set runtime.backend=nosuch --backend cpu", out);
+    ck_assert_int_eq(cli_run(args), 0);
+    se = cli_slurp("stderr");
+    ck_assert_msg(strstr(se, "on backend cpu") != NULL, "%s", se);
+    free(se);
+
+    snprintf(args, sizeof args, "run -m '%s' -p hi -n 2 --backend nosuch", out);
+    ck_assert_int_ne(cli_run(args), 0);
+    se = cli_slurp("stderr");
+    ck_assert_msg(strstr(se, "--backend: backend 'nosuch' is not in the configuration") != NULL, "%s", se);
+    free(se);
+
+    snprintf(args, sizeof args, "run -v -m '%s' -p hi -n 2 --set runtime.backend=auto", out);
+    ck_assert_int_eq(cli_run(args), 0);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli_models");
@@ -376,6 +429,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_9b_cut);
     tcase_add_test(tc, test_info_json_models);
     tcase_add_test(tc, test_info_llama2);
+    tcase_add_test(tc, test_backend_choice);
     suite_add_tcase(s, tc);
     return s;
 }
