@@ -5,6 +5,7 @@
  * count, `info --json` parses and agrees with the reader, and [runtime]
  * backend / --backend pick the backend. */
 #include <check.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,21 @@ START_TEST(test_info_llama2)
 }
 END_TEST
 
+/* `sparkinfer run -m model ARGS` exits 0 (ok) or not, with `want` in its
+ * stderr; a failed run writes nothing on stdout. */
+static void run_expect(const char *model, const char *args, bool ok, const char *want)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "run -v -m '%s' -p hi -n 2 %s", model, args);
+    int st = cli_run(cmd);
+    ck_assert_msg(ok ? st == 0 : st != 0, "%s: exit %d", args, st);
+    char *se = cli_slurp("stderr"), *so = cli_slurp("stdout");
+    ck_assert_msg(strstr(se, want) != NULL, "%s: '%s' not in: %s", args, want, se);
+    ck_assert_msg(ok || *so == '\0', "%s: failed but printed %s", args, so);
+    free(se);
+    free(so);
+}
+
 /* Which backend runs the model: [runtime] backend names one (an unknown or
  * disabled one is an error naming the key, nothing falls back silently);
  * --backend wins over it; auto takes the best loaded one. */
@@ -379,42 +395,14 @@ START_TEST(test_backend_choice)
     snprintf(args, sizeof args, "mkmodel --preset tiny --seed 5 -o '%s'", out);
     ck_assert_int_eq(cli_run(args), 0);
 
-    snprintf(args, sizeof args, "run -m '%s' -p hi -n 2 --set runtime.backend=nosuch", out);
-    ck_assert_int_ne(cli_run(args), 0);
-    char *se = cli_slurp("stderr");
-    ck_assert_msg(strstr(se, "[runtime] backend: backend 'nosuch' is not in the configuration") != NULL, "%s", se);
-    free(se);
-    char *so = cli_slurp("stdout");
-    ck_assert_str_eq(so, "");
-    free(so);
-
-    snprintf(args, sizeof args, "run -m '%s' -p hi -n 2 --set runtime.backend=cpu --set backend.cpu.enabled=false",
-             out);
-    ck_assert_int_ne(cli_run(args), 0);
-    se = cli_slurp("stderr");
-    ck_assert_msg(strstr(se, "[runtime] backend: backend 'cpu' is not loaded: disabled") != NULL, "%s", se);
-    free(se);
-
-    snprintf(args, sizeof args, "run -v -m '%s' -p hi -n 2 --set runtime.backend=cpu", out);
-    ck_assert_int_eq(cli_run(args), 0);
-    se = cli_slurp("stderr");
-    ck_assert_msg(strstr(se, "on backend cpu") != NULL, "%s", se);
-    free(se);
-
-    snprintf(args, sizeof args, "run -v -m '%s' -p hi -n 2 --set runtime.backend=nosuch --backend cpu", out);
-    ck_assert_int_eq(cli_run(args), 0);
-    se = cli_slurp("stderr");
-    ck_assert_msg(strstr(se, "on backend cpu") != NULL, "%s", se);
-    free(se);
-
-    snprintf(args, sizeof args, "run -m '%s' -p hi -n 2 --backend nosuch", out);
-    ck_assert_int_ne(cli_run(args), 0);
-    se = cli_slurp("stderr");
-    ck_assert_msg(strstr(se, "--backend: backend 'nosuch' is not in the configuration") != NULL, "%s", se);
-    free(se);
-
-    snprintf(args, sizeof args, "run -v -m '%s' -p hi -n 2 --set runtime.backend=auto", out);
-    ck_assert_int_eq(cli_run(args), 0);
+    run_expect(out, "--set runtime.backend=nosuch", false,
+               "[runtime] backend: backend 'nosuch' is not in the configuration");
+    run_expect(out, "--set runtime.backend=cpu --set backend.cpu.enabled=false", false,
+               "[runtime] backend: backend 'cpu' is not loaded: disabled");
+    run_expect(out, "--set runtime.backend=cpu", true, "on backend cpu");
+    run_expect(out, "--set runtime.backend=nosuch --backend cpu", true, "on backend cpu");
+    run_expect(out, "--backend nosuch", false, "--backend: backend 'nosuch' is not in the configuration");
+    run_expect(out, "--set runtime.backend=auto", true, "on backend ");
 }
 END_TEST
 
