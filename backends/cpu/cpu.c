@@ -17,6 +17,11 @@
  *                               kv_type (int8 there means f16 here, with a
  *                               warning), else f32 (backends/common/si_kvknob.h)
  *   simd    = auto | off        off forces the portable C kernels (tests)
+ *   packed  = true | false      (simd) products of fewer than 4 tokens, i.e.
+ *                               decode, read Q4_K/Q5_K/Q6_K/Q8_0 rows packed,
+ *                               unpacked in registers (cpu_dot_packed), where
+ *                               false decodes each row to int8 in memory
+ *                               first; the same bits either way (A/B)
  */
 #include <stdlib.h>
 
@@ -97,13 +102,14 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
     if (section == NULL)
         section = "backend." CPU_NAME;
     static const si_kvknob kvk = { CPU_NAME, SI_TYPE_F32, SI_TYPE_F16, true, false };
-    int threads, mm, moe, simd, rc;
+    int threads, mm, moe, simd, packed, rc;
     uint32_t kvt;
     if ((rc = knob_threads(h, section, &threads, err)) != SI_OK ||
         (rc = knob_choice(h, section, "matmul", "fast|ref", &mm, err)) != SI_OK ||
         (rc = knob_choice(h, section, "moe", "grouped|per_token", &moe, err)) != SI_OK ||
         (rc = si_kvknob_resolve(h, section, &kvk, &kvt, err)) != SI_OK ||
-        (rc = knob_choice(h, section, "simd", "auto|off", &simd, err)) != SI_OK)
+        (rc = knob_choice(h, section, "simd", "auto|off", &simd, err)) != SI_OK ||
+        (rc = knob_choice(h, section, "packed", "true|false", &packed, err)) != SI_OK)
         return rc;
     si_backend *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -115,6 +121,7 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
     b->moe_per_token = moe == 1;
     b->kv_type = kvt;
     b->simd = simd != 1 && cpu_have_simd();
+    b->packed = packed != 1 && b->simd;
     b->tls = calloc((size_t)b->n_threads, sizeof *b->tls);
     if (b->tls == NULL) {
         cpu_close(b);
@@ -124,9 +131,9 @@ static int cpu_open(const si_host *h, const char *section, si_backend **out, si_
         cpu_close(b);
         return rc;
     }
-    h->log(h, SI_LOG_INFO, CPU_NAME, "%d threads, matmul %s, moe %s, kv %s, kernels %s", b->n_threads,
+    h->log(h, SI_LOG_INFO, CPU_NAME, "%d threads, matmul %s, moe %s, kv %s, kernels %s%s", b->n_threads,
            b->mm_ref ? "ref" : "fast", b->moe_per_token ? "per_token" : "grouped",
-           b->kv_type == SI_TYPE_F16 ? "f16" : "f32", b->simd ? "avx2" : "portable");
+           b->kv_type == SI_TYPE_F16 ? "f16" : "f32", b->simd ? "avx2" : "portable", b->packed ? " (packed decode)" : "");
     *out = b;
     return SI_OK;
 }

@@ -16,6 +16,7 @@ float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void  cpu_f16_to_f32_avx2(const uint8_t *src, float *dst, int64_t n);
 void  cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q);
 void  cpu_unpack_q6k_avx2(const uint8_t *ql, const uint8_t *qh, int8_t *q);
+float cpu_dot_packed_avx2(uint32_t type, const uint8_t *x, const cpu_q8 *a, int64_t row, int64_t in);
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -33,13 +34,17 @@ AVX2 static inline float hsum8(__m256 v)
  * maddubs takes unsigned x signed bytes: unsigned weights (the formats
  * with a min, q in 0..31) go straight in; signed ones use |w| and
  * sign(w)*x.  No int16 saturation: 2*128*127 < 32768. */
-AVX2 static inline __m256 block_dot(const int8_t *wq, const int8_t *xq, bool nonneg, __m256i ones)
+AVX2 static inline __m256 block_dot_v(__m256i wv, const int8_t *xq, bool nonneg, __m256i ones)
 {
-    __m256i wv = _mm256_loadu_si256((const __m256i *)wq);
     __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
     __m256i p16 = nonneg ? _mm256_maddubs_epi16(wv, xv)
                          : _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+}
+
+AVX2 static inline __m256 block_dot(const int8_t *wq, const int8_t *xq, bool nonneg, __m256i ones)
+{
+    return block_dot_v(_mm256_loadu_si256((const __m256i *)wq), xq, nonneg, ones);
 }
 
 AVX2 static inline __m256 block_scale(const float *d16, float ad)
@@ -214,6 +219,124 @@ AVX2 float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n)
     for (; i < n; i++)
         s += a[i] * b[i];
     return s;
+}
+
+/* ---- one token straight from the packed row --------------------------
+ * cpu_dot_row8_avx2 over the row cpu_decode_row8 would make, without making
+ * it: the same int8 values (unpacked in registers, as the unpack kernels
+ * above do), the same f32 scales (d * scale, dmin * min), the same two
+ * accumulators (even blocks, odd blocks) and the same min term, so the
+ * same bits.  A decode step's products (one token a row) spent more time
+ * writing the decoded row out and reading it back than in the dots. */
+
+/* Blocks b and b + 1 (wa, wb: their 32 values) into the two accumulators,
+ * each scaled by s (per 16 values: sa0, sa1 for b; sb0, sb1 for b + 1). */
+AVX2 static inline void pair_fma(__m256i wa, __m256i wb, const int8_t *xq, bool nonneg, __m256i ones, __m256 sa,
+                                 __m256 sb, __m256 *acc0, __m256 *acc1)
+{
+    *acc0 = _mm256_fmadd_ps(block_dot_v(wa, xq, nonneg, ones), sa, *acc0);
+    *acc1 = _mm256_fmadd_ps(block_dot_v(wb, xq + 32, nonneg, ones), sb, *acc1);
+}
+
+AVX2 static float dot_q45k(const uint8_t *x, bool q5, const cpu_q8 *a, int64_t row, int64_t in)
+{
+    const int64_t nb = in / 32;
+    const int8_t *aq = a->q + row * in;
+    const float *ad = a->d + row * nb, *as = a->s + row * nb;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), m = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 8, x += q5 ? 176 : 144) {
+        const float d = cpu_f16_to_f32(cpu_rd16(x)), dmin = cpu_f16_to_f32(cpu_rd16(x + 2));
+        const uint8_t *sc = x + 4, *qs = x + (q5 ? 48 : 16);
+        float ds[8], ms[8];
+        for (int k = 0; k < 8; k++) {
+            int is, im;
+            cpu_k4_scale_min(sc, k, &is, &im);
+            ds[k] = d * (float)is;
+            ms[k] = dmin * (float)im;
+        }
+        const __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (q5) {
+                __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))), bh = _mm256_set1_epi8((char)(2 << (2 * c)));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bl), bl), b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bh), bh), b4));
+            }
+            const int64_t k = b + 2 * c;
+            pair_fma(lo, hi, aq + 32 * k, true, ones, _mm256_set1_ps(ds[2 * c] * ad[k]),
+                     _mm256_set1_ps(ds[2 * c + 1] * ad[k + 1]), &acc0, &acc1);
+        }
+        m = _mm256_fmadd_ps(_mm256_loadu_ps(ms), _mm256_loadu_ps(as + b), m);
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1)) - hsum8(m);
+}
+
+AVX2 static float dot_q6k(const uint8_t *x, const cpu_q8 *a, int64_t row, int64_t in)
+{
+    const int64_t nb = in / 32;
+    const int8_t *aq = a->q + row * in;
+    const float *ad = a->d + row * nb;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30),
+                  k32 = _mm256_set1_epi8(32);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 8, x += 210) {
+        const float d = cpu_f16_to_f32(cpu_rd16(x + 208));
+        const int8_t *sc = (const int8_t *)(x + 192);
+        float d16[16];
+        for (int k = 0; k < 16; k++)
+            d16[k] = d * (float)sc[k];
+        for (int n = 0; n < 2; n++) {
+            const uint8_t *ql = x + 64 * n, *qh = x + 128 + 32 * n;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i v[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)),
+            };
+            for (int p = 0; p < 4; p += 2) {
+                const int64_t k = b + 4 * n + p;   /* block k of the row, its d16 from 2 * (k - b) */
+                const float *s = d16 + 2 * (4 * n + p);
+                pair_fma(_mm256_sub_epi8(v[p], k32), _mm256_sub_epi8(v[p + 1], k32), aq + 32 * k, false, ones,
+                         block_scale(s, ad[k]), block_scale(s + 2, ad[k + 1]), &acc0, &acc1);
+            }
+        }
+    }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+AVX2 static float dot_q8_0(const uint8_t *x, const cpu_q8 *a, int64_t row, int64_t in)
+{
+    const int64_t nb = in / 32;
+    const int8_t *aq = a->q + row * in;
+    const float *ad = a->d + row * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, x += 68) {
+        const float d0 = cpu_f16_to_f32(cpu_rd16(x)), d1 = cpu_f16_to_f32(cpu_rd16(x + 34));
+        pair_fma(_mm256_loadu_si256((const __m256i *)(x + 2)), _mm256_loadu_si256((const __m256i *)(x + 36)),
+                 aq + 32 * b, false, ones, _mm256_set1_ps(d0 * ad[b]), _mm256_set1_ps(d1 * ad[b + 1]), &acc0, &acc1);
+    }
+    if (b < nb)
+        acc0 = _mm256_fmadd_ps(block_dot((const int8_t *)(x + 2), aq + 32 * b, false, ones),
+                               _mm256_set1_ps(cpu_f16_to_f32(cpu_rd16(x)) * ad[b]), acc0);
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* Only for the types cpu_dot_packed_ok takes. */
+AVX2 float cpu_dot_packed_avx2(uint32_t type, const uint8_t *x, const cpu_q8 *a, int64_t row, int64_t in)
+{
+    switch (type) {
+    case SI_TYPE_Q4_K: return dot_q45k(x, false, a, row, in);
+    case SI_TYPE_Q5_K: return dot_q45k(x, true, a, row, in);
+    case SI_TYPE_Q6_K: return dot_q6k(x, a, row, in);
+    default:           return dot_q8_0(x, a, row, in);
+    }
 }
 
 #else

@@ -63,6 +63,7 @@ struct si_backend {
     bool           mm_ref;          /* matmul = ref: f32 reference path for every type */
     bool           moe_per_token;   /* moe = per_token: no grouping by expert          */
     bool           simd;            /* simd = auto and the CPU has AVX2+FMA+F16C       */
+    bool           packed;          /* packed = true (and simd): cpu_dot_packed        */
     uint32_t       kv_type;         /* SI_TYPE_F32 / SI_TYPE_F16                       */
     cpu_pool      *pool;
     cpu_tls       *tls;             /* [n_threads] */
@@ -169,6 +170,18 @@ static inline float cpu_bf16_to_f32(uint16_t h)
 
 static inline uint16_t cpu_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
+/* 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block. */
+static inline void cpu_k4_scale_min(const uint8_t *sc, int j, int *s, int *m)
+{
+    if (j < 4) {
+        *s = sc[j] & 63;
+        *m = sc[j + 4] & 63;
+    } else {
+        *s = (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4);
+        *m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+}
+
 /* ---- weight rows and dot kernels (cpu_quant_dot.c) -------------------- */
 
 /* How MATMUL reads a weight type. */
@@ -230,6 +243,12 @@ void   cpu_dot_row8_x4(const cpu_row8 *w, const cpu_q8 *a, const int64_t rows[4]
                        float out[4]);
 /* cpu_decode_f32 with the F16C conversion when simd. */
 void   cpu_decode_f32_simd(uint32_t type, const uint8_t *src, int64_t in, float *dst, bool simd);
+/* One token straight from a packed weight row (decode: no decoded row
+ * written and read back): the same bits as cpu_decode_row8 then
+ * cpu_dot_row8 with simd.  Only where cpu_dot_packed_ok (AVX2; Q4_K, Q5_K,
+ * Q6_K, Q8_0). */
+bool   cpu_dot_packed_ok(uint32_t type, bool simd);   /* (simd: the backend's packed knob) */
+float  cpu_dot_packed(uint32_t type, const uint8_t *src, const cpu_q8 *a, int64_t row, int64_t in);
 /* Whether this CPU can run the AVX2/FMA kernels. */
 bool   cpu_have_simd(void);
 
@@ -249,6 +268,7 @@ typedef struct cpu_mm {
     int            path;          /* enum cpu_path; CPU_PATH_HOST also serves matmul = ref */
     bool           ref;           /* f32 reference: double accumulation */
     bool           simd;
+    bool           packed;        /* knob packed: fewer than 4 tokens via cpu_dot_packed */
     const float   *x;             /* f32 activations (paths F32/HOST) */
     size_t         x_stride;      /* floats */
     cpu_q8         xq;            /* int8 activations (path Q8)      */

@@ -27,6 +27,7 @@ void cpu_mm_setup(const si_backend *b, cpu_mm *mm)
                          : cpu_type_path(mm->w.type);
     mm->host = b->host;
     mm->simd = b->simd;
+    mm->packed = b->packed;
 }
 
 size_t cpu_mm_tls_bytes(const cpu_mm *mm)
@@ -47,6 +48,19 @@ static double dot_ref(const float *a, const float *b, int64_t n)
 void cpu_mm_range(const cpu_mm *mm, int64_t r0, int64_t r1, int64_t j0, int64_t j1, void *tls)
 {
     const int64_t in = mm->w.in;
+    /* fewer than 4 tokens (decode): straight from the packed rows where
+     * that gives the same bits (cpu_dot_packed) */
+    if (mm->path == CPU_PATH_Q8 && j1 - j0 < 4 && cpu_dot_packed_ok(mm->w.type, mm->packed)) {
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *src = mm->w.data + (uint64_t)r * mm->w.row_bytes;
+            for (int64_t j = j0; j < j1; j++) {
+                int64_t xr = mm->x_idx ? mm->x_idx[j] : j;
+                int64_t yr = mm->y_idx ? mm->y_idx[j] : j;
+                mm->y[(size_t)yr * mm->y_stride + (size_t)r] = cpu_dot_packed(mm->w.type, src, &mm->xq, xr, in);
+            }
+        }
+        return;
+    }
     if (mm->path == CPU_PATH_Q8) {
         cpu_row8 row;
         cpu_row8_carve(&row, tls, in);

@@ -27,6 +27,7 @@ float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void  cpu_f16_to_f32_avx2(const uint8_t *src, float *dst, int64_t n);
 void  cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q);
 void  cpu_unpack_q6k_avx2(const uint8_t *ql, const uint8_t *qh, int8_t *q);
+float cpu_dot_packed_avx2(uint32_t type, const uint8_t *x, const cpu_q8 *a, int64_t row, int64_t in);
 #endif
 
 typedef struct cpu_type_desc {
@@ -81,18 +82,6 @@ void cpu_row8_carve(cpu_row8 *r, void *mem, int64_t in)
 }
 
 static inline float rdh(const uint8_t *p) { return cpu_f16_to_f32(cpu_rd16(p)); }
-
-/* 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block. */
-static inline void k4_scale_min(const uint8_t *sc, int j, int *s, int *m)
-{
-    if (j < 4) {
-        *s = sc[j] & 63;
-        *m = sc[j + 4] & 63;
-    } else {
-        *s = (sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4);
-        *m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-    }
-}
 
 static void dec_q8_0(const uint8_t *x, int64_t nb, cpu_row8 *r)
 {
@@ -153,7 +142,7 @@ static void dec_q45_k(const uint8_t *x, int64_t nb, cpu_row8 *r, bool q5, bool s
         int8_t *q = r->q + QK_K * b;
         for (int s = 0; s < 8; s++) {
             int is, im;
-            k4_scale_min(sc, s, &is, &im);
+            cpu_k4_scale_min(sc, s, &is, &im);
             r->d16[16 * b + 2 * s] = r->d16[16 * b + 2 * s + 1] = d * (float)is;
             r->m32[8 * b + s] = dmin * (float)im;
         }
@@ -371,6 +360,26 @@ float cpu_dot_row8(const cpu_row8 *w, const cpu_q8 *a, int64_t row, int64_t in, 
 #endif
     (void)simd;
     return dot_row8_c(w, a, row, in);
+}
+
+bool cpu_dot_packed_ok(uint32_t type, bool simd)
+{
+#ifdef CPU_HAVE_AVX2_KERNEL
+    return simd && (type == SI_TYPE_Q4_K || type == SI_TYPE_Q5_K || type == SI_TYPE_Q6_K || type == SI_TYPE_Q8_0);
+#else
+    (void)type, (void)simd;
+    return false;
+#endif
+}
+
+float cpu_dot_packed(uint32_t type, const uint8_t *src, const cpu_q8 *a, int64_t row, int64_t in)
+{
+#ifdef CPU_HAVE_AVX2_KERNEL
+    return cpu_dot_packed_avx2(type, src, a, row, in);
+#else
+    (void)type, (void)src, (void)a, (void)row, (void)in;
+    return 0.0f;   /* (never called: cpu_dot_packed_ok is false) */
+#endif
 }
 
 void cpu_dot_row8_x4(const cpu_row8 *w, const cpu_q8 *a, const int64_t rows[4], int64_t in, bool simd,
