@@ -342,6 +342,7 @@ float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n) { (void)a; (vo
 void cpu_f16_to_f32_avx2(const uint8_t *src, float *dst, int64_t n) { (void)src; (void)dst; (void)n; abort(); }
 void cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q) { (void)qs; (void)qh; (void)q; abort(); }
 void cpu_unpack_q6k_avx2(const uint8_t *ql, const uint8_t *qh, int8_t *q) { (void)ql; (void)qh; (void)q; abort(); }
+float cpu_dot_packed_avx2(uint32_t type, const uint8_t *x, const cpu_q8 *a, int64_t row, int64_t in) { (void)type; (void)x; (void)a; (void)row; (void)in; abort(); }
 EOT
 objs=""
 for c in "$top/backends/cpu/cpu_quant_dot.c" "$top/core/quant.c" "$top/core/quant_k.c" "$top/core/quant_iq.c" "$top/core/fp16.c" "$top/core/types.c" "$out/stubs.c"; do
