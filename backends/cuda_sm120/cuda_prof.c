@@ -9,7 +9,9 @@
  * where a step's time goes, not for headline figures).
  *
  * Ops are grouped by a label: the op kind, the weight type for MATMUL and
- * MOE, and "dec" (<= 8 tokens/columns: the decode GEMV path) or "pre". */
+ * MOE, and the tokens (columns) the op runs: "dec" (<= 8: the decode
+ * GEMV path), "bat" (9..64: batched decode, which otherwise would be
+ * counted with the prefill chunks that filled the context) or "pre". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +51,7 @@ static int label_of(cu_prof *p, const si_host *h, const si_op *op)
 {
     char name[40];
     const int64_t ntok = op->src[1] != NULL && op->kind == SI_OP_MATMUL ? op->src[1]->ne[1] : op->dst.ne[1];
-    const char *phase = ntok <= 8 ? "dec" : "pre";
+    const char *phase = ntok <= 8 ? "dec" : ntok <= 64 ? "bat" : "pre";
     if (op->kind == SI_OP_MATMUL || op->kind == SI_OP_MOE) {
         const si_tensor *w = op->kind == SI_OP_MATMUL ? op->src[0] : op->src[2];
         snprintf(name, sizeof name, "%s %s %s", kind_name(op->kind), w && h->type_name(w->type) ? h->type_name(w->type) : "?", phase);
