@@ -147,22 +147,49 @@ AVX2 void cpu_dot_row8_x4_avx2(const cpu_row8 *w, const cpu_q8 *a, const int64_t
     }
 }
 
-/* The value bytes of one Q4_K (qh NULL) or Q5_K super-block: 32 bytes of
- * nibbles per pair of sub-blocks, low nibbles first; Q5_K's fifth bit of
- * value l of sub-block s is bit s of qh[l]. */
-AVX2 void cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q)
+/* Chunk c (of 4) of one Q4_K (q5 false) or Q5_K super-block's values:
+ * 32 bytes of nibbles a pair of sub-blocks, *lo the low nibbles (values
+ * 64c..64c+31), *hi the high ones; Q5_K's fifth bit of value l of
+ * sub-block s is bit s of its qh byte l (h: the 32 qh bytes). */
+AVX2 static inline void q45k_chunk(const uint8_t *qs, __m256i h, bool q5, int c, __m256i *lo, __m256i *hi)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (q5) {
+        const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))), bh = _mm256_set1_epi8((char)(2 << (2 * c)));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bl), bl), b4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bh), bh), b4));
+    }
+}
+
+/* Half n's 128 values of a Q6_K super-block (ql: its 64 bytes, qh: its 32)
+ * as int8 q - 32, four groups of 32 in value order. */
+AVX2 static inline void q6k_half(const uint8_t *ql, const uint8_t *qh, __m256i v[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    /* bit pair k of each qh byte moved to bits 4-5 (16-bit shifts; the
+     * 0x30 mask drops what crossed from the neighbouring byte) */
+    const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
+    const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
+    const __m256i h2 = _mm256_and_si256(h, m30);
+    const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
+    v[0] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, m4), h0), k32);
+    v[1] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, m4), h1), k32);
+    v[2] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2), k32);
+    v[3] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3), k32);
+}
+
+/* The value bytes of one Q4_K (qh NULL) or Q5_K super-block. */
+AVX2 void cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q)
+{
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (qh != NULL) {
-            __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))), bh = _mm256_set1_epi8((char)(2 << (2 * c)));
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bl), bl), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bh), bh), b4));
-        }
+        __m256i lo, hi;
+        q45k_chunk(qs, h, qh != NULL, c, &lo, &hi);
         _mm256_storeu_si256((__m256i *)(q + 64 * c), lo);
         _mm256_storeu_si256((__m256i *)(q + 64 * c + 32), hi);
     }
@@ -171,25 +198,11 @@ AVX2 void cpu_unpack_q45k_avx2(const uint8_t *qs, const uint8_t *qh, int8_t *q)
 /* The value bytes of one Q6_K super-block (two halves of 128 values). */
 AVX2 void cpu_unpack_q6k_avx2(const uint8_t *ql, const uint8_t *qh, int8_t *q)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
     for (int n = 0; n < 2; n++, ql += 64, qh += 32, q += 128) {
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-        __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-        /* bit pair k of each qh byte moved to bits 4-5 (16-bit shifts; the
-         * 0x30 mask drops what crossed from the neighbouring byte) */
-        __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
-        __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
-        __m256i h2 = _mm256_and_si256(h, m30);
-        __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
-        __m256i v0 = _mm256_or_si256(_mm256_and_si256(l0, m4), h0);
-        __m256i v1 = _mm256_or_si256(_mm256_and_si256(l1, m4), h1);
-        __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2);
-        __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3);
-        _mm256_storeu_si256((__m256i *)q, _mm256_sub_epi8(v0, k32));
-        _mm256_storeu_si256((__m256i *)(q + 32), _mm256_sub_epi8(v1, k32));
-        _mm256_storeu_si256((__m256i *)(q + 64), _mm256_sub_epi8(v2, k32));
-        _mm256_storeu_si256((__m256i *)(q + 96), _mm256_sub_epi8(v3, k32));
+        __m256i v[4];
+        q6k_half(ql, qh, v);
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_si256((__m256i *)(q + 32 * k), v[k]);
     }
 }
 
@@ -230,7 +243,8 @@ AVX2 float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n)
  * writing the decoded row out and reading it back than in the dots. */
 
 /* Blocks b and b + 1 (wa, wb: their 32 values) into the two accumulators,
- * each scaled by s (per 16 values: sa0, sa1 for b; sb0, sb1 for b + 1). */
+ * scaled by sa and sb (each lane by its half's scale: block_dot_v's lanes
+ * 0-3 hold values 0-15, lanes 4-7 values 16-31). */
 AVX2 static inline void pair_fma(__m256i wa, __m256i wb, const int8_t *xq, bool nonneg, __m256i ones, __m256 sa,
                                  __m256 sb, __m256 *acc0, __m256 *acc1)
 {
@@ -243,7 +257,7 @@ AVX2 static float dot_q45k(const uint8_t *x, bool q5, const cpu_q8 *a, int64_t r
     const int64_t nb = in / 32;
     const int8_t *aq = a->q + row * in;
     const float *ad = a->d + row * nb, *as = a->s + row * nb;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), m = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += 8, x += q5 ? 176 : 144) {
         const float d = cpu_f16_to_f32(cpu_rd16(x)), dmin = cpu_f16_to_f32(cpu_rd16(x + 2));
@@ -257,13 +271,8 @@ AVX2 static float dot_q45k(const uint8_t *x, bool q5, const cpu_q8 *a, int64_t r
         }
         const __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (q5) {
-                __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))), bh = _mm256_set1_epi8((char)(2 << (2 * c)));
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bl), bl), b4));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bh), bh), b4));
-            }
+            __m256i lo, hi;
+            q45k_chunk(qs, h, q5, c, &lo, &hi);
             const int64_t k = b + 2 * c;
             pair_fma(lo, hi, aq + 32 * k, true, ones, _mm256_set1_ps(ds[2 * c] * ad[k]),
                      _mm256_set1_ps(ds[2 * c + 1] * ad[k + 1]), &acc0, &acc1);
@@ -278,8 +287,7 @@ AVX2 static float dot_q6k(const uint8_t *x, const cpu_q8 *a, int64_t row, int64_
     const int64_t nb = in / 32;
     const int8_t *aq = a->q + row * in;
     const float *ad = a->d + row * nb;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30),
-                  k32 = _mm256_set1_epi8(32);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += 8, x += 210) {
         const float d = cpu_f16_to_f32(cpu_rd16(x + 208));
@@ -288,21 +296,13 @@ AVX2 static float dot_q6k(const uint8_t *x, const cpu_q8 *a, int64_t row, int64_
         for (int k = 0; k < 16; k++)
             d16[k] = d * (float)sc[k];
         for (int n = 0; n < 2; n++) {
-            const uint8_t *ql = x + 64 * n, *qh = x + 128 + 32 * n;
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-            __m256i v[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)),
-            };
+            __m256i v[4];
+            q6k_half(x + 64 * n, x + 128 + 32 * n, v);
             for (int p = 0; p < 4; p += 2) {
                 const int64_t k = b + 4 * n + p;   /* block k of the row, its d16 from 2 * (k - b) */
                 const float *s = d16 + 2 * (4 * n + p);
-                pair_fma(_mm256_sub_epi8(v[p], k32), _mm256_sub_epi8(v[p + 1], k32), aq + 32 * k, false, ones,
-                         block_scale(s, ad[k]), block_scale(s + 2, ad[k + 1]), &acc0, &acc1);
+                pair_fma(v[p], v[p + 1], aq + 32 * k, false, ones, block_scale(s, ad[k]), block_scale(s + 2, ad[k + 1]),
+                         &acc0, &acc1);
             }
         }
     }

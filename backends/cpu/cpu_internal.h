@@ -247,7 +247,7 @@ void   cpu_decode_f32_simd(uint32_t type, const uint8_t *src, int64_t in, float 
  * written and read back): the same bits as cpu_decode_row8 then
  * cpu_dot_row8 with simd.  Only where cpu_dot_packed_ok (AVX2; Q4_K, Q5_K,
  * Q6_K, Q8_0). */
-bool   cpu_dot_packed_ok(uint32_t type, bool simd);   /* (simd: the backend's packed knob) */
+bool   cpu_dot_packed_ok(uint32_t type, bool packed);   /* (packed: the backend's knob, false without AVX2) */
 float  cpu_dot_packed(uint32_t type, const uint8_t *src, const cpu_q8 *a, int64_t row, int64_t in);
 /* Whether this CPU can run the AVX2/FMA kernels. */
 bool   cpu_have_simd(void);

@@ -362,12 +362,12 @@ float cpu_dot_row8(const cpu_row8 *w, const cpu_q8 *a, int64_t row, int64_t in, 
     return dot_row8_c(w, a, row, in);
 }
 
-bool cpu_dot_packed_ok(uint32_t type, bool simd)
+bool cpu_dot_packed_ok(uint32_t type, bool packed)
 {
 #ifdef CPU_HAVE_AVX2_KERNEL
-    return simd && (type == SI_TYPE_Q4_K || type == SI_TYPE_Q5_K || type == SI_TYPE_Q6_K || type == SI_TYPE_Q8_0);
+    return packed && (type == SI_TYPE_Q4_K || type == SI_TYPE_Q5_K || type == SI_TYPE_Q6_K || type == SI_TYPE_Q8_0);
 #else
-    (void)type, (void)simd;
+    (void)type, (void)packed;
     return false;
 #endif
 }
