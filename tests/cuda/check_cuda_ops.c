@@ -1411,10 +1411,11 @@ START_TEST(test_attn_i8_ring)
 }
 END_TEST
 
-/* attn_ring_pages = ahead against each (the default), both on the GPU:
- * the same bits, 9B-like and 35B-like; then attn_ring_chains = 2 (two
- * score chains: another f32 order) as test_attn_i8_ring against the cpu,
- * true and small, and over the f16 cache as test_attn_long_ring.  (A warp
+/* attn_ring_pages = ahead (the default) against each, both on the GPU:
+ * the same bits, 9B-like and 35B-like; then attn_ring_chains = 1 (one
+ * score chain; the default 2 sums two: another f32 order) as
+ * test_attn_i8_ring against the cpu, true and small, and over the f16
+ * cache as test_attn_long_ring.  (A warp
  * crosses ahead's 32-group chunks only past ~270k positions here;
  * tests/cuda/emu runs that on one multiprocessor.) */
 START_TEST(test_attn_ring_knobs)
@@ -1425,20 +1426,20 @@ START_TEST(test_attn_ring_knobs)
         const uint32_t rng_saved = rng_state;
         rng_state = 779u;
         printf(" ATTN i8 attn_ring_pages ahead vs each, %u heads on %u:\n", shapes[i][0], shapes[i][1]);
-        pair_open_cu2(&a.p, "backend.cuda_i8_ring", "backend.cuda_i8_ring_ahead");
+        pair_open_cu2(&a.p, "backend.cuda_i8_ring_each", "backend.cuda_i8_ring_ahead");
         attn_init(&a, 0.0f, shapes[i][0], shapes[i][1], 256, 2048, 2);
         attn_long_steps(&a, 0.0);
         attn_close(&a);
         rng_state = rng_saved;
     }
-    attn_i8_pages("backend.cuda_i8_ring_ch2");
-    static const char *const secs[] = { "backend.cuda_i8_ring_ch2", "backend.cuda_i8_ring_ch2_small" };
+    attn_i8_pages("backend.cuda_i8_ring_ch1");
+    static const char *const secs[] = { "backend.cuda_i8_ring_ch1", "backend.cuda_i8_ring_ch1_small" };
     for (int i = 0; i < 2; i++) {
         attn_long_kv("backend.cpu", secs[i], 8, 1, 256, 0, true);
         attn_long_kv("backend.cpu", secs[i], 16, 4, 256, 0, true);
     }
-    attn_long("backend.cpu16", "backend.cuda16_ring_ch2", 8, 1, 256, 1e-3);
-    attn_long("backend.cpu16", "backend.cuda16_ring_ch2", 16, 4, 256, 1e-3);
+    attn_long("backend.cpu16", "backend.cuda16_ring_ch1", 8, 1, 256, 1e-3);
+    attn_long("backend.cpu16", "backend.cuda16_ring_ch1", 16, 4, 256, 1e-3);
 }
 END_TEST
 
@@ -3135,15 +3136,18 @@ int main(void)
     cfg_sec(&ct, "cuda16_aq_off", "cuda_sm120.so", "kv_type = f16\n", aq_off, NULL);
     cfg_sec(&ct, "cuda_i8_aq", "cuda_sm120.so", i8_kv, aq_on, NULL);
     cfg_sec(&ct, "cuda_i8_aq_off", "cuda_sm120.so", i8_kv, aq_off, NULL);
-    /* (attn_ring_pages = ahead, attn_ring_chains = 2: test_attn_ring_knobs) */
+    /* (attn_ring_pages = each, attn_ring_chains = 1, the arms that are
+     * not the defaults: test_attn_ring_knobs) */
     cfg_sec(&ct, "cuda_i8_ring_ahead", "cuda_sm120.so", i8_kv, cu_extra,
             as_cpu ? "" : "attn_ring = true\nattn_ring_pages = ahead\n", NULL);
-    cfg_sec(&ct, "cuda_i8_ring_ch2", "cuda_sm120.so", i8_kv, cu_extra,
-            as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n", NULL);
-    cfg_sec(&ct, "cuda_i8_ring_ch2_small", "cuda_sm120.so", i8_kv, cu_extra,
-            as_cpu ? "" : "attn_ring = small\nattn_ring_chains = 2\n", NULL);
-    cfg_sec(&ct, "cuda16_ring_ch2", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
-            as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 2\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring_each", "cuda_sm120.so", i8_kv, cu_extra,
+            as_cpu ? "" : "attn_ring = true\nattn_ring_pages = each\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring_ch1", "cuda_sm120.so", i8_kv, cu_extra,
+            as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 1\n", NULL);
+    cfg_sec(&ct, "cuda_i8_ring_ch1_small", "cuda_sm120.so", i8_kv, cu_extra,
+            as_cpu ? "" : "attn_ring = small\nattn_ring_chains = 1\n", NULL);
+    cfg_sec(&ct, "cuda16_ring_ch1", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
+            as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 1\n", NULL);
     if (ct.len >= ct.cap) {
         fprintf(stderr, "config text truncated (%zu bytes)\n", ct.len);
         return 1;
