@@ -527,20 +527,26 @@ __device__ __forceinline__ void gx_stage(gx_smem<NT, KS> &S, const int8_t *xq, c
     cp_async_commit();
 }
 
-// The block's shared memory: the staged x, then the k-groups' sums.
-template <int NT, int RT> union gx_union {
-    gx_smem<NT, GX_WARPS / RT> S;
+// The block's shared memory: the staged x (DB: two rounds' buffers), then
+// the k-groups' sums.
+template <int NT, int RT, bool DB> union gx_union {
+    gx_smem<NT, GX_WARPS / RT> S[DB ? 2 : 1];
     float red[GX_WARPS / RT][RT][NT][4][32];
 };
 
-template <int T, int NT, int RT>
+// DB (knob gemv_wide_db): round it + 1's x is staged into the other
+// buffer before round it is multiplied, so its L2 round trip overlaps the
+// multiply instead of preceding it (the weights' next round is already
+// held in registers the same way).  The same arithmetic in the same
+// order: the same bits as without it.
+template <int T, int NT, int RT, bool DB>
 __global__ void __launch_bounds__(32 * GX_WARPS, 2) gx_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                               const float *xs)
 {
     constexpr int KS = GX_WARPS / RT;
     constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
     extern __shared__ __align__(16) uint8_t gx_raw[];   // gx_union: gx_go's bytes
-    gx_union<NT, RT> &u = *(gx_union<NT, RT> *)gx_raw;
+    gx_union<NT, RT, DB> &u = *(gx_union<NT, RT, DB> *)gx_raw;
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols, rt = warp % RT, kg = warp / RT;
     const gq_prod p = gq_find(mm, 16 * RT);
@@ -563,9 +569,15 @@ __global__ void __launch_bounds__(32 * GX_WARPS, 2) gx_kernel(cu_mm mm, const in
         gm_load<T, 1>(rw, t, cur);
     cu_pdl_enter();
     float acc[1][NT][4] = {};
-    const gm_xs<NT, KS> xp = { &u.S, kg, g, t };
+    if (DB)
+        gx_stage<NT, KS, SUMS>(u.S[0], xq, xd, xs, mm.in, nc, 0, steps, tid);
     for (int it = 0; it < rounds; it++) {
-        gx_stage<NT, KS, SUMS>(u.S, xq, xd, xs, mm.in, nc, it, steps, tid);
+        gx_smem<NT, KS> &S = u.S[DB ? it & 1 : 0];
+        const bool ahead = DB && it + 1 < rounds;
+        if (!DB)
+            gx_stage<NT, KS, SUMS>(S, xq, xd, xs, mm.in, nc, it, steps, tid);
+        else if (ahead)   // (the other buffer: its last readers passed the barrier below)
+            gx_stage<NT, KS, SUMS>(u.S[(it + 1) & 1], xq, xd, xs, mm.in, nc, it + 1, steps, tid);
         const bool live = it * KS + kg < steps, more = (it + 1) * KS + kg < steps;
         gm_w<T, 1> nxt;
         if (more) {
@@ -573,11 +585,14 @@ __global__ void __launch_bounds__(32 * GX_WARPS, 2) gx_kernel(cu_mm mm, const in
             rw[0].B1 += (uint64_t)KS * WB;
             gm_load<T, 1>(rw, t, nxt);
         }
-        cp_async_wait_all();
+        if (ahead)
+            cp_async_wait_group<1>();   // this round's group; the next may still fly
+        else
+            cp_async_wait_all();
         __syncthreads();
         if (live)
-            gm_mul<T, 1, NT>(cur, xp, acc);
-        __syncthreads();   // (S is restaged next round, then reused for the sums)
+            gm_mul<T, 1, NT>(cur, gm_xs<NT, KS>{ &S, kg, g, t }, acc);
+        __syncthreads();   // (S is restaged, then reused for the sums)
         if (more)
             cur = nxt;
     }
@@ -660,26 +675,42 @@ static cudaError_t gm_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
 // rows or more), 2 below.  H200, bench_gemv wide (alone, L2 flushed), 32
 // columns: the 9b's Q4_K 12288 x 4096 57.7 us at RT 2, 61.7 at 4, 83.6 at
 // 8; its Q6_K 248320 x 4096 903 at 2, 857 at 8.
-template <int T, int NT, int RT>
+// DB past 48 KiB (4 column tiles at RT 2: 88 KiB) opts in to more shared
+// memory (per device and function; cheap, and set on every launch as
+// fa_launch does); two blocks an SM still fit.
+template <int T, int NT, int RT, bool DB>
 static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const unsigned blocks = gm_blocks(mm, 16 * RT);
     if (blocks == 0)
         return cudaErrorInvalidValue;
-    static_assert(sizeof(gx_union<NT, RT>) <= 48 * 1024, "no opt-in shared memory");
-    return cu_launch(gx_kernel<T, NT, RT>, dim3(blocks), dim3(32 * GX_WARPS), sizeof(gx_union<NT, RT>), s,
-                     *mm, xq, xd, xs);
+    constexpr size_t smem = sizeof(gx_union<NT, RT, DB>);
+    static_assert(DB || smem <= 48 * 1024, "no opt-in shared memory without DB");
+    static_assert(2 * smem <= 227 * 1024, "two blocks an SM");
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cu_launch(gx_kernel<T, NT, RT, DB>, dim3(blocks), dim3(32 * GX_WARPS), smem, s, *mm, xq, xd, xs);
+}
+
+template <int T, int NT, int RT>
+static cudaError_t gx_db(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    return mm->gemv_wide_db ? gx_go<T, NT, RT, true>(mm, xq, xd, xs, s) : gx_go<T, NT, RT, false>(mm, xq, xd, xs, s);
 }
 
 template <int T, int NT>
 static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     if (mm->gemv_rows == 2 || mm->gemv_rows == 8)
-        return mm->gemv_rows == 2 ? gx_go<T, NT, 2>(mm, xq, xd, xs, s) : gx_go<T, NT, 8>(mm, xq, xd, xs, s);
+        return mm->gemv_rows == 2 ? gx_db<T, NT, 2>(mm, xq, xd, xs, s) : gx_db<T, NT, 8>(mm, xq, xd, xs, s);
     int64_t rows = mm->rows;
     for (int k = 0; k < mm->n_more; k++)
         rows += mm->more[k].rows;
-    return rows >= GM_TALL ? gx_go<T, NT, 8>(mm, xq, xd, xs, s) : gx_go<T, NT, 2>(mm, xq, xd, xs, s);
+    return rows >= GM_TALL ? gx_db<T, NT, 8>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 
 // Up to 8 columns gm_kernel; 9..16 gx_kernel with 2 column tiles, 17..32

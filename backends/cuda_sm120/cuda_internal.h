@@ -187,6 +187,8 @@ typedef struct cu_mm {
                                   * (cuda_gemvm.cu) where it takes them;
                                   * 9..32 where cuda_ops.c mm_wide sends
                                   * them (knob gemv_mma_wide)             */
+    bool           gemv_wide_db; /* knob gemv_wide_db: gx_kernel stages the
+                                  * next round's x while it multiplies     */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
     int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant

@@ -238,6 +238,16 @@
  *                         2,037.0; 35b-a3b bs 16 1,378.4 vs 1,068.1, bs 32
  *                         1,403.5 vs 1,334.6 (its MOE, untouched, is most
  *                         of a bs-32 step).
+ *   gemv_wide_db = false | true  (with gemv_mma_wide) gx_kernel stages
+ *                         the next round's x (4 steps of every column) in
+ *                         a second shared buffer while it multiplies the
+ *                         current one, where it staged, waited and then
+ *                         multiplied (ncu, H100, 9b decode at 16 columns:
+ *                         12-24% of the SM's warps active, 27-32% of the
+ *                         issue slots busy, 6-10 cycles between a warp's
+ *                         instructions).  Same bits; 88 KiB of shared
+ *                         memory a block at 4 column tiles.  Off until
+ *                         timed.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -788,7 +798,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -817,6 +827,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_quad_cols", "true", "false", &gemv_qn },
         { "gemv_mma", "true", "false", &gemv_mma },
         { "gemv_mma_wide", "true", "false", &gemv_mma_wide },
+        { "gemv_wide_db", "true", "false", &gemv_wide_db },
         { "expert_early", "true", "false", &expert_early },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
@@ -938,6 +949,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_qn = gemv_qn;
     b->gemv_mma = gemv_mma;
     b->gemv_mma_wide = gemv_mma_wide;
+    b->gemv_wide_db = gemv_wide_db;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

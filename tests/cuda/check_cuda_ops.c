@@ -2241,6 +2241,18 @@ START_TEST(test_gemv_mma)
         matmul_ab(&p, kt[t], 16384, 13, 16);
     }
     pair_close(&p);
+    /* gemv_wide_db: x staged a round ahead, the same arithmetic in the
+     * same order: the same bits (tolerance 0), 2 and 4 column tiles, row
+     * tiles by the rows, a partial last round, LM-head-tall */
+    pair_open_cu2(&p, "backend.cuda_mma", "backend.cuda_mma_db");
+    for (size_t t = 0; t < 4; t++) {
+        for (size_t k = 0; k < 4; k++)
+            matmul_ab_tol(&p, kt[t], 4096, 45, wide[k], 0.0);
+        matmul_ab_tol(&p, kt[t], 12288, 4099, 32, 0.0);
+        matmul_ab_tol(&p, kt[t], 1280, 300, 20, 0.0);
+        matmul_ab_tol(&p, kt[t], 2048, 70001, 24, 0.0);
+    }
+    pair_close(&p);
 }
 END_TEST
 
@@ -3036,6 +3048,9 @@ int main(void)
             NULL);
     cfg_sec(&ct, "cpu_fast", "cpu.so", "kv_type = f32\nthreads = 0\n", NULL);
     cfg_sec(&ct, "cuda_mma", "cuda_sm120.so", "kv_type = f32\n", mma_extra, NULL);
+    /* (gemv_wide_db = true: test_gemv_mma) */
+    cfg_sec(&ct, "cuda_mma_db", "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : "gemv_wide_db = true\n",
+            NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);

@@ -32,7 +32,7 @@ static const char *tname(uint32_t t)
 
 // One launch: parts of rows[0..np) rows each (stored one after another),
 // nc columns of width in.
-static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0)
+static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false)
 {
     const int np = (int)rows.size();
     std::vector<std::vector<uint8_t>> w(np);
@@ -77,6 +77,10 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     fill(g, got);
     g.gemv_mma = true;
     g.gemv_rows = R;
+    g.gemv_wide_db = db;
+    // (cp.async's bound: an sm_90's opt-in with DB, else the 48 KiB
+    // gx_kernel's launch stays under)
+    emu_ptx::smem_bytes = db ? 232448 : 48 * 1024;
     const bool ok_in = si_cu_gemvm_ok(&g);
     for (int k = 0; k < np; k++)
         emu::granges.push_back({ w[k].data(), w[k].data() + w[k].size(), "w" });
@@ -107,9 +111,9 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
         }
     }
     const bool ok = rc == 0 && ok_in && bad == 0 && past == 0;
-    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
-           tname(type), (long long)in, nc, np, (long long)rows[0], R, (long long)bad, (long long)n, worst, (long long)past,
-           ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
+    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
+           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", (long long)bad, (long long)n, worst,
+           (long long)past, ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
 
@@ -179,6 +183,17 @@ int main()
     rc |= one(SI_TYPE_Q4_K, 1280, 20, { 70 }, 2);        // 5 steps: a round part past them
     rc |= one(SI_TYPE_Q4_K, 512, 9, { 67 });               // 2 steps, 4 k-groups
     rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 });
+    // knob gemv_wide_db: the same cases with x staged a round ahead (the
+    // copies land at the latest wait the ISA allows: ptx_emu.h)
+    rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 }, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 2048, 13, { 37, 16, 100 }, 8, true);
+    rc |= one(SI_TYPE_Q5_K, 2048, 27, { 21, 5 }, 2, true);
+    rc |= one(SI_TYPE_Q6_K, 4096, 32, { 33 }, 2, true);
+    rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 8, true);
+    rc |= one(SI_TYPE_Q8_0, 12288, 17, { 9 }, 2, true);
+    rc |= one(SI_TYPE_Q4_K, 256, 31, { 5 }, 8, true);     // one round: nothing staged ahead
+    rc |= one(SI_TYPE_Q4_K, 1280, 20, { 70 }, 2, true);   // 2 rounds, the second partial
+    rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 }, 0, true);
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;

@@ -13,6 +13,12 @@ trap 'rm -rf "$out"' EXIT
 # both files whole, launchers too (cu_launch: the emulator's
 # cuda_runtime.h); the PTX from ptx_emu.h
 {
+    # (gx_kernel's DB launch opts in past 48 KiB: an sm_90's bound)
+    cat <<'EOT'
+#include "cuda_runtime.h"
+enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <class F> static inline cudaError_t cudaFuncSetAttribute(F, int, int v) { return v <= 232448 ? cudaSuccess : cudaErrorInvalidValue; }
+EOT
     cat "$src/cuda_mmq.cu"
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint8_t gx_raw\[\];/uint8_t *gx_raw = (uint8_t *)emu::dyn_smem();/' \
@@ -55,6 +61,12 @@ plant dx-col 's/o.d1\[n\] = c1 \* nb;/o.d1[n] = c0 * nb;/'
 plant col-clamp 's/const int cg = min\(8 \* n \+ g, nc - 1\)/const int cg = 8 * n + g/'
 # gx_kernel: every column tile's sums stored as tile 0's
 plant gx-tile 's/const int i = q \/ NT, n = q % NT;/const int i = q \/ NT, n = 0;/'
+# gx_kernel (DB): the next round staged into the buffer being multiplied
+plant db-buf 's/gx_stage<NT, KS, SUMS>\(u.S\[\(it \+ 1\) & 1\]/gx_stage<NT, KS, SUMS>(u.S[it \& 1]/'
+# gx_kernel (DB): the round multiplied before its copies land (waits for the older groups only).
+# (The barrier that keeps the next round's copies off a buffer still being read is
+# not planted: the emulator lands copies at the latest wait, never early.)
+plant db-wait 's/cp_async_wait_group<1>\(\);/cp_async_wait_group<2>();/'
 # gx_kernel: columns past ncols staged from past x (the read check)
 plant gx-clamp 's/cc = min\(c, nc - 1\);\n        cp_async16\(&S.q/cc = c;\n        cp_async16(\&S.q/'
 # gx_kernel: a warp's next weights one step on instead of KS
