@@ -676,8 +676,9 @@ static cudaError_t gm_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
 // columns: the 9b's Q4_K 12288 x 4096 57.7 us at RT 2, 61.7 at 4, 83.6 at
 // 8; its Q6_K 248320 x 4096 903 at 2, 857 at 8.
 // DB past 48 KiB (4 column tiles at RT 2: 88 KiB) opts in to more shared
-// memory (per device and function; cheap, and set on every launch as
-// fa_launch does); two blocks an SM still fit.
+// memory, per device and function: once for the device last set (a graph
+// captures a step's launches on its second run, so the first, eager one
+// sets it outside any capture); two blocks an SM still fit.
 template <int T, int NT, int RT, bool DB>
 static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
@@ -688,10 +689,14 @@ static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
     static_assert(DB || smem <= 48 * 1024, "no opt-in shared memory without DB");
     static_assert(2 * smem <= 227 * 1024, "two blocks an SM");
     if (smem > 48 * 1024) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        static int set_on = -1;   // the device the attribute was last set on
+        int dev = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess && dev != set_on)
+            e = cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
+        set_on = dev;
     }
     return cu_launch(gx_kernel<T, NT, RT, DB>, dim3(blocks), dim3(32 * GX_WARPS), smem, s, *mm, xq, xd, xs);
 }
