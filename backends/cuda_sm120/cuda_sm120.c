@@ -260,9 +260,10 @@
  *                         1,775.9 / 1,766.3 -> 1,747.7 / 1,745.5 tok/s, bs
  *                         32 2,333.1 / 2,330.4 -> 2,165.0 / 2,166.5;
  *                         35b-a3b bs 16 1,330.1 -> 1,341.9, bs 32 1,706.2
- *                         -> 1,712.6.  The staging wait is not what holds
- *                         it (the second buffer takes L1 from the weights'
- *                         loads); see the stop 36 note.
+ *                         -> 1,712.6.  So the staging wait is not what
+ *                         holds it back; a guess, not measured: the larger
+ *                         shared carve-out leaves less L1 for the weights'
+ *                         loads.  See the stop 36 note.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
