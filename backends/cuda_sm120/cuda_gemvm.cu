@@ -539,9 +539,11 @@ template <int NT, int RT, bool DB> union gx_union {
 // multiply instead of preceding it (the weights' next round is already
 // held in registers the same way).  The same arithmetic in the same
 // order: the same bits as without it.
-template <int T, int NT, int RT, bool DB>
-__global__ void __launch_bounds__(32 * GX_WARPS, 2) gx_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                              const float *xs)
+// MB: the blocks an SM the registers are capped for (knob gemv_wide_regs:
+// 2 caps them at 128 and ptxas spills at 4 column tiles; 1 leaves ~170-254).
+template <int T, int NT, int RT, bool DB, int MB>
+__global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                               const float *xs)
 {
     constexpr int KS = GX_WARPS / RT;
     constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
@@ -679,7 +681,7 @@ static cudaError_t gm_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
 // memory, per device and function: once for the device last set (a graph
 // captures a step's launches on its second run, so the first, eager one
 // sets it outside any capture); two blocks an SM still fit.
-template <int T, int NT, int RT, bool DB>
+template <int T, int NT, int RT, bool DB, int MB>
 static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const unsigned blocks = gm_blocks(mm, 16 * RT);
@@ -693,18 +695,25 @@ static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
         int dev = 0;
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess && dev != set_on)
-            e = cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            e = cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem);
         if (e != cudaSuccess)
             return e;
         set_on = dev;
     }
-    return cu_launch(gx_kernel<T, NT, RT, DB>, dim3(blocks), dim3(32 * GX_WARPS), smem, s, *mm, xq, xd, xs);
+    return cu_launch(gx_kernel<T, NT, RT, DB, MB>, dim3(blocks), dim3(32 * GX_WARPS), smem, s, *mm, xq, xd, xs);
 }
 
+// Knobs gemv_wide_db, then gemv_wide_regs (not combined: DB keeps the
+// two-blocks cap, its 88 KiB of shared memory a block being sized for it).
 template <int T, int NT, int RT>
 static cudaError_t gx_db(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    return mm->gemv_wide_db ? gx_go<T, NT, RT, true>(mm, xq, xd, xs, s) : gx_go<T, NT, RT, false>(mm, xq, xd, xs, s);
+    if (mm->gemv_wide_db)
+        return gx_go<T, NT, RT, true, 2>(mm, xq, xd, xs, s);
+    const bool full = mm->gemv_wide_regs == 2 ||
+                      (mm->gemv_wide_regs == 1 && mm->n_sm > 0 && gm_blocks(mm, 16 * RT) <= (unsigned)mm->n_sm);
+    return full ? gx_go<T, NT, RT, false, 1>(mm, xq, xd, xs, s) : gx_go<T, NT, RT, false, 2>(mm, xq, xd, xs, s);
 }
 
 template <int T, int NT>

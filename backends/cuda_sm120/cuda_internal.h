@@ -189,6 +189,11 @@ typedef struct cu_mm {
                                   * them (knob gemv_mma_wide)             */
     bool           gemv_wide_db; /* knob gemv_wide_db: gx_kernel stages the
                                   * next round's x while it multiplies     */
+    int            gemv_wide_regs; /* knob gemv_wide_regs: gx_kernel's register
+                                  * cap: 0 two blocks an SM, 1 one block an
+                                  * SM where the launch has no more blocks
+                                  * than n_sm, 2 one block an SM always     */
+    int            n_sm;         /* the device's multiprocessors (0: unknown) */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
     int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant

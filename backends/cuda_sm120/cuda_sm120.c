@@ -264,6 +264,17 @@
  *                         holds it back; a guess, not measured: the larger
  *                         shared carve-out leaves less L1 for the weights'
  *                         loads.  See the stop 36 note.
+ *   gemv_wide_regs = capped | small | full  (with gemv_mma_wide, not
+ *                         with gemv_wide_db) gx_kernel's registers: capped
+ *                         for two blocks an SM (128), where ptxas spills
+ *                         150-380 bytes a thread at 4 column tiles (sm_90a,
+ *                         -Xptxas -v); full: one block an SM, 171-254
+ *                         registers and no spills; small: full only for a
+ *                         launch of no more blocks than multiprocessors
+ *                         (there one block an SM is all it gets anyway:
+ *                         ncu, H100, the 9b's ffn_down at 16 columns, 128
+ *                         blocks, 8 warps an SM).  Same arithmetic, same
+ *                         bits.  Default capped until timed.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -828,6 +839,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int ring_i = 1;            /* attn_ring = false | true | small: 0, 1, 2 */
     int ring_pages_i = 1;      /* attn_ring_pages = each | ahead: 0, 1 */
     int ring_chains_i = 1;     /* attn_ring_chains = 1 | 2: index 0, 1 */
+    int wide_regs = 0;         /* gemv_wide_regs = capped | small | full: 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
@@ -896,6 +908,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                              *const profs[] = { "false", "true", "graph" },
                              *const rings[] = { "false", "true", "small" },
                              *const ring_pages[] = { "each", "ahead" }, *const chains[] = { "1", "2" },
+                             *const wregs[] = { "capped", "small", "full" },
                              *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" },
                              *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
@@ -904,6 +917,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "attn_ring", rings, 3, &ring_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "attn_ring_pages", ring_pages, 2, &ring_pages_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "attn_ring_chains", chains, 2, &ring_chains_i, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "gemv_wide_regs", wregs, 3, &wide_regs, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
@@ -967,6 +981,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_mma = gemv_mma;
     b->gemv_mma_wide = gemv_mma_wide;
     b->gemv_wide_db = gemv_wide_db;
+    b->gemv_wide_regs = wide_regs;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

@@ -1941,6 +1941,9 @@ START_TEST(test_gdn_prefill_knob)
                   err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_ringc_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "attn_ring_chains") != NULL && strstr(err.msg, "'3'") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_wregs_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gemv_wide_regs") != NULL && strstr(err.msg, "'many'") != NULL, "message: %s",
+                  err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2244,15 +2247,21 @@ START_TEST(test_gemv_mma)
     /* gemv_wide_db: x staged a round ahead, the same arithmetic in the
      * same order: the same bits (tolerance 0), 2 and 4 column tiles, row
      * tiles by the rows, a partial last round, LM-head-tall */
-    pair_open_cu2(&p, "backend.cuda_mma", "backend.cuda_mma_db");
-    for (size_t t = 0; t < 4; t++) {
-        for (size_t k = 0; k < 4; k++)
-            matmul_ab_tol(&p, kt[t], 4096, 45, wide[k], 0.0);
-        matmul_ab_tol(&p, kt[t], 12288, 4099, 32, 0.0);
-        matmul_ab_tol(&p, kt[t], 1280, 300, 20, 0.0);
-        matmul_ab_tol(&p, kt[t], 2048, 70001, 24, 0.0);
+    /* gemv_wide_regs = full, small: the same kernel under another register
+     * cap: the same bits; small takes full below n_sm blocks (4099 rows:
+     * 129 blocks) and capped above (70001 rows) */
+    static const char *const arms[] = { "backend.cuda_mma_db", "backend.cuda_mma_full", "backend.cuda_mma_small" };
+    for (int a = 0; a < 3; a++) {
+        pair_open_cu2(&p, "backend.cuda_mma", arms[a]);
+        for (size_t t = 0; t < 4; t++) {
+            for (size_t k = 0; k < 4; k++)
+                matmul_ab_tol(&p, kt[t], 4096, 45, wide[k], 0.0);
+            matmul_ab_tol(&p, kt[t], 12288, 4099, 32, 0.0);
+            matmul_ab_tol(&p, kt[t], 1280, 300, 20, 0.0);
+            matmul_ab_tol(&p, kt[t], 2048, 70001, 24, 0.0);
+        }
+        pair_close(&p);
     }
-    pair_close(&p);
 }
 END_TEST
 
@@ -3048,9 +3057,14 @@ int main(void)
             NULL);
     cfg_sec(&ct, "cpu_fast", "cpu.so", "kv_type = f32\nthreads = 0\n", NULL);
     cfg_sec(&ct, "cuda_mma", "cuda_sm120.so", "kv_type = f32\n", mma_extra, NULL);
-    /* (gemv_wide_db = true: test_gemv_mma) */
+    /* (gemv_wide_db = true, gemv_wide_regs = full | small: test_gemv_mma) */
     cfg_sec(&ct, "cuda_mma_db", "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : "gemv_wide_db = true\n",
             NULL);
+    cfg_sec(&ct, "cuda_mma_full", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_regs = full\n", NULL);
+    cfg_sec(&ct, "cuda_mma_small", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_regs = small\n", NULL);
+    cfg_sec(&ct, "cuda_wregs_bad", "cuda_sm120.so", "gemv_wide_regs = many\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);

@@ -32,7 +32,8 @@ static const char *tname(uint32_t t)
 
 // One launch: parts of rows[0..np) rows each (stored one after another),
 // nc columns of width in.
-static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false)
+static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false,
+               int regs = 0, int n_sm = 0)
 {
     const int np = (int)rows.size();
     std::vector<std::vector<uint8_t>> w(np);
@@ -78,6 +79,8 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     g.gemv_mma = true;
     g.gemv_rows = R;
     g.gemv_wide_db = db;
+    g.gemv_wide_regs = regs;
+    g.n_sm = n_sm;
     // (cp.async's bound: an sm_90's opt-in with DB, else the 48 KiB
     // gx_kernel's launch stays under)
     emu_ptx::smem_bytes = db ? 232448 : 48 * 1024;
@@ -194,6 +197,11 @@ int main()
     rc |= one(SI_TYPE_Q4_K, 256, 31, { 5 }, 8, true);     // one round: nothing staged ahead
     rc |= one(SI_TYPE_Q4_K, 1280, 20, { 70 }, 2, true);   // 2 rounds, the second partial
     rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 }, 0, true);
+    // knob gemv_wide_regs (the register cap is the compiler's business;
+    // here the launcher's choice: full, and small on either side of n_sm)
+    rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 }, 0, false, 2);
+    rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 8, false, 1, 132);
+    rc |= one(SI_TYPE_Q5_K, 2048, 27, { 21, 5 }, 2, false, 1, 1);
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;
