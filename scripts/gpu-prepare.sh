@@ -17,17 +17,16 @@ for so in libinih.so.1 libsubunit.so.0 libutf8proc.so.2 libcjson.so.1; do
 done
 # What the GPU machine runs, without objects and archives (the device
 # tool carries at most 64 MiB with the tracked tree): .gpu/build, used by
-# gpu-env.sh.  Of the tests only tests/cuda's, and not its statically
-# linked microbenchmarks (bench_gemv alone is ~18 MB; SI_GPU_BENCH=1 keeps
-# them, then leave something else out).
+# gpu-env.sh.  Of the tests only tests/cuda's (a second pass), and not its
+# statically linked microbenchmarks (bench_gemv alone is ~18 MB;
+# SI_GPU_BENCH=1 keeps them, then leave something else out).
 rm -rf "$top/.gpu/build"
 mkdir -p "$top/.gpu/build"
 ex_bench="--exclude=./tests/cuda/bench_gemm --exclude=./tests/cuda/bench_gemv"
 [ "${SI_GPU_BENCH:-0}" = 1 ] && ex_bench=
-# shellcheck disable=SC2086 (ex_bench is a list of arguments)
-(cd "$top/build-gpu" && tar cf - --exclude='*.o' --exclude='*.a' --exclude='.deps' --exclude='config.log' \
-    --exclude='*.trs' --exclude='*.log' --exclude='autom4te.cache' $ex_bench \
-    --exclude='./tests/loader' --exclude='./tests/quant' --exclude='./tests/tokenizer' --exclude='./tests/cli' \
-    --exclude='./tests/gguf' --exclude='./tests/models' --exclude='./tests/convert' --exclude='./tests/fuzz' \
-    --exclude='./tests/config' --exclude='./tests/install' --exclude='./tests/cpu' .) | (cd "$top/.gpu/build" && tar xf -)
+for part in "--exclude=./tests ." "$ex_bench ./tests/cuda"; do
+    # shellcheck disable=SC2086 (part: options, then the path)
+    (cd "$top/build-gpu" && tar cf - --exclude='*.o' --exclude='*.a' --exclude='.deps' --exclude='config.log' \
+        --exclude='*.trs' --exclude='*.log' --exclude='autom4te.cache' $part) | (cd "$top/.gpu/build" && tar xf -)
+done
 du -sh "$top/build-gpu" "$top/.gpu"
