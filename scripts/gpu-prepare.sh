@@ -29,4 +29,7 @@ for part in "--exclude=./tests ." "$ex_bench ./tests/cuda"; do
     (cd "$top/build-gpu" && tar cf - --exclude='*.o' --exclude='*.a' --exclude='.deps' --exclude='config.log' \
         --exclude='*.trs' --exclude='*.log' --exclude='autom4te.cache' $part) | (cd "$top/.gpu/build" && tar xf -)
 done
+# (symbols stripped from the copies: ~2 MB of the carry limit)
+find "$top/.gpu/build" -type f \( -name '*.so' -o -perm -u+x \) -exec sh -c \
+    'for f; do head -c 4 "$f" | grep -q ELF && strip --strip-unneeded "$f"; done' sh {} +
 du -sh "$top/build-gpu" "$top/.gpu"

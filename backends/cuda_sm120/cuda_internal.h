@@ -193,6 +193,10 @@ typedef struct cu_mm {
                                   * cap: 0 two blocks an SM, 1 one block an
                                   * SM where the launch has no more blocks
                                   * than n_sm, 2 one block an SM always     */
+    bool           gemv_wide_split; /* knob gemv_wide_split: gx_kernel at 128
+                                  * rows a block, x staged a round ahead,
+                                  * the steps split over a cluster of 2-4
+                                  * blocks where the row blocks are few  */
     int            n_sm;         /* the device's multiprocessors (0: unknown) */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */

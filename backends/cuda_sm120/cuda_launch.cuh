@@ -32,5 +32,30 @@ static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size
     }
     return cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...);
 }
+
+// cu_launch with thread-block clusters of cl blocks along x (sm_90+;
+// grid.x a multiple of cl); cl 1: cu_launch.
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                            int cl, A... args)
+{
+    if (cl <= 1)
+        return cu_launch(k, grid, block, smem, s, args...);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)cl;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = si_cu_pdl_get() ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...);
+}
 #endif
 #endif

@@ -22,9 +22,11 @@ struct gq_prod {
     int64_t        ys;   // (one column, gq_kernel: the stride does not matter)
 };
 
-__device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
+// (block bx of RB rows over the parts: gq_find's walk for a block index
+// that is not blockIdx.x, e.g. a cluster's)
+__device__ __forceinline__ gq_prod gq_find_at(const cu_mm &mm, int RB, int bx)
 {
-    gq_prod g = { mm.w, mm.y, (int)mm.rows, (int)blockIdx.x, (uint32_t)mm.row_bytes, mm.y_stride };
+    gq_prod g = { mm.w, mm.y, (int)mm.rows, bx, (uint32_t)mm.row_bytes, mm.y_stride };
     int nbk = (g.rows + RB - 1) / RB;
     for (int k = 0; k < mm.n_more && g.bx >= nbk; k++) {
         g.bx -= nbk;
@@ -37,5 +39,7 @@ __device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB)
     }
     return g;
 }
+
+__device__ __forceinline__ gq_prod gq_find(const cu_mm &mm, int RB) { return gq_find_at(mm, RB, (int)blockIdx.x); }
 
 #endif

@@ -275,6 +275,18 @@
  *                         ncu, H100, the 9b's ffn_down at 16 columns, 128
  *                         blocks, 8 warps an SM).  Same arithmetic, same
  *                         bits.  Default capped until timed.
+ *   gemv_wide_split = false | true  (with gemv_mma_wide; takes over
+ *                         from gemv_wide_db and the row tiles) gx_kernel
+ *                         at 128 rows a block, so a staged x serves 4x the
+ *                         rows (at 32 rows a block the x a block stages
+ *                         is ~2.5x the weights it reads), x staged a round
+ *                         ahead, and where that leaves fewer than two
+ *                         blocks an SM (the 9b's ffn_down: 32 blocks) the
+ *                         rows' steps split over a thread-block cluster of
+ *                         2 or 4 blocks, added in rank order through
+ *                         distributed shared memory (no atomics, no
+ *                         workspace).  Another f32 order than false.
+ *                         Default false until timed.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -826,7 +838,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -857,6 +869,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_mma", "true", "false", &gemv_mma },
         { "gemv_mma_wide", "true", "false", &gemv_mma_wide },
         { "gemv_wide_db", "true", "false", &gemv_wide_db },
+        { "gemv_wide_split", "true", "false", &gemv_wide_split },
         { "expert_early", "true", "false", &expert_early },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
@@ -982,6 +995,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_mma_wide = gemv_mma_wide;
     b->gemv_wide_db = gemv_wide_db;
     b->gemv_wide_regs = wide_regs;
+    b->gemv_wide_split = gemv_wide_split;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

@@ -2262,6 +2262,19 @@ START_TEST(test_gemv_mma)
         }
         pair_close(&p);
     }
+    /* gemv_wide_split: 128 rows a block, the steps over clusters of 4
+     * (12288 wide at 4096 rows: 32 row blocks; 4096 wide at 4099 rows) and
+     * 2 (1280 wide: 5 steps, 2 and 3 a block), none for the LM-head-tall;
+     * another f32 order: the tolerance of the other orders */
+    pair_open_cu2(&p, "backend.cuda_mma", "backend.cuda_mma_split");
+    for (size_t t = 0; t < 4; t++) {
+        matmul_ab(&p, kt[t], 12288, 4096, 32);
+        matmul_ab(&p, kt[t], 4096, 4099, 32);
+        matmul_ab(&p, kt[t], 4096, 45, 9);
+        matmul_ab(&p, kt[t], 1280, 300, 20);
+        matmul_ab(&p, kt[t], 2048, 70001, 24);
+    }
+    pair_close(&p);
 }
 END_TEST
 
@@ -3065,6 +3078,8 @@ int main(void)
     cfg_sec(&ct, "cuda_mma_small", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
             as_cpu ? "" : "gemv_wide_regs = small\n", NULL);
     cfg_sec(&ct, "cuda_wregs_bad", "cuda_sm120.so", "gemv_wide_regs = many\n", NULL);
+    cfg_sec(&ct, "cuda_mma_split", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_split = true\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);

@@ -96,3 +96,24 @@ static inline float gf_remote(const float *p, int rank)
     }
     return emu::dyn_smem()[(size_t)rank * gf_emu::stride + (size_t)off];
 }
+
+// cuda_launch.cuh's cu_launch_cluster (cuda_gemvm.cu's gx_kernel): grid.x
+// / cl clusters, each one emulated block of cl x block.x threads with cl
+// slices of smem bytes (rounded up to 256); cl 1 too, so a kernel written
+// with these primitives runs the same either way.
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                            int cl, A... args)
+{
+    if (cl < 1 || grid.x % (unsigned)cl != 0 || block.y != 1 || block.z != 1) {
+        fprintf(stderr, "emu: cu_launch_cluster: grid %u not a multiple of the cluster %d\n", grid.x, cl);
+        abort();
+    }
+    gf_emu::threads = (int)block.x;
+    gf_emu::cluster = cl;
+    gf_emu::stride = ((smem + 255) & ~(size_t)255) / sizeof(float);
+    gf_emu::blk = -1;
+    emu_launch_s(dim3(grid.x / (unsigned)cl, grid.y, grid.z), dim3(block.x * (unsigned)cl),
+                 (size_t)cl * gf_emu::stride * sizeof(float), s, [&] { k(static_cast<P>(args)...); });
+    return cudaSuccess;
+}

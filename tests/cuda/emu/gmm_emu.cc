@@ -33,7 +33,7 @@ static const char *tname(uint32_t t)
 // One launch: parts of rows[0..np) rows each (stored one after another),
 // nc columns of width in.
 static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false,
-               int regs = 0, int n_sm = 0)
+               int regs = 0, int n_sm = 0, bool split = false, int order = 0)
 {
     const int np = (int)rows.size();
     std::vector<std::vector<uint8_t>> w(np);
@@ -81,9 +81,12 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     g.gemv_wide_db = db;
     g.gemv_wide_regs = regs;
     g.n_sm = n_sm;
+    g.gemv_wide_split = split;
     // (cp.async's bound: an sm_90's opt-in with DB, else the 48 KiB
-    // gx_kernel's launch stays under)
-    emu_ptx::smem_bytes = db ? 232448 : 48 * 1024;
+    // gx_kernel's launch stays under; a cluster's blocks, 48 KiB each,
+    // are one emulated block)
+    emu_ptx::smem_bytes = split ? GX_CL_MAX * 48 * 1024 : db ? 232448 : 48 * 1024;
+    gf_emu::order = order;
     const bool ok_in = si_cu_gemvm_ok(&g);
     for (int k = 0; k < np; k++)
         emu::granges.push_back({ w[k].data(), w[k].data() + w[k].size(), "w" });
@@ -114,9 +117,13 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
         }
     }
     const bool ok = rc == 0 && ok_in && bad == 0 && past == 0;
-    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
-           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", (long long)bad, (long long)n, worst,
-           (long long)past, ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
+    char how[48] = "";
+    if (split)
+        snprintf(how, sizeof how, " split (cluster %d%s)", gx_split(&g, gm_blocks(&g, 16 * 8)),
+                 order == 1 ? ", rank order" : order == 2 ? ", reverse" : "");
+    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
+           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", how, (long long)bad, (long long)n,
+           worst, (long long)past, ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
 
@@ -202,6 +209,18 @@ int main()
     rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 }, 0, false, 2);
     rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 8, false, 1, 132);
     rc |= one(SI_TYPE_Q5_K, 2048, 27, { 21, 5 }, 2, false, 1, 1);
+    // knob gemv_wide_split: 128 rows a block, x a round ahead, clusters
+    // of 4 (48 steps over 1 row block; 8 steps over 3 blocks of parts),
+    // 2 (5 steps: 2 and 3 a block; n_sm 1 wants only 2 blocks) and none
+    // (2 steps); the cluster's blocks skewed either way (a block that
+    // read another's sums before the cluster barrier reads poison)
+    rc |= one(SI_TYPE_Q4_K, 12288, 32, { 40 }, 0, false, 0, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 2048, 13, { 37, 16, 100 }, 0, false, 0, 0, true, 1);
+    rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 0, false, 0, 0, true, 2);
+    rc |= one(SI_TYPE_Q5_K, 1280, 20, { 70 }, 0, false, 0, 0, true);
+    rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 }, 0, false, 0, 0, true);
+    rc |= one(SI_TYPE_Q8_0, 4096, 24, { 150 }, 0, false, 2, 0, true, 1);
+    rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 }, 0, false, 0, 1, true, 2);
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;

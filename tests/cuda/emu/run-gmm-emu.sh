@@ -20,12 +20,22 @@ enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F, int, int v) { return v <= 232448 ? cudaSuccess : cudaErrorInvalidValue; }
 EOT
     cat "$src/cuda_mmq.cu"
+    # (gx_kernel's cluster primitives: cluster_emu.h's, a cluster run as
+    # one emulated block; its launches through cu_launch_cluster there)
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
-        -e 's/extern __shared__ __align__(16) uint8_t gx_raw\[\];/uint8_t *gx_raw = (uint8_t *)emu::dyn_smem();/' \
+        -e '/^\/\/ ---- cluster primitives/,/^\/\/ ---- end of the cluster primitives/c\
+#include "cluster_emu.h"\
+static inline int gx_tid() { return gf_tid(); }\
+static inline void gx_sync() { gf_sync(); }\
+static inline uint8_t *gx_shared() { return (uint8_t *)gf_smem(); }\
+static inline int gx_rank() { return gf_rank(); }\
+static inline int gx_cluster() { return gf_cluster(); }\
+static inline void gx_cluster_sync() { gf_cluster_sync(); }\
+static inline float gx_remote(const float *p, int r) { return gf_remote(p, r); }' \
         "$src/cuda_gemvm.cu"
 } > "$out/k.cc"
-if grep -q '<<<\|cuda_ptx.cuh\|extern __shared__' "$out/k.cc"; then
-    echo "run-gmm-emu: a <<<>>> launch, cuda_ptx.cuh or a shared declaration left; update the sed lines" >&2; exit 1
+if grep -q '<<<\|cuda_ptx.cuh\|extern __shared__\|__cvta_generic_to_shared' "$out/k.cc" || ! grep -q '^#include "cluster_emu.h"' "$out/k.cc"; then
+    echo "run-gmm-emu: a <<<>>> launch, cuda_ptx.cuh, a shared declaration or the cluster primitives left; update the sed lines" >&2; exit 1
 fi
 F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 g++ $F -c "$here/emu.cc" -o "$out/emu.o"
@@ -75,6 +85,14 @@ plant gx-next 's/rw\[0\].B0 \+= \(uint64_t\)KS \* WB;/rw[0].B0 += (uint64_t)WB;/
 plant gx-dx 's/S->d\[kg\]\[c0 \+ 1\]\[j\]/S->d[kg][c0][j]/'
 # gx_kernel: the k-groups' sums of the last one not added
 plant gx-red 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < KS - 1; k2++)/'
+# gemv_wide_split: the last block of a cluster's sums not added
+plant split-sum 's/for \(int r = 0; r < CL; r\+\+\)/for (int r = 0; r < CL - 1; r++)/'
+# gemv_wide_split: the others' sums read before the cluster barrier (the skewed cases)
+plant split-barrier 's/        gx_cluster_sync\(\);   \/\/ every block.s part written\n//'
+# gemv_wide_split: the steps left over by an uneven split dropped
+plant split-range 's/const int steps = \(rank \+ 1\) \* all \/ CL - s0/const int steps = all \/ CL/'
+# gemv_wide_split: every rank's weights from the rows' first step (x from its own)
+plant split-w 's/\(uint64_t\)\(s0 \+ kg\) \* WB;\n(.*)\(uint64_t\)\(s0 \+ kg\) \* WB;/(uint64_t)kg * WB;\n$1(uint64_t)kg * WB;/'
 # x the kernels cannot load not refused
 plant x-align 's/const uintptr_t aq = mm->ncols > 8 \? 16 : 8, as = mm->ncols > 8 \? 16 : 4;/const uintptr_t aq = 1, as = 1;/'
 # the MMA's magic offset taken off one ulp wrong (off by 1 in every sum)
