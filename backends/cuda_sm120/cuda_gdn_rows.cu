@@ -276,46 +276,7 @@ static inline size_t gf_smem_floats(int dk, int C, int K)
 }
 
 // ---- cluster primitives (run-gdn-emu.sh puts cluster_emu.h here)
-extern __shared__ __align__(16) float gf_sm[];
-__device__ __forceinline__ float *gf_smem() { return gf_sm; }
-__device__ __forceinline__ int gf_tid() { return (int)threadIdx.x; }
-__device__ __forceinline__ void gf_sync() { __syncthreads(); }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ int gf_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return (int)r;
-}
-__device__ __forceinline__ int gf_cluster()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-    return (int)r;
-}
-// Every thread of every block of the cluster; arrive releases this
-// thread's writes (shared and global), wait acquires everyone's.
-__device__ __forceinline__ void gf_cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-}
-// *p of block `rank` of the cluster (p: this block's shared memory).
-__device__ __forceinline__ float gf_remote(const float *p, int rank)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    unsigned ra;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
-    return v;
-}
-#else
-// (no clusters below sm_90: si_cu_gdn never launches the kernel there)
-__device__ __forceinline__ int gf_rank() { return 0; }
-__device__ __forceinline__ int gf_cluster() { return (int)blockIdx.x; }
-__device__ __forceinline__ void gf_cluster_sync() { __trap(); }
-__device__ __forceinline__ float gf_remote(const float *p, int) { return *p; }
-#endif
+#include "cuda_cluster.cuh"
 // ---- end of the cluster primitives
 
 // N: the width of a lane's share of a state row, q and k (dk / 32; at
@@ -346,11 +307,11 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
 {
     if (!EARLY)
         cu_pdl_enter();
-    float *sm = gf_smem();
-    const int tid = gf_tid(), warp = tid >> 5, lane = tid & 31, rank = gf_rank();
+    float *sm = cl_smem();
+    const int tid = cl_tid(), warp = tid >> 5, lane = tid & 31, rank = cl_rank();
     const int dk = g.dk, dv = g.dv, el = N < GR_MAX_EL ? N : dk / 32, K = g.conv_k, H = K - 1;
     const int C = g.n_v_head / g.n_k_head * dv / GF_ROWS;   // blocks a cluster
-    const int kh = gf_cluster() % g.n_k_head;                // the cluster's k-head
+    const int kh = cl_cluster() % g.n_k_head;                // the cluster's k-head
     const int jl = rank * GF_ROWS / dv, m0 = rank * GF_ROWS % dv;
     const int j = kh + jl * g.n_k_head;                      // the block's v-head
     const cu_gdn_run run = g.runs[blockIdx.y];
@@ -406,7 +367,7 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
                         nst[(i - p0) * H + e] = e + 1 < H ? sv[it][e + 1] : x;
         }
     }
-    gf_sync();
+    cl_sync();
     float q[N], k[N];
     warp_l2norm<N>(qk, el, g.eps, 1.0f / sqrtf((float)dk), q);
     warp_l2norm<N>(qk + dk, el, g.eps, 1.0f, k);
@@ -419,7 +380,7 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
             os[warp * GF_ROWS_W + r] = o;
     }
     gr_rows_store(s, S, mw, dk, el);
-    gf_cluster_sync();   // every block's os written, its conv reads done
+    cl_cluster_sync();   // every block's os written, its conv reads done
     for (int e = tid; e < part * H; e += GF_THREADS) {
         const int i = p0 + e / H;
         const int64_t c = i < dk ? (int64_t)kh * dk + i : key_dim + (int64_t)kh * dk + (i - dk);
@@ -431,7 +392,7 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
         const int per = dv / GF_ROWS, r0 = jl * per;
         double ss = 0.0;
         for (int b = 0; b < per; b++) {
-            const float ov = gf_remote(os + lane, r0 + b);
+            const float ov = cl_remote(os + lane, r0 + b);
             ss += (double)ov * (double)ov;
         }
         ss = cu_warp_sumd(ss);
@@ -443,7 +404,7 @@ __global__ void __launch_bounds__(GF_THREADS) fused_kernel(cu_gdn g)
             cu_q8_block32(v, lane, g.q + qi, g.qd + qi / 32, g.qs + qi / 32);
         }
     }
-    gf_cluster_sync();   // no block leaves while another reads its os
+    cl_cluster_sync();   // no block leaves while another reads its os
 }
 
 // dst gets pre-norm values before norm_kernel reads z: they must not share
@@ -497,23 +458,10 @@ extern "C" bool si_cu_gdn_fused_ok(const cu_gdn *g)
 extern "C" int si_cu_gdn_fused(const cu_gdn *g, void *stream)
 {
     const int C = g->n_v_head / g->n_k_head * g->dv / GF_ROWS;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(g->n_k_head * C), (unsigned)g->n_runs);
-    cfg.blockDim = dim3(GF_THREADS);
-    cfg.dynamicSmemBytes = gf_smem_floats(g->dk, C, g->conv_k) * sizeof(float);
-    cfg.stream = (cudaStream_t)stream;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)C;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = si_cu_pdl_get() ? 2 : 1;
     void (*k)(cu_gdn) = gf_width(g->dk) == 4 ? (g->early ? fused_kernel<4, true> : fused_kernel<4, false>)
                                              : (g->early ? fused_kernel<GR_MAX_EL, true> : fused_kernel<GR_MAX_EL, false>);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, k, *g);
+    cudaError_t e = cu_launch_cluster(k, dim3((unsigned)(g->n_k_head * C), (unsigned)g->n_runs), dim3(GF_THREADS),
+                                      gf_smem_floats(g->dk, C, g->conv_k) * sizeof(float), (cudaStream_t)stream, C, *g);
     if (e != cudaSuccess)
         return (int)e;
     return (int)cudaGetLastError();

@@ -474,51 +474,9 @@ __global__ void __launch_bounds__(32 * GM_WARPS, MB) gm_kernel(cu_mm mm, const i
 #define GX_WARPS 8
 #define GX_CL_MAX 4   // blocks a cluster (knob gemv_wide_split)
 
-// ---- cluster primitives (run-gmm-emu.sh puts cluster_emu.h's here)
-// gx_kernel's blocks, alone or as thread-block clusters along x (split-K,
-// sm_90+): its thread index, block barrier and shared memory, its rank in
-// the cluster and the cluster's index (without a cluster attribute a
-// block is a cluster of one: rank 0, index blockIdx.x), the barrier of the
-// cluster's threads and a float of another block's shared memory.
-__device__ __forceinline__ int gx_tid() { return (int)threadIdx.x; }
-__device__ __forceinline__ void gx_sync() { __syncthreads(); }
-extern __shared__ __align__(16) uint8_t gx_raw[];
-__device__ __forceinline__ uint8_t *gx_shared() { return gx_raw; }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ int gx_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return (int)r;
-}
-__device__ __forceinline__ int gx_cluster()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-    return (int)r;
-}
-// arrive releases this thread's shared and global writes, wait acquires
-// every other thread's of the cluster
-__device__ __forceinline__ void gx_cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-}
-__device__ __forceinline__ float gx_remote(const float *p, int rank)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    unsigned ra;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
-    return v;
-}
-#else
-// (no clusters below sm_90: the launcher sends no split there)
-__device__ __forceinline__ int gx_rank() { return 0; }
-__device__ __forceinline__ int gx_cluster() { return (int)blockIdx.x; }
-__device__ __forceinline__ void gx_cluster_sync() { __syncthreads(); }
-__device__ __forceinline__ float gx_remote(const float *p, int) { return *p; }
-#endif
+// ---- cluster primitives (run-gmm-emu.sh puts cluster_emu.h here): gx_kernel's
+// blocks alone or as clusters along x (knob gemv_wide_split)
+#include "cuda_cluster.cuh"
 // ---- end of the cluster primitives
 #define GX_ROW 288   // a column's 256 int8 of a step, padded: the B reads conflict-free
 
@@ -608,11 +566,11 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
 {
     constexpr int KS = GX_WARPS / RT;
     constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
-    const int rank = gx_rank();   // (first: the emulation's block skew holds a block here)
-    gx_union<NT, RT, DB, CL> &u = *(gx_union<NT, RT, DB, CL> *)gx_shared();   // gx_go's bytes
-    const int tid = gx_tid(), warp = tid >> 5, lane = tid & 31;
+    const int rank = cl_rank();   // (first: the emulation's block skew holds a block here)
+    gx_union<NT, RT, DB, CL> &u = *(gx_union<NT, RT, DB, CL> *)cl_smem();   // gx_go's bytes
+    const int tid = cl_tid(), warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols, rt = warp % RT, kg = warp / RT;
-    const gq_prod p = gq_find_at(mm, 16 * RT, gx_cluster());
+    const gq_prod p = gq_find_at(mm, 16 * RT, cl_cluster());
     const int64_t r_lo = p.bx * 16 * RT;
     const int all = (int)(mm.in / 256), s0 = rank * all / CL;
     const int steps = (rank + 1) * all / CL - s0, rounds = (steps + KS - 1) / KS;
@@ -653,10 +611,10 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
             cp_async_wait_group<1>();   // this round's group; the next may still fly
         else
             cp_async_wait_all();
-        gx_sync();
+        cl_sync();
         if (live)
             gm_mul<T, 1, NT>(cur, gm_xs<NT, KS>{ &S, kg, g, t }, acc);
-        gx_sync();   // (S is restaged, then reused for the sums)
+        cl_sync();   // (S is restaged, then reused for the sums)
         if (more)
             cur = nxt;
     }
@@ -666,7 +624,7 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
 #pragma unroll
         for (int k = 0; k < 4; k++)
             red[kg][rt][n][k][lane] = acc[0][n][k];
-    gx_sync();
+    cl_sync();
     for (int q = warp; q < RT * NT; q += GX_WARPS) {
         const int i = q / NT, n = q % NT;
         float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
@@ -682,17 +640,17 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
                 u.r.part[q][k][lane] = sum[k];
     }
     if constexpr (CL > 1) {
-        gx_cluster_sync();   // every block's part written
+        cl_cluster_sync();   // every block's part written
         for (int q = rank * GX_WARPS + warp; q < RT * NT; q += CL * GX_WARPS) {
             const int i = q / NT, n = q % NT;
             float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
             for (int r = 0; r < CL; r++)
 #pragma unroll
                 for (int k = 0; k < 4; k++)
-                    sum[k] += gx_remote(&u.r.part[q][k][lane], r);
+                    sum[k] += cl_remote(&u.r.part[q][k][lane], r);
             gm_store(p, r_lo + 16 * i, 8 * n, g, t, nc, sum);
         }
-        gx_cluster_sync();   // no block leaves while another reads its part
+        cl_cluster_sync();   // no block leaves while another reads its part
     }
 }
 

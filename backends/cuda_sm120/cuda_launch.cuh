@@ -15,47 +15,40 @@
 
 #include "cuda_internal.h"
 
-template <typename... P, typename... A>
-static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    if (si_cu_pdl_get()) {
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-    }
-    return cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...);
-}
-
-// cu_launch with thread-block clusters of cl blocks along x (sm_90+;
-// grid.x a multiple of cl); cl 1: cu_launch.
+// With thread-block clusters of cl blocks along x where cl > 1 (sm_90+;
+// grid.x a multiple of cl; cluster_emu.h has the host emulation's).
 template <typename... P, typename... A>
 static inline cudaError_t cu_launch_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                                             int cl, A... args)
 {
-    if (cl <= 1)
-        return cu_launch(k, grid, block, smem, s, args...);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)cl;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
+    unsigned n = 0;
+    if (cl > 1) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = (unsigned)cl;
+        at[n].val.clusterDim.y = 1;
+        at[n].val.clusterDim.z = 1;
+        n++;
+    }
+    if (si_cu_pdl_get()) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
     cfg.attrs = at;
-    cfg.numAttrs = si_cu_pdl_get() ? 2 : 1;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...);
+}
+
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
+{
+    return cu_launch_cluster(k, grid, block, smem, s, 1, args...);
 }
 #endif
 #endif

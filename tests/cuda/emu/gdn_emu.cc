@@ -84,14 +84,14 @@ static void pipeline_rows(cu_gdn g)
 // per (k-head, run), each cluster one emulated block (cluster_emu.h).
 static void pipeline_fused(cu_gdn g, int order)
 {
-    gf_emu::order = order;
-    gf_emu::blk = -1;
+    cl_emu::order = order;
+    cl_emu::blk = -1;
     const int C = g.n_v_head / g.n_k_head * g.dv / emu_gf_rows();
-    gf_emu::threads = emu_gf_threads();
-    gf_emu::cluster = C;
-    gf_emu::stride = (emu_gf_smem_floats(g.dk, C, g.conv_k) + 63) & ~(size_t)63;
-    L(emu_gf_run, dim3((unsigned)g.n_k_head, (unsigned)g.n_runs), dim3((unsigned)(C * gf_emu::threads)),
-      C * gf_emu::stride * sizeof(float));
+    cl_emu::threads = emu_gf_threads();
+    cl_emu::cluster = C;
+    cl_emu::stride = (emu_gf_smem_floats(g.dk, C, g.conv_k) + 63) & ~(size_t)63;
+    L(emu_gf_run, dim3((unsigned)g.n_k_head, (unsigned)g.n_runs), dim3((unsigned)(C * cl_emu::threads)),
+      C * cl_emu::stride * sizeof(float));
 }
 static double cmp(const std::vector<float> &a, const std::vector<float> &b, const char *what)
 {

@@ -86,7 +86,7 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     // gx_kernel's launch stays under; a cluster's blocks, 48 KiB each,
     // are one emulated block)
     emu_ptx::smem_bytes = split ? GX_CL_MAX * 48 * 1024 : db ? 232448 : 48 * 1024;
-    gf_emu::order = order;
+    cl_emu::order = order;
     const bool ok_in = si_cu_gemvm_ok(&g);
     for (int k = 0; k < np; k++)
         emu::granges.push_back({ w[k].data(), w[k].data() + w[k].size(), "w" });

@@ -33,8 +33,7 @@ grep -q 'emu::dyn_smem' "$out/chunk.cc" && grep -q 'emu::dyn_smem' "$out/seq.cc"
 # (the fused decode kernel's cluster primitives: cluster_emu.h's, a
 # cluster run as one emulated block)
 sed -e '/^\/\/ dst gets pre-norm values/,$d' \
-    -e '/^\/\/ ---- cluster primitives/,/^\/\/ ---- end of the cluster primitives/c\
-#include "cluster_emu.h"' "$src/cuda_gdn_rows.cu" > "$out/rows.cc"
+    -e 's/^#include "cuda_cluster.cuh"/#include "cluster_emu.h"/' "$src/cuda_gdn_rows.cu" > "$out/rows.cc"
 grep -q '^#include "cluster_emu.h"' "$out/rows.cc" && ! grep -q '__cvta_generic_to_shared' "$out/rows.cc" || {
     echo "run-gdn-emu: the cluster primitives' section markers changed; update the sed lines" >&2; exit 1; }
 cat >> "$out/rows.cc" <<'EOF'
@@ -88,7 +87,7 @@ fused_plant norm-part 's/for \(int b = 0; b < per; b\+\+\)/for (int b = 1; b < p
 fused_plant q-scale 's/g.qd \+ qi \/ 32, g.qs/g.qd + (qi - m0) \/ 32, g.qs/'
 # the first cluster barrier only a block barrier (the other blocks'
 # outputs read before they are written)
-fused_plant barrier 's/gf_cluster_sync\(\);   \/\/ every block/gf_sync();   \/\/ every block/'
+fused_plant barrier 's/cl_cluster_sync\(\);   \/\/ every block/cl_sync();   \/\/ every block/'
 # planted: the int8 copy's scales of a head's blocks all to its first
 sed -e 's|g.qd + qi / 32 + e|g.qd + qi / 32|' "$out/rows.cc" > "$out/rows_bug.cc"
 if cmp -s "$out/rows.cc" "$out/rows_bug.cc"; then echo "plant q-scale: the edit did not apply"; rc=1

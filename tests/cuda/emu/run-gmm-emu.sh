@@ -23,15 +23,7 @@ EOT
     # (gx_kernel's cluster primitives: cluster_emu.h's, a cluster run as
     # one emulated block; its launches through cu_launch_cluster there)
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
-        -e '/^\/\/ ---- cluster primitives/,/^\/\/ ---- end of the cluster primitives/c\
-#include "cluster_emu.h"\
-static inline int gx_tid() { return gf_tid(); }\
-static inline void gx_sync() { gf_sync(); }\
-static inline uint8_t *gx_shared() { return (uint8_t *)gf_smem(); }\
-static inline int gx_rank() { return gf_rank(); }\
-static inline int gx_cluster() { return gf_cluster(); }\
-static inline void gx_cluster_sync() { gf_cluster_sync(); }\
-static inline float gx_remote(const float *p, int r) { return gf_remote(p, r); }' \
+        -e 's/^#include "cuda_cluster.cuh"/#include "cluster_emu.h"/' \
         "$src/cuda_gemvm.cu"
 } > "$out/k.cc"
 if grep -q '<<<\|cuda_ptx.cuh\|extern __shared__\|__cvta_generic_to_shared' "$out/k.cc" || ! grep -q '^#include "cluster_emu.h"' "$out/k.cc"; then
@@ -88,7 +80,7 @@ plant gx-red 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < KS - 1
 # gemv_wide_split: the last block of a cluster's sums not added
 plant split-sum 's/for \(int r = 0; r < CL; r\+\+\)/for (int r = 0; r < CL - 1; r++)/'
 # gemv_wide_split: the others' sums read before the cluster barrier (the skewed cases)
-plant split-barrier 's/        gx_cluster_sync\(\);   \/\/ every block.s part written\n//'
+plant split-barrier 's/        cl_cluster_sync\(\);   \/\/ every block.s part written\n//'
 # gemv_wide_split: the steps left over by an uneven split dropped
 plant split-range 's/const int steps = \(rank \+ 1\) \* all \/ CL - s0/const int steps = all \/ CL/'
 # gemv_wide_split: every rank's weights from the rows' first step (x from its own)
