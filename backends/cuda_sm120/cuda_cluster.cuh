@@ -5,7 +5,7 @@
 // is a cluster of one: rank 0, index blockIdx.x), the barrier of all the
 // cluster's threads and a float of another block's shared memory
 // (distributed shared memory).  Users: cuda_gdn_rows.cu's fused GDN
-// decode, cuda_gemvm.cu's gx_kernel.  The emulator harnesses put
+// decode, cuda_gemvx.cu's gx_kernel.  The emulator harnesses put
 // tests/cuda/emu/cluster_emu.h in place of this header (a cluster run as
 // one emulated block), so a kernel goes through these and nothing else.
 #ifndef SI_CUDA_CLUSTER_CUH

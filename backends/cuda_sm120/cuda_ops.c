@@ -183,7 +183,7 @@ void cu_mm_knobs(const si_backend *b, cu_mm *m)
 }
 
 /* Knob gemv_mma_wide: whether a dense product of 9..32 columns (decode of
- * 9..32 sequences) runs on cuda_gemvm.cu's tensor-core GEMV, one launch
+ * 9..32 sequences) runs on cuda_gemvx.cu's tensor-core GEMV, one launch
  * for a group (cu_mm.more), instead of the prefill GEMM (prefill_mm = mma;
  * with gemv such products keep the f32 path, the fidelity reference). */
 static bool mm_wide(const si_backend *b, const cu_mm *mm)

@@ -1,6 +1,6 @@
 // tests/cuda/emu/cluster_emu.h — host emulation of the thread-block
 // cluster primitives of backends/cuda_sm120/cuda_cluster.cuh (the cl_*
-// functions of cuda_gdn_rows.cu's fused GDN decode and cuda_gemvm.cu's
+// functions of cuda_gdn_rows.cu's fused GDN decode and cuda_gemvx.cu's
 // gx_kernel; run-gdn-emu.sh and run-gmm-emu.sh include this header in its
 // place), and of cuda_launch.cuh's cu_launch_cluster.  emu.cc runs one CUDA block at a time, so a whole cluster runs
 // as ONE emulated block of C x cl_emu::threads threads: thread T is thread
@@ -98,7 +98,7 @@ static inline float cl_remote(const float *p, int rank)
     return emu::dyn_smem()[(size_t)rank * cl_emu::stride + (size_t)off];
 }
 
-// cuda_launch.cuh's cu_launch_cluster (cuda_gemvm.cu's gx_kernel): grid.x
+// cuda_launch.cuh's cu_launch_cluster (cuda_gemvx.cu's gx_kernel): grid.x
 // / cl clusters, each one emulated block of cl x block.x threads with cl
 // slices of smem bytes (rounded up to 256); cl 1 too, so a kernel written
 // with these primitives runs the same either way.

@@ -1,5 +1,5 @@
 // tests/cuda/emu/gmm_emu.cc — knobs gemv_mma and gemv_mma_wide under the
-// host emulation: cuda_gemvm.cu's gm_kernel and gx_kernel (dense products
+// host emulation: cuda_gemvm.cu's gm_kernel and cuda_gemvx.cu's gx_kernel (dense products
 // of 2..8 and 9..32 columns on mma.sync int8, ptx_emu.h's mma and
 // cp.async) against the dp4a GEMV v1 (cuda_mmq.cu's mmq_kernel, by chunks
 // of 8 columns: the same integer terms, another f32 order) on the same
@@ -14,7 +14,7 @@
 #include "emu_util.h"
 #include <cmath>
 
-#include GMM_KERNELS   // cuda_mmq.cu and cuda_gemvm.cu, launches through cu_launch
+#include GMM_KERNELS   // cuda_mmq.cu, cuda_gemvm.cu and .cuh, cuda_gemvx.cu, launches through cu_launch
 
 // (cuda_gemvq.cu is not pasted in: the reference runs v1's own kernel)
 extern "C" bool si_cu_gemvq_ok(const cu_mm *) { return false; }

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cuda/emu/run-gmm-emu.sh — knobs gemv_mma / gemv_mma_wide: cuda_gemvm.cu
-# (gm_kernel, gx_kernel: dense decode products of 2..32 columns on mma.sync int8) against the
+# tests/cuda/emu/run-gmm-emu.sh — knobs gemv_mma / gemv_mma_wide: cuda_gemvm.cu and
+# cuda_gemvx.cu (gm_kernel, gx_kernel: dense decode products of 2..32 columns on mma.sync int8) against the
 # dp4a GEMV v1 (cuda_mmq.cu) under the host emulation (gmm_emu.cc), then
 # planted bugs that must be caught.  No GPU; g++ (x86-64); ~1 minute.
 set -e
@@ -10,7 +10,7 @@ src=$top/backends/cuda_sm120
 out=${1:-${TMPDIR:-/tmp}}/gmm-emu.$$
 mkdir -p "$out"
 trap 'rm -rf "$out"' EXIT
-# both files whole, launchers too (cu_launch: the emulator's
+# the files whole, launchers too (cu_launch: the emulator's
 # cuda_runtime.h); the PTX from ptx_emu.h
 {
     # (gx_kernel's DB launch opts in past 48 KiB: an sm_90's bound)
@@ -22,9 +22,11 @@ EOT
     cat "$src/cuda_mmq.cu"
     # (gx_kernel's cluster primitives: cluster_emu.h's, a cluster run as
     # one emulated block; its launches through cu_launch_cluster there)
+    # (cuda_gemvm.cuh pasted in once, ahead of both files)
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/^#include "cuda_cluster.cuh"/#include "cluster_emu.h"/' \
-        "$src/cuda_gemvm.cu"
+        -e '/^#include "cuda_gemvm.cuh"/d' \
+        "$src/cuda_gemvm.cuh" "$src/cuda_gemvm.cu" "$src/cuda_gemvx.cu"
 } > "$out/k.cc"
 if grep -q '<<<\|cuda_ptx.cuh\|extern __shared__\|__cvta_generic_to_shared' "$out/k.cc" || ! grep -q '^#include "cluster_emu.h"' "$out/k.cc"; then
     echo "run-gmm-emu: a <<<>>> launch, cuda_ptx.cuh, a shared declaration or the cluster primitives left; update the sed lines" >&2; exit 1
@@ -33,7 +35,7 @@ F="-std=c++17 -O2 -I$here -I$src -I$top/core/include -Wno-unused-function"
 g++ $F -c "$here/emu.cc" -o "$out/emu.o"
 g++ $F -DGMM_KERNELS="\"$out/k.cc\"" "$here/gmm_emu.cc" "$out/emu.o" -o "$out/gmm_emu"
 "$out/gmm_emu"
-# plant NAME PERL-EDIT: cuda_gemvm.cu edited so, the run must fail
+# plant NAME PERL-EDIT: the kernels (k.cc) edited so, the run must fail
 . "$here/plant.sh"
 plant() { emu_plant "$1" "$2" GMM_KERNELS "$here/gmm_emu.cc" "$out/emu.o"; }
 [ "$PLANT" = no ] && exit 0

@@ -1,0 +1,315 @@
+// backends/cuda_sm120/cuda_gemvx.cu — knob gemv_mma_wide: the dense
+// decode products of 9..32 columns (decode of 9..32 sequences) on the
+// int8 tensor cores, gx_kernel: cuda_gemvm.cuh's MMA steps with x staged
+// in shared memory.  si_cu_gemvm (cuda_gemvm.cu) hands them here.
+#include "cuda_gemvm.cuh"
+
+// ---- 9..32 columns (knob gemv_mma_wide): x staged in shared memory
+// Why not gm_kernel with more column tiles: its warps read x from the L2
+// a sub-block at a time, a column's scale and sum each a 32-byte sector
+// for 4 bytes, for 16 rows: at 32 columns ~10x the weights' bytes of L2
+// traffic (H200, bench_gemv wide: the 9b's Q4_K 12288 x 4096 at 32
+// columns 72 us, 392 GB/s; 37 us at 8).
+// Here a block's GX_WARPS warps are RT row tiles of 16 x KS k-groups
+// (RT KS = 8): each round the block stages KS steps of x (256 elements
+// of every column, int8, and their scales and sums) in shared memory by
+// cp.async, whole sectors, then warp (rt, kg) multiplies row tile rt's
+// weights of step round KS + kg by it.  So a block reads x once for
+// 16 RT rows, and a warp's x comes from shared memory (no L2 round trip
+// a sub-block).  The weights go straight to registers as in gm_kernel,
+// the next round's loaded before this one's multiply (the first before
+// the programmatic-launch wait).  The k-groups' sums are added through
+// shared memory in k-group order.
+#define GX_WARPS 8
+#define GX_CL_MAX 4   // blocks a cluster (knob gemv_wide_split)
+
+// ---- cluster primitives (run-gmm-emu.sh puts cluster_emu.h here): gx_kernel's
+// blocks alone or as clusters along x (knob gemv_wide_split)
+#include "cuda_cluster.cuh"
+// ---- end of the cluster primitives
+#define GX_ROW 288   // a column's 256 int8 of a step, padded: the B reads conflict-free
+
+template <int NT, int KS> struct gx_smem {
+    int8_t q[KS][8 * NT][GX_ROW];
+    float  d[KS][8 * NT][8], s[KS][8 * NT][8];   // [column][sub-block]
+};
+
+// x of a step from gx_smem, k-group kg.
+template <int NT, int KS> struct gm_xs {
+    const gx_smem<NT, KS> *S;
+    int kg, g, t;
+    template <bool SUMS> __device__ __forceinline__ gm_xb<NT> x(int j) const
+    {
+        gm_xb<NT> r;
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            const int c0 = 8 * n + 2 * t;
+            r.b[n] = *(const uint2 *)&S->q[kg][8 * n + g][32 * j + 8 * t];
+            r.dx[n] = make_float2(S->d[kg][c0][j], S->d[kg][c0 + 1][j]);
+            r.xs[n] = SUMS ? make_float2(S->s[kg][c0][j], S->s[kg][c0 + 1][j]) : make_float2(0.0f, 0.0f);
+        }
+        return r;
+    }
+    __device__ __forceinline__ uint32_t b16(int j, int n, int h) const
+    {
+        return *(const uint32_t *)&S->q[kg][8 * n + g][32 * j + 16 * h + 4 * t];
+    }
+};
+
+// Round it's KS steps of x into S (every thread; one cp.async group): the
+// block's steps s0.. (n of them).  A column past ncols stages column
+// ncols - 1 and a k-group past the steps the last step: both are computed
+// and never stored.
+template <int NT, int KS, bool SUMS>
+__device__ __forceinline__ void gx_stage(gx_smem<NT, KS> &S, const int8_t *xq, const float *xd, const float *xs,
+                                         int64_t in, int nc, int it, int s0, int n, int tid)
+{
+    constexpr int NC = 8 * NT;
+    const int64_t nb = in / 32;
+    for (int i = tid; i < KS * NC * 16; i += 32 * GX_WARPS) {
+        const int k = i / (NC * 16), c = i / 16 % NC, q = i % 16;
+        const int64_t st = s0 + min(it * KS + k, n - 1), cc = min(c, nc - 1);
+        cp_async16(&S.q[k][c][16 * q], xq + cc * in + st * 256 + 16 * q);
+    }
+    constexpr int P = SUMS ? 4 : 2;   // 16-byte pieces a column: the step's 8 scales (and 8 sums)
+    for (int i = tid; i < KS * NC * P; i += 32 * GX_WARPS) {
+        const int k = i / (NC * P), c = i / P % NC, u = i % P;
+        const int64_t st = s0 + min(it * KS + k, n - 1), cc = min(c, nc - 1), o = cc * nb + st * 8 + 4 * (u & 1);
+        if (u < 2)
+            cp_async16(&S.d[k][c][4 * (u & 1)], xd + o);
+        else
+            cp_async16(&S.s[k][c][4 * (u & 1)], xs + o);
+    }
+    cp_async_commit();
+}
+
+// The block's shared memory: the staged x (DB: two rounds' buffers), then
+// the k-groups' sums and (a cluster) the block's sums for the others.
+template <int NT, int RT, int CL> struct gx_sums {
+    float red[GX_WARPS / RT][RT][NT][4][32];
+    float part[CL > 1 ? RT * NT : 1][4][32];
+};
+template <int NT, int RT, bool DB, int CL> union gx_union {
+    gx_smem<NT, GX_WARPS / RT> S[DB ? 2 : 1];
+    gx_sums<NT, RT, CL> r;
+};
+
+// DB (knob gemv_wide_db): round it + 1's x is staged into the other
+// buffer before round it is multiplied, so its L2 round trip overlaps the
+// multiply instead of preceding it (the weights' next round is already
+// held in registers the same way).  The same arithmetic in the same
+// order: the same bits as without it.
+// MB: the blocks an SM the registers are capped for (knob gemv_wide_regs:
+// 2 caps them at 128 and ptxas spills at 4 column tiles; 1 leaves ~170-254).
+// CL (knob gemv_wide_split): the blocks of a cluster, which split the
+// rows' steps in CL contiguous ranges (rank r: steps r S / CL ..); each
+// block adds its k-groups' sums as without a cluster, then block r stores
+// units r GX_WARPS + warp, CL GX_WARPS apart, adding the CL blocks' sums
+// of the unit in rank order (distributed shared memory): the result does
+// not depend on which block finishes first.  Why: a product of few rows
+// (the 9b's ffn_down, 4096 rows at RT 8: 32 blocks) otherwise leaves most
+// multiprocessors idle, and a smaller RT stages the same x for fewer rows.
+template <int T, int NT, int RT, bool DB, int MB, int CL>
+__global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                               const float *xs)
+{
+    constexpr int KS = GX_WARPS / RT;
+    constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
+    const int rank = cl_rank();   // (first: the emulation's block skew holds a block here)
+    gx_union<NT, RT, DB, CL> &u = *(gx_union<NT, RT, DB, CL> *)cl_smem();   // gx_go's bytes
+    const int tid = cl_tid(), warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols, rt = warp % RT, kg = warp / RT;
+    const gq_prod p = gq_find_at(mm, 16 * RT, cl_cluster());
+    const int64_t r_lo = p.bx * 16 * RT;
+    const int all = (int)(mm.in / 256), s0 = rank * all / CL;
+    const int steps = (rank + 1) * all / CL - s0, rounds = (steps + KS - 1) / KS;
+    constexpr int WB = gm_traits<T>::bytes;
+    if (mm.prefetch && warp == 0)
+        for (int r = lane; r < 16 * RT; r += 32)
+            if (r_lo + r < p.rows)
+                cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb + (uint64_t)s0 * WB, (uint64_t)steps * WB);
+    // rows past the end are computed on the last row, never stored
+    gm_rows rw[1];
+    {
+        const int64_t a = r_lo + 16 * rt + g, b = a + 8;
+        rw[0].B0 = p.w + (uint64_t)(a < p.rows ? a : p.rows - 1) * p.rb + (uint64_t)(s0 + kg) * WB;
+        rw[0].B1 = p.w + (uint64_t)(b < p.rows ? b : p.rows - 1) * p.rb + (uint64_t)(s0 + kg) * WB;
+    }
+    gm_w<T, 1> cur;
+    if (kg < steps)
+        gm_load<T, 1>(rw, t, cur);
+    cu_pdl_enter();
+    float acc[1][NT][4] = {};
+    if (DB && rounds > 0)
+        gx_stage<NT, KS, SUMS>(u.S[0], xq, xd, xs, mm.in, nc, 0, s0, steps, tid);
+    for (int it = 0; it < rounds; it++) {
+        gx_smem<NT, KS> &S = u.S[DB ? it & 1 : 0];
+        const bool ahead = DB && it + 1 < rounds;
+        if (!DB)
+            gx_stage<NT, KS, SUMS>(S, xq, xd, xs, mm.in, nc, it, s0, steps, tid);
+        else if (ahead)   // (the other buffer: its last readers passed the barrier below)
+            gx_stage<NT, KS, SUMS>(u.S[(it + 1) & 1], xq, xd, xs, mm.in, nc, it + 1, s0, steps, tid);
+        const bool live = it * KS + kg < steps, more = (it + 1) * KS + kg < steps;
+        gm_w<T, 1> nxt;
+        if (more) {
+            rw[0].B0 += (uint64_t)KS * WB;
+            rw[0].B1 += (uint64_t)KS * WB;
+            gm_load<T, 1>(rw, t, nxt);
+        }
+        if (ahead)
+            cp_async_wait_group<1>();   // this round's group; the next may still fly
+        else
+            cp_async_wait_all();
+        cl_sync();
+        if (live)
+            gm_mul<T, 1, NT>(cur, gm_xs<NT, KS>{ &S, kg, g, t }, acc);
+        cl_sync();   // (S is restaged, then reused for the sums)
+        if (more)
+            cur = nxt;
+    }
+    float (&red)[KS][RT][NT][4][32] = u.r.red;
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            red[kg][rt][n][k][lane] = acc[0][n][k];
+    cl_sync();
+    for (int q = warp; q < RT * NT; q += GX_WARPS) {
+        const int i = q / NT, n = q % NT;
+        float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+        for (int k2 = 0; k2 < KS; k2++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                sum[k] += red[k2][i][n][k][lane];
+        if (CL == 1)
+            gm_store(p, r_lo + 16 * i, 8 * n, g, t, nc, sum);
+        else
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                u.r.part[q][k][lane] = sum[k];
+    }
+    if constexpr (CL > 1) {
+        cl_cluster_sync();   // every block's part written
+        for (int q = rank * GX_WARPS + warp; q < RT * NT; q += CL * GX_WARPS) {
+            const int i = q / NT, n = q % NT;
+            float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+            for (int r = 0; r < CL; r++)
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    sum[k] += cl_remote(&u.r.part[q][k][lane], r);
+            gm_store(p, r_lo + 16 * i, 8 * n, g, t, nc, sum);
+        }
+        cl_cluster_sync();   // no block leaves while another reads its part
+    }
+}
+
+// ---- launcher (tests/cuda/emu/run-gmm-emu.sh takes the file whole)
+
+// 9..32 columns: gx_kernel with 2 or 4 column tiles; RT row tiles a block
+// (mm->gemv_rows 2 or 8: bench A/B), else 8 for the LM heads (GM_TALL
+// rows or more), 2 below.  H200, bench_gemv wide (alone, L2 flushed), 32
+// columns: the 9b's Q4_K 12288 x 4096 57.7 us at RT 2, 61.7 at 4, 83.6 at
+// 8; its Q6_K 248320 x 4096 903 at 2, 857 at 8.
+// DB past 48 KiB (4 column tiles at RT 2: 88 KiB) opts in to more shared
+// memory, per device and function: once for the device last set (a graph
+// captures a step's launches on its second run, so the first, eager one
+// sets it outside any capture); two blocks an SM still fit.
+// CL > 1: clusters of CL blocks along x (cu_launch_cluster), CL blocks a
+// row block.
+template <int T, int NT, int RT, bool DB, int MB, int CL>
+static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const unsigned blocks = gm_blocks(mm, 16 * RT);
+    if (blocks == 0 || blocks > 0x7fffffffu / CL)
+        return cudaErrorInvalidValue;
+    constexpr size_t smem = sizeof(gx_union<NT, RT, DB, CL>);
+    static_assert(DB || smem <= 48 * 1024, "no opt-in shared memory without DB");
+    static_assert(2 * smem <= 227 * 1024, "two blocks an SM");
+    static_assert(CL == 1 || smem <= 48 * 1024, "a cluster's blocks without the opt-in");
+    if (smem > 48 * 1024) {
+        static int set_on = -1;   // the device the attribute was last set on
+        int dev = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess && dev != set_on)
+            e = cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB, MB, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem);
+        if (e != cudaSuccess)
+            return e;
+        set_on = dev;
+    }
+    return cu_launch_cluster(gx_kernel<T, NT, RT, DB, MB, CL>, dim3(blocks * CL), dim3(32 * GX_WARPS), smem, s, CL,
+                             *mm, xq, xd, xs);
+}
+
+// Knob gemv_wide_regs: one block an SM (the registers uncapped) always
+// (full) or where the launch has no more than n_sm blocks (small).
+static bool gx_full(const cu_mm *mm, unsigned blocks)
+{
+    return mm->gemv_wide_regs == 2 || (mm->gemv_wide_regs == 1 && mm->n_sm > 0 && blocks <= (unsigned)mm->n_sm);
+}
+
+// Knobs gemv_wide_db, then gemv_wide_regs (not combined: DB keeps the
+// two-blocks cap, its 88 KiB of shared memory a block being sized for it).
+template <int T, int NT, int RT>
+static cudaError_t gx_db(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    if (mm->gemv_wide_db)
+        return gx_go<T, NT, RT, true, 2, 1>(mm, xq, xd, xs, s);
+    return gx_full(mm, gm_blocks(mm, 16 * RT)) ? gx_go<T, NT, RT, false, 1, 1>(mm, xq, xd, xs, s)
+                                                : gx_go<T, NT, RT, false, 2, 1>(mm, xq, xd, xs, s);
+}
+
+// The cluster a row block takes with knob gemv_wide_split: the fewest
+// blocks (1, 2, 4) that give the launch two blocks a multiprocessor
+// (n_sm; 132 where unknown), each block at least two of the rows' steps.
+static int gx_split(const cu_mm *mm, unsigned blocks)
+{
+    const int64_t want = 2 * (int64_t)(mm->n_sm > 0 ? mm->n_sm : 132), steps = mm->in / 256;
+    int cl = 1;
+    while (cl < GX_CL_MAX && (int64_t)blocks * cl < want && 2 * (2 * cl) <= steps)
+        cl *= 2;
+    return cl;
+}
+
+// Knob gemv_wide_split: RT 8 (x staged once for 128 rows), x a round
+// ahead (DB: at RT 8 two rounds' buffers are 22 KiB), the steps split
+// over a cluster where the row blocks are few.
+template <int T, int NT, int MB>
+static cudaError_t gx_split_go(const cu_mm *mm, int cl, const int8_t *xq, const float *xd, const float *xs,
+                               cudaStream_t s)
+{
+    if (cl == 4)
+        return gx_go<T, NT, 8, true, MB, 4>(mm, xq, xd, xs, s);
+    if (cl == 2)
+        return gx_go<T, NT, 8, true, MB, 2>(mm, xq, xd, xs, s);
+    return gx_go<T, NT, 8, true, MB, 1>(mm, xq, xd, xs, s);
+}
+
+template <int T, int NT>
+static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    if (mm->gemv_wide_split) {
+        const unsigned blocks = gm_blocks(mm, 16 * 8);
+        const int cl = gx_split(mm, blocks);
+        return gx_full(mm, blocks * (unsigned)cl) ? gx_split_go<T, NT, 1>(mm, cl, xq, xd, xs, s)
+                                                  : gx_split_go<T, NT, 2>(mm, cl, xq, xd, xs, s);
+    }
+    if (mm->gemv_rows == 2 || mm->gemv_rows == 8)
+        return mm->gemv_rows == 2 ? gx_db<T, NT, 2>(mm, xq, xd, xs, s) : gx_db<T, NT, 8>(mm, xq, xd, xs, s);
+    int64_t rows = mm->rows;
+    for (int k = 0; k < mm->n_more; k++)
+        rows += mm->more[k].rows;
+    return rows >= GM_TALL ? gx_db<T, NT, 8>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
+}
+
+// Up to 16 columns 2 column tiles, else 4.
+extern "C" int si_cu_gemvx(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const bool four = mm->ncols > 16;
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: return (int)(four ? gx_launch<SI_TYPE_Q4_K, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q4_K, 2>(mm, xq, xd, xs, s));
+    case SI_TYPE_Q5_K: return (int)(four ? gx_launch<SI_TYPE_Q5_K, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q5_K, 2>(mm, xq, xd, xs, s));
+    case SI_TYPE_Q6_K: return (int)(four ? gx_launch<SI_TYPE_Q6_K, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q6_K, 2>(mm, xq, xd, xs, s));
+    default: return (int)(four ? gx_launch<SI_TYPE_Q8_0, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q8_0, 2>(mm, xq, xd, xs, s));
+    }
+}
