@@ -5,7 +5,7 @@
 # bench line per arm; GPU tests first when SI_TESTS names them (as
 # gpu-cuda-tests.sh takes them).  Keep a call short: a device call can be
 # taken back mid-run and then returns nothing.
-#   sh scripts/gpu-ab.sh "9b 35b-a3b" "--ctx 4096 --bs 16,32" gemv_wide_regs=small gemv_wide_regs=full
+#   sh scripts/gpu-ab.sh "9b 35b-a3b" "--ctx 4096 --bs 16,32" gemv_wide_regs=capped gemv_wide_split=true
 . scripts/gpu-env.sh
 presets=$1 shape=$2
 shift 2

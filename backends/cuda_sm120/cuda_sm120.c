@@ -264,17 +264,21 @@
  *                         holds it back; a guess, not measured: the larger
  *                         shared carve-out leaves less L1 for the weights'
  *                         loads.  See the stop 36 note.
- *   gemv_wide_regs = capped | small | full  (with gemv_mma_wide, not
- *                         with gemv_wide_db) gx_kernel's registers: capped
- *                         for two blocks an SM (128), where ptxas spills
- *                         150-380 bytes a thread at 4 column tiles (sm_90a,
- *                         -Xptxas -v); full: one block an SM, 171-254
- *                         registers and no spills; small: full only for a
- *                         launch of no more blocks than multiprocessors
- *                         (there one block an SM is all it gets anyway:
- *                         ncu, H100, the 9b's ffn_down at 16 columns, 128
- *                         blocks, 8 warps an SM).  Same arithmetic, same
- *                         bits.  Default capped until timed.
+ *   gemv_wide_regs = full | capped | small  (with gemv_mma_wide, not
+ *                         with gemv_wide_db) gx_kernel's registers: full
+ *                         compiles it for one block an SM (171-254
+ *                         registers, no spills); capped for two blocks an
+ *                         SM (128 registers, where ptxas spills 150-380
+ *                         bytes a thread at 4 column tiles: sm_90a,
+ *                         -Xptxas -v); small: full only for a launch of no
+ *                         more blocks than multiprocessors.  Same
+ *                         arithmetic, same bits.  H200, ctx 1024, same
+ *                         binary (stop 37), capped -> full: 9b bs 32
+ *                         2,522.8 / 2,494.3 / 2,544.8 -> 2,651.6 / 2,690.2
+ *                         tok/s, bs 16 1,885.8 / 1,892.0 / 1,879.2 ->
+ *                         1,870.0 / 1,869.7; 35b-a3b bs 32 1,848.3 /
+ *                         1,852.3 / 1,848.6 -> 1,976.5 / 1,965.0, bs 16
+ *                         1,453.0 / 1,458.4 / 1,447.8 -> 1,517.7 / 1,500.2.
  *   gemv_wide_split = false | true  (with gemv_mma_wide; takes over
  *                         from gemv_wide_db and the row tiles) gx_kernel
  *                         at 128 rows a block, so a staged x serves 4x the
@@ -286,7 +290,16 @@
  *                         2 or 4 blocks, added in rank order through
  *                         distributed shared memory (no atomics, no
  *                         workspace).  Another f32 order than false.
- *                         Default false until timed.
+ *                         Measured slower, kept off: H200, ctx 1024,
+ *                         capped registers, false -> true: 9b bs 32
+ *                         2,522.8 / 2,494.3 -> 2,126.2 / 2,106.7 tok/s, bs
+ *                         16 1,885.8 / 1,892.0 -> 1,768.4 / 1,740.4;
+ *                         35b-a3b bs 32 1,848.3 / 1,852.3 -> 1,810.9 /
+ *                         1,808.2; with full registers 9b bs 32 2,281.1
+ *                         (full alone 2,651.6).  So x's L2 traffic and the
+ *                         small grids are not what holds the kernel back
+ *                         (with gemv_wide_db's result: nor the staging
+ *                         wait); see the stop 37 note.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -851,7 +864,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int ring_i = 1;            /* attn_ring = false | true | small: 0, 1, 2 */
     int ring_pages_i = 1;      /* attn_ring_pages = each | ahead: 0, 1 */
     int ring_chains_i = 1;     /* attn_ring_chains = 1 | 2: index 0, 1 */
-    int wide_regs = 0;         /* gemv_wide_regs = capped | small | full: 0, 1, 2 */
+    int wide_regs = 2;         /* gemv_wide_regs = capped | small | full: 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
