@@ -303,13 +303,18 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
 }
 
 // Up to 16 columns 2 column tiles, else 4.
+template <int T>
+static cudaError_t gx_cols(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    return mm->ncols > 16 ? gx_launch<T, 4>(mm, xq, xd, xs, s) : gx_launch<T, 2>(mm, xq, xd, xs, s);
+}
+
 extern "C" int si_cu_gemvx(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    const bool four = mm->ncols > 16;
     switch (mm->type) {
-    case SI_TYPE_Q4_K: return (int)(four ? gx_launch<SI_TYPE_Q4_K, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q4_K, 2>(mm, xq, xd, xs, s));
-    case SI_TYPE_Q5_K: return (int)(four ? gx_launch<SI_TYPE_Q5_K, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q5_K, 2>(mm, xq, xd, xs, s));
-    case SI_TYPE_Q6_K: return (int)(four ? gx_launch<SI_TYPE_Q6_K, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q6_K, 2>(mm, xq, xd, xs, s));
-    default: return (int)(four ? gx_launch<SI_TYPE_Q8_0, 4>(mm, xq, xd, xs, s) : gx_launch<SI_TYPE_Q8_0, 2>(mm, xq, xd, xs, s));
+    case SI_TYPE_Q4_K: return (int)gx_cols<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q5_K: return (int)gx_cols<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q6_K: return (int)gx_cols<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    default: return (int)gx_cols<SI_TYPE_Q8_0>(mm, xq, xd, xs, s);
     }
 }
