@@ -275,9 +275,7 @@ static inline size_t gf_smem_floats(int dk, int C, int K)
     return 2 * (size_t)dk + 2 * GF_ROWS + (size_t)(2 * dk / C) * (K - 1);
 }
 
-// ---- cluster primitives (run-gdn-emu.sh puts cluster_emu.h here)
-#include "cuda_cluster.cuh"
-// ---- end of the cluster primitives
+#include "cuda_cluster.cuh"   // (cl_*: run-gdn-emu.sh puts cluster_emu.h here)
 
 // N: the width of a lane's share of a state row, q and k (dk / 32; at
 // dk = 128, every model here, 4 exactly: half the registers of the

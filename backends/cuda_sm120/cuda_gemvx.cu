@@ -23,10 +23,8 @@
 #define GX_WARPS 8
 #define GX_CL_MAX 4   // blocks a cluster (knob gemv_wide_split)
 
-// ---- cluster primitives (run-gmm-emu.sh puts cluster_emu.h here): gx_kernel's
-// blocks alone or as clusters along x (knob gemv_wide_split)
-#include "cuda_cluster.cuh"
-// ---- end of the cluster primitives
+// gx_kernel's blocks alone or as clusters along x (knob gemv_wide_split)
+#include "cuda_cluster.cuh"   // (cl_*: run-gmm-emu.sh puts cluster_emu.h here)
 #define GX_ROW 288   // a column's 256 int8 of a step, padded: the B reads conflict-free
 
 template <int NT, int KS> struct gx_smem {

@@ -35,7 +35,7 @@ grep -q 'emu::dyn_smem' "$out/chunk.cc" && grep -q 'emu::dyn_smem' "$out/seq.cc"
 sed -e '/^\/\/ dst gets pre-norm values/,$d' \
     -e 's/^#include "cuda_cluster.cuh"/#include "cluster_emu.h"/' "$src/cuda_gdn_rows.cu" > "$out/rows.cc"
 grep -q '^#include "cluster_emu.h"' "$out/rows.cc" && ! grep -q '__cvta_generic_to_shared' "$out/rows.cc" || {
-    echo "run-gdn-emu: the cluster primitives' section markers changed; update the sed lines" >&2; exit 1; }
+    echo "run-gdn-emu: cuda_cluster.cuh's include line changed; update the sed lines" >&2; exit 1; }
 cat >> "$out/rows.cc" <<'EOF'
 size_t emu_gf_smem_floats(int dk, int C, int K) { return gf_smem_floats(dk, C, K); }
 int emu_gf_threads() { return GF_THREADS; }
