@@ -210,11 +210,11 @@ int main()
     rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 8, false, 1, 132);
     rc |= one(SI_TYPE_Q5_K, 2048, 27, { 21, 5 }, 2, false, 1, 1);
     // knob gemv_wide_split: 128 rows a block, x a round ahead, clusters
-    // of 4 (48 steps over 1 row block; 8 steps over 3 blocks of parts),
+    // of 4 (16 steps over 1 row block; 8 steps over 3 blocks of parts),
     // 2 (5 steps: 2 and 3 a block; n_sm 1 wants only 2 blocks) and none
     // (2 steps); the cluster's blocks skewed either way (a block that
     // read another's sums before the cluster barrier reads poison)
-    rc |= one(SI_TYPE_Q4_K, 12288, 32, { 40 }, 0, false, 0, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 4096, 32, { 40 }, 0, false, 0, 0, true);
     rc |= one(SI_TYPE_Q4_K, 2048, 13, { 37, 16, 100 }, 0, false, 0, 0, true, 1);
     rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 0, false, 0, 0, true, 2);
     rc |= one(SI_TYPE_Q5_K, 1280, 20, { 70 }, 0, false, 0, 0, true);
