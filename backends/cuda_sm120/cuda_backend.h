@@ -89,6 +89,7 @@ struct si_backend {
     bool           gemv_wide_db;    /* knob gemv_wide_db: gx_kernel's x staged a round ahead */
     int            gemv_wide_regs;  /* knob gemv_wide_regs: 0 capped, 1 small, 2 full */
     bool           gemv_wide_split; /* knob gemv_wide_split */
+    int            gemv_wide_ring;  /* knob gemv_wide_ring: 0 false, 1 true, 2 kquant */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
     int            route_fused;     /* knob route_fused (moe_exec's router):
                                      * 0 false, 1 true, 2 batch (2..8 tokens) */

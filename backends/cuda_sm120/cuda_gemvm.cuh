@@ -63,25 +63,34 @@ template <> struct gm_traits<SI_TYPE_Q8_0> { static const int bytes = 8 * 34; };
 
 // 4 bytes at p, p 2-byte aligned: the aligned word below p and, when p is
 // not 4-aligned, the half word after it (never past p + 4).
-__device__ __forceinline__ uint32_t gm_ld4(const uint8_t *p)
+// SH: p is in shared memory (knob gemv_wide_ring), a plain load.
+template <bool SH, class U> __device__ __forceinline__ U gm_g(const U *p)
+{
+    if constexpr (SH)
+        return *p;
+    else
+        return __ldg(p);
+}
+
+template <bool SH = false> __device__ __forceinline__ uint32_t gm_ld4(const uint8_t *p)
 {
     const uintptr_t a = (uintptr_t)p;
     const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
     if ((a & 2) == 0)
-        return __ldg(w);
-    const uint32_t hi = (uint32_t)__ldg((const unsigned short *)(w + 1));
-    return __funnelshift_r(__ldg(w), hi, 16);
+        return gm_g<SH>(w);
+    const uint32_t hi = (uint32_t)gm_g<SH>((const unsigned short *)(w + 1));
+    return __funnelshift_r(gm_g<SH>(w), hi, 16);
 }
 
 // 8 bytes at p, p 4-byte aligned (K-quant qs/qh: 16-byte aligned blocks)
 // or 2-byte aligned (Q8_0's quants after the f16 scale).
-__device__ __forceinline__ uint2 gm_ld8(const uint8_t *p)
+template <bool SH = false> __device__ __forceinline__ uint2 gm_ld8(const uint8_t *p)
 {
     if (((uintptr_t)p & 3) == 0)
-        return make_uint2(__ldg((const uint32_t *)p), __ldg((const uint32_t *)(p + 4)));
-    const uint32_t lo = (uint32_t)__ldg((const unsigned short *)p);
-    const uint32_t mid = __ldg((const uint32_t *)(p + 2));
-    const uint32_t hi = (uint32_t)__ldg((const unsigned short *)(p + 6));
+        return make_uint2(gm_g<SH>((const uint32_t *)p), gm_g<SH>((const uint32_t *)(p + 4)));
+    const uint32_t lo = (uint32_t)gm_g<SH>((const unsigned short *)p);
+    const uint32_t mid = gm_g<SH>((const uint32_t *)(p + 2));
+    const uint32_t hi = (uint32_t)gm_g<SH>((const unsigned short *)(p + 6));
     return make_uint2(lo | (mid << 16), (mid >> 16) | (hi << 16));
 }
 
@@ -198,8 +207,8 @@ template <int R> struct gm_w<SI_TYPE_Q8_0, R> {
     uint32_t d[R][8];            // the two rows' f16 scales
 };
 
-// The step's weights of the R tiles (B0, B1 at the step).
-template <int T, int R>
+// The step's weights of the R tiles (B0, B1 at the step; SH: in shared memory).
+template <int T, int R, bool SH = false>
 __device__ __forceinline__ void gm_load(const gm_rows (&rw)[R], int t, gm_w<T, R> &w)
 {
 #pragma unroll
@@ -207,42 +216,42 @@ __device__ __forceinline__ void gm_load(const gm_rows (&rw)[R], int t, gm_w<T, R
         const uint8_t *B0 = rw[i].B0, *B1 = rw[i].B1;
         if constexpr (T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K) {
             const int QS = T == SI_TYPE_Q4_K ? 16 : 48;
-            w.h0[i] = __ldg((const uint4 *)B0);
-            w.h1[i] = __ldg((const uint4 *)B1);
+            w.h0[i] = gm_g<SH>((const uint4 *)B0);
+            w.h1[i] = gm_g<SH>((const uint4 *)B1);
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                w.q0[i][c] = gm_ld8(B0 + QS + 32 * c + 8 * t);
-                w.q1[i][c] = gm_ld8(B1 + QS + 32 * c + 8 * t);
+                w.q0[i][c] = gm_ld8<SH>(B0 + QS + 32 * c + 8 * t);
+                w.q1[i][c] = gm_ld8<SH>(B1 + QS + 32 * c + 8 * t);
             }
             if constexpr (T == SI_TYPE_Q5_K) {
-                w.qh0[i] = gm_ld8(B0 + 16 + 8 * t);
-                w.qh1[i] = gm_ld8(B1 + 16 + 8 * t);
+                w.qh0[i] = gm_ld8<SH>(B0 + 16 + 8 * t);
+                w.qh1[i] = gm_ld8<SH>(B1 + 16 + 8 * t);
             }
         } else if constexpr (T == SI_TYPE_Q6_K) {
 #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    w.l0[i][hf][k] = gm_ld4(B0 + 64 * hf + 16 * k + 4 * t);
-                    w.l1[i][hf][k] = gm_ld4(B1 + 64 * hf + 16 * k + 4 * t);
+                    w.l0[i][hf][k] = gm_ld4<SH>(B0 + 64 * hf + 16 * k + 4 * t);
+                    w.l1[i][hf][k] = gm_ld4<SH>(B1 + 64 * hf + 16 * k + 4 * t);
                 }
 #pragma unroll
                 for (int k = 0; k < 2; k++) {
-                    w.h0[i][hf][k] = gm_ld4(B0 + 128 + 32 * hf + 16 * k + 4 * t);
-                    w.h1[i][hf][k] = gm_ld4(B1 + 128 + 32 * hf + 16 * k + 4 * t);
-                    w.sc0[i][hf][k] = gm_ld4(B0 + 192 + 8 * hf + 4 * k);
-                    w.sc1[i][hf][k] = gm_ld4(B1 + 192 + 8 * hf + 4 * k);
+                    w.h0[i][hf][k] = gm_ld4<SH>(B0 + 128 + 32 * hf + 16 * k + 4 * t);
+                    w.h1[i][hf][k] = gm_ld4<SH>(B1 + 128 + 32 * hf + 16 * k + 4 * t);
+                    w.sc0[i][hf][k] = gm_ld4<SH>(B0 + 192 + 8 * hf + 4 * k);
+                    w.sc1[i][hf][k] = gm_ld4<SH>(B1 + 192 + 8 * hf + 4 * k);
                 }
             }
-            w.d[i] = (uint32_t)__ldg((const unsigned short *)(B0 + 208)) |
-                     ((uint32_t)__ldg((const unsigned short *)(B1 + 208)) << 16);
+            w.d[i] = (uint32_t)gm_g<SH>((const unsigned short *)(B0 + 208)) |
+                     ((uint32_t)gm_g<SH>((const unsigned short *)(B1 + 208)) << 16);
         } else {
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                w.w0[i][j] = gm_ld8(B0 + 34 * j + 2 + 8 * t);
-                w.w1[i][j] = gm_ld8(B1 + 34 * j + 2 + 8 * t);
-                w.d[i][j] = (uint32_t)__ldg((const unsigned short *)(B0 + 34 * j)) |
-                            ((uint32_t)__ldg((const unsigned short *)(B1 + 34 * j)) << 16);
+                w.w0[i][j] = gm_ld8<SH>(B0 + 34 * j + 2 + 8 * t);
+                w.w1[i][j] = gm_ld8<SH>(B1 + 34 * j + 2 + 8 * t);
+                w.d[i][j] = (uint32_t)gm_g<SH>((const unsigned short *)(B0 + 34 * j)) |
+                            ((uint32_t)gm_g<SH>((const unsigned short *)(B1 + 34 * j)) << 16);
             }
         }
     }

@@ -87,6 +87,31 @@ template <int NT, int RT, int CL> struct gx_sums {
     float red[GX_WARPS / RT][RT][NT][4][32];
     float part[CL > 1 ? RT * NT : 1][4][32];
 };
+// A warp's sums into the block's (k-group kg, row tile rt), then the block barrier.
+template <int NT, int RT, int CL>
+__device__ __forceinline__ void gx_fold(gx_sums<NT, RT, CL> &r, const float (&acc)[1][NT][4], int kg, int rt, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            r.red[kg][rt][n][k][lane] = acc[0][n][k];
+    cl_sync();
+}
+
+// Row tile i's sums of column tile n (a lane's four), the k-groups added in order.
+template <int NT, int RT, int CL>
+__device__ __forceinline__ void gx_sum(const gx_sums<NT, RT, CL> &r, int i, int n, int lane, float sum[4])
+{
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        sum[k] = 0.0f;
+    for (int k2 = 0; k2 < GX_WARPS / RT; k2++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            sum[k] += r.red[k2][i][n][k][lane];
+}
+
 template <int NT, int RT, bool DB, int CL> union gx_union {
     gx_smem<NT, GX_WARPS / RT> S[DB ? 2 : 1];
     gx_sums<NT, RT, CL> r;
@@ -165,20 +190,11 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
         if (more)
             cur = nxt;
     }
-    float (&red)[KS][RT][NT][4][32] = u.r.red;
-#pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            red[kg][rt][n][k][lane] = acc[0][n][k];
-    cl_sync();
+    gx_fold<NT, RT>(u.r, acc, kg, rt, lane);
     for (int q = warp; q < RT * NT; q += GX_WARPS) {
         const int i = q / NT, n = q % NT;
-        float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-        for (int k2 = 0; k2 < KS; k2++)
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                sum[k] += red[k2][i][n][k][lane];
+        float sum[4];
+        gx_sum<NT, RT>(u.r, i, n, lane, sum);
         if (CL == 1)
             gm_store(p, r_lo + 16 * i, 8 * n, g, t, nc, sum);
         else
@@ -201,6 +217,111 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
     }
 }
 
+// ---- knob gemv_wide_ring: the weights through shared memory
+// Why: gx_kernel holds a step's weights twice in registers (the step it
+// multiplies and the next, loaded a round ahead): with x's operands and
+// the sums ~250 registers a thread at 4 column tiles, so one block (8
+// warps) an SM, and ncu (H100, 9b bs 32) finds its warps stalled on those
+// loads (long scoreboard 0.9-2.7 cycles an issue) and on every other
+// latency with two warps a scheduler to switch between.  gw_kernel
+// copies its rows' next round of weights (KS steps of 32 rows) into a
+// second shared buffer by cp.async while it multiplies this round's, and
+// a warp reads its step from there just before multiplying it: no
+// registers hold weights in flight, and the registers are capped for two
+// blocks an SM.  The same arithmetic in the same order as gx_kernel at
+// RT 2 (gm_mul, gx_fold, gx_sum): the same bits.  It takes the products
+// gx_kernel runs at RT 2 (not the LM heads', nor gemv_rows' A/B).
+#define GW_RT 2
+#define GW_KS (GX_WARPS / GW_RT)
+
+// A ring row: one row's bytes of a round (KS steps), in pieces of cp
+// bytes (Q6_K's 840 bytes are 8-byte pieces), padded so that the 8 rows a
+// warp load reads (g) fall in distinct banks where 128 bytes hold them.
+template <int T> struct gw_row {
+    static constexpr int span = GW_KS * gm_traits<T>::bytes;
+    static constexpr int cp = span % 16 == 0 ? 16 : 8;
+    static constexpr int stride = T == SI_TYPE_Q4_K ? 608 : T == SI_TYPE_Q5_K ? 736 : T == SI_TYPE_Q6_K ? 848 : 1088;
+    static_assert(stride >= span && stride % 16 == 0, "a ring row holds a round");
+};
+template <int T, int NT> struct gw_stage {
+    gx_smem<NT, GW_KS> S;
+    uint8_t w[2][16 * GW_RT][gw_row<T>::stride];
+};
+template <int T, int NT> union gw_union {
+    gw_stage<T, NT> st;
+    gx_sums<NT, GW_RT, 1> r;
+};
+
+// Round it's weights of the block's 32 rows (a row past the part's: its
+// last) into W, one cp.async group.  Rows start and end on 16 bytes
+// (si_cu_gemvm_ok), so a round's bytes start on a piece and a short last
+// round is whole pieces too (Q6_K: 840 bytes a round, rows of 1680 n).
+template <int T>
+__device__ __forceinline__ void gw_stage_w(uint8_t (*W)[gw_row<T>::stride], const gq_prod &p, int64_t r_lo, int it,
+                                           int steps, int tid)
+{
+    constexpr int CP = gw_row<T>::cp, WB = gm_traits<T>::bytes;
+    const int st = it * GW_KS, n = min(GW_KS, steps - st) * WB / CP;   // pieces a row
+    for (int i = tid; i < 16 * GW_RT * n; i += 32 * GX_WARPS) {
+        const int r = i / n, k = i % n;
+        const int64_t row = r_lo + r < p.rows ? r_lo + r : p.rows - 1;
+        const uint8_t *src = p.w + (uint64_t)row * p.rb + (uint64_t)st * WB + (uint64_t)k * CP;
+        if constexpr (CP == 16)
+            cp_async16(&W[r][k * CP], src);
+        else
+            cp_async8(&W[r][k * CP], src);
+    }
+    cp_async_commit();
+}
+
+// Groups in flight: W(0) before the loop; each round x(it), then W(it + 1)
+// where there is one, and the wait leaves only W(it + 1) flying.
+template <int T, int NT>
+__global__ void __launch_bounds__(32 * GX_WARPS, 2) gw_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                              const float *xs)
+{
+    constexpr int KS = GW_KS, RT = GW_RT, WB = gm_traits<T>::bytes, WS = gw_row<T>::stride;
+    constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
+    gw_union<T, NT> &u = *(gw_union<T, NT> *)cl_smem();   // gw_go's bytes
+    const int tid = cl_tid(), warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols, rt = warp % RT, kg = warp / RT;
+    const gq_prod p = gq_find_at(mm, 16 * RT, cl_cluster());
+    const int64_t r_lo = p.bx * 16 * RT;
+    const int steps = (int)(mm.in / 256), rounds = (steps + KS - 1) / KS;
+    if (mm.prefetch && warp == 0)
+        for (int r = lane; r < 16 * RT; r += 32)
+            if (r_lo + r < p.rows)
+                cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb, (uint64_t)steps * WB);
+    gw_stage_w<T>(u.st.w[0], p, r_lo, 0, steps, tid);   // (weights are never written during a step)
+    cu_pdl_enter();
+    float acc[1][NT][4] = {};
+    for (int it = 0; it < rounds; it++) {
+        gx_stage<NT, KS, SUMS>(u.st.S, xq, xd, xs, mm.in, nc, it, 0, steps, tid);
+        const bool ahead = it + 1 < rounds;
+        if (ahead) {   // (the other buffer: its last readers passed the barrier below)
+            gw_stage_w<T>(u.st.w[(it + 1) & 1], p, r_lo, it + 1, steps, tid);
+            cp_async_wait_group<1>();
+        } else {
+            cp_async_wait_all();
+        }
+        cl_sync();
+        if (it * KS + kg < steps) {
+            const uint8_t *B0 = &u.st.w[it & 1][16 * rt + g][kg * WB];
+            const gm_rows rw[1] = { { B0, B0 + 8 * WS } };
+            gm_w<T, 1> cur;
+            gm_load<T, 1, true>(rw, t, cur);
+            gm_mul<T, 1, NT>(cur, gm_xs<NT, KS>{ &u.st.S, kg, g, t }, acc);
+        }
+        cl_sync();   // (S and this buffer are restaged, then reused for the sums)
+    }
+    gx_fold<NT, RT>(u.r, acc, kg, rt, lane);
+    for (int q = warp; q < RT * NT; q += GX_WARPS) {
+        float sum[4];
+        gx_sum<NT, RT>(u.r, q / NT, q % NT, lane, sum);
+        gm_store(p, r_lo + 16 * (q / NT), 8 * (q % NT), g, t, nc, sum);
+    }
+}
+
 // ---- launcher (tests/cuda/emu/run-gmm-emu.sh takes the file whole)
 
 // 9..32 columns: gx_kernel with 2 or 4 column tiles; RT row tiles a block
@@ -214,6 +335,21 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
 // sets it outside any capture); two blocks an SM still fit.
 // CL > 1: clusters of CL blocks along x (cu_launch_cluster), CL blocks a
 // row block.
+// More than 48 KiB of shared memory a block: the kernel's opt-in, once
+// for the device last set (set_on: the kernel's own).
+template <class K> static cudaError_t gx_optin(K kernel, size_t smem, int &set_on)
+{
+    if (smem <= 48 * 1024)
+        return cudaSuccess;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess && dev != set_on)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess)
+        set_on = dev;
+    return e;
+}
+
 template <int T, int NT, int RT, bool DB, int MB, int CL>
 static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
@@ -224,19 +360,31 @@ static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
     static_assert(DB || smem <= 48 * 1024, "no opt-in shared memory without DB");
     static_assert(2 * smem <= 227 * 1024, "two blocks an SM");
     static_assert(CL == 1 || smem <= 48 * 1024, "a cluster's blocks without the opt-in");
-    if (smem > 48 * 1024) {
-        static int set_on = -1;   // the device the attribute was last set on
-        int dev = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess && dev != set_on)
-            e = cudaFuncSetAttribute(gx_kernel<T, NT, RT, DB, MB, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)smem);
-        if (e != cudaSuccess)
-            return e;
-        set_on = dev;
-    }
+    static int set_on = -1;   // the device the opt-in was last set on
+    const cudaError_t e = gx_optin(gx_kernel<T, NT, RT, DB, MB, CL>, smem, set_on);
+    if (e != cudaSuccess)
+        return e;
     return cu_launch_cluster(gx_kernel<T, NT, RT, DB, MB, CL>, dim3(blocks * CL), dim3(32 * GX_WARPS), smem, s, CL,
                              *mm, xq, xd, xs);
+}
+
+// Knob gemv_wide_ring: gw_kernel, two blocks an SM.  Q8_0 rows are 1088
+// bytes a round (114 KiB of shared memory at 4 column tiles, two blocks
+// an SM just fit), and its products measured no faster: kquant leaves
+// them on gx_kernel.
+template <int T, int NT>
+static cudaError_t gw_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const unsigned blocks = gm_blocks(mm, 16 * GW_RT);
+    if (blocks == 0)
+        return cudaErrorInvalidValue;
+    constexpr size_t smem = sizeof(gw_union<T, NT>);
+    static_assert(2 * smem <= 227 * 1024, "two blocks an SM");
+    static int set_on = -1;
+    const cudaError_t e = gx_optin(gw_kernel<T, NT>, smem, set_on);
+    if (e != cudaSuccess)
+        return e;
+    return cu_launch_cluster(gw_kernel<T, NT>, dim3(blocks), dim3(32 * GX_WARPS), smem, s, 1, *mm, xq, xd, xs);
 }
 
 // Knob gemv_wide_regs: one block an SM (the registers uncapped) always
@@ -297,7 +445,10 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
     int64_t rows = mm->rows;
     for (int k = 0; k < mm->n_more; k++)
         rows += mm->more[k].rows;
-    return rows >= GM_TALL ? gx_db<T, NT, 8>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
+    if (rows >= GM_TALL)
+        return gx_db<T, NT, 8>(mm, xq, xd, xs, s);
+    const bool ring = mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0);
+    return ring ? gw_go<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 
 // Up to 16 columns 2 column tiles, else 4.

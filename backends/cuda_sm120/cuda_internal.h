@@ -197,6 +197,10 @@ typedef struct cu_mm {
                                   * rows a block, x staged a round ahead,
                                   * the steps split over a cluster of 2-4
                                   * blocks where the row blocks are few  */
+    int            gemv_wide_ring; /* knob gemv_wide_ring: gw_kernel (the
+                                  * weights' next round copied into shared
+                                  * memory, two blocks an SM) for 0 none,
+                                  * 1 every type, 2 the K-quants          */
     int            n_sm;         /* the device's multiprocessors (0: unknown) */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */

@@ -104,6 +104,12 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *g)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
 }
 
+__device__ __forceinline__ void cp_async8(void *smem, const void *g)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(g));
+}
+
 __device__ __forceinline__ void cp_async4(void *smem, const void *g)
 {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);

@@ -300,6 +300,26 @@
  *                         small grids are not what holds the kernel back
  *                         (with gemv_wide_db's result: nor the staging
  *                         wait); see the stop 37 note.
+ *   gemv_wide_ring = kquant | true | false  (with gemv_mma_wide; not
+ *                         with gemv_wide_split, nor for the LM heads'
+ *                         128-row blocks) gx_kernel's 32-row blocks with
+ *                         the weights' next round copied by cp.async into
+ *                         a second shared buffer instead of registers
+ *                         (gw_kernel, cuda_gemvx.cu), registers capped for
+ *                         two blocks an SM: 16 warps an SM where gx_kernel
+ *                         has 8 (ncu, H100 9b bs 32: its warps wait on the
+ *                         weights' loads, 2 warps a scheduler).  The same
+ *                         bits.  kquant (default): Q4_K/Q5_K/Q6_K rows;
+ *                         true: Q8_0 too; false: none (A/B).  H100, ctx
+ *                         1024, same binary, false -> true: 9b bs 16
+ *                         1,826.7 / 1,823.2 -> 1,911.6 / 1,909.6 tok/s,
+ *                         bs 32 2,629.1 / 2,616.8 -> 2,676.0 / 2,671.6;
+ *                         35b-a3b (Q8_0 dense products) bs 16 1,430.7 /
+ *                         1,444.1 -> 1,439.2 / 1,436.2, bs 32 1,862.4 /
+ *                         1,866.3 -> 1,841.2 / 1,840.5.  ncu (9b bs 32):
+ *                         its Q6_K 256-block product 47.3 -> 36.8 us at
+ *                         14.5 warps an SM; 128-block ones unchanged (one
+ *                         block an SM either way).
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -865,6 +885,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int ring_pages_i = 1;      /* attn_ring_pages = each | ahead: 0, 1 */
     int ring_chains_i = 1;     /* attn_ring_chains = 1 | 2: index 0, 1 */
     int wide_regs = 2;         /* gemv_wide_regs = capped | small | full: 0, 1, 2 */
+    int wide_ring = 2;         /* gemv_wide_ring = false | true | kquant: 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
@@ -935,6 +956,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                              *const rings[] = { "false", "true", "small" },
                              *const ring_pages[] = { "each", "ahead" }, *const chains[] = { "1", "2" },
                              *const wregs[] = { "capped", "small", "full" },
+                             *const wrings[] = { "false", "true", "kquant" },
                              *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" },
                              *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
@@ -944,6 +966,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "attn_ring_pages", ring_pages, 2, &ring_pages_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "attn_ring_chains", chains, 2, &ring_chains_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_wide_regs", wregs, 3, &wide_regs, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "gemv_wide_ring", wrings, 3, &wide_ring, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
@@ -1009,6 +1032,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_wide_db = gemv_wide_db;
     b->gemv_wide_regs = wide_regs;
     b->gemv_wide_split = gemv_wide_split;
+    b->gemv_wide_ring = wide_ring;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

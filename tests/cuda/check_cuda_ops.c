@@ -1944,6 +1944,8 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_int_eq(ops->open(&host, "backend.cuda_wregs_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_wide_regs") != NULL && strstr(err.msg, "'many'") != NULL, "message: %s",
                   err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_wring_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gemv_wide_ring") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2251,8 +2253,14 @@ START_TEST(test_gemv_mma)
      * register cap than the default full: the same bits; small takes full
      * below n_sm blocks (4099 rows: 129 blocks) and capped above (70001
      * rows, one type: the shapes are sized for a test of ~2 minutes) */
-    static const char *const arms[] = { "backend.cuda_mma_db", "backend.cuda_mma_capped", "backend.cuda_mma_small" };
-    for (int a = 0; a < 3; a++) {
+    /* gemv_wide_ring: gw_kernel (the weights by cp.async through shared
+     * memory, the same arithmetic as gx_kernel at RT 2): the same bits.
+     * The default (kquant) runs it for the K-quants, against gx_kernel in
+     * the three arms above (ring false there) and for Q8_0 too in the
+     * fourth (true); the LM-head-tall product stays on RT 8 everywhere */
+    static const char *const arms[] = { "backend.cuda_mma_db", "backend.cuda_mma_capped", "backend.cuda_mma_small",
+                                        "backend.cuda_mma_ring" };
+    for (int a = 0; a < 4; a++) {
         pair_open_cu2(&p, "backend.cuda_mma", arms[a]);
         for (size_t t = 0; t < 4; t++) {
             for (size_t k = 0; k < 4; k++)
@@ -3070,17 +3078,20 @@ int main(void)
             NULL);
     cfg_sec(&ct, "cpu_fast", "cpu.so", "kv_type = f32\nthreads = 0\n", NULL);
     cfg_sec(&ct, "cuda_mma", "cuda_sm120.so", "kv_type = f32\n", mma_extra, NULL);
-    /* (gemv_wide_db = true, gemv_wide_regs = capped | small, gemv_wide_split:
+    /* (gemv_wide_db = true, gemv_wide_regs = capped | small, gemv_wide_split, gemv_wide_ring:
      * test_gemv_mma) */
-    cfg_sec(&ct, "cuda_mma_db", "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : "gemv_wide_db = true\n",
+    cfg_sec(&ct, "cuda_mma_db", "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : "gemv_wide_db = true\ngemv_wide_ring = false\n",
             NULL);
     cfg_sec(&ct, "cuda_mma_capped", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_regs = capped\n", NULL);
+            as_cpu ? "" : "gemv_wide_regs = capped\ngemv_wide_ring = false\n", NULL);
     cfg_sec(&ct, "cuda_mma_small", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_regs = small\n", NULL);
+            as_cpu ? "" : "gemv_wide_regs = small\ngemv_wide_ring = false\n", NULL);
     cfg_sec(&ct, "cuda_wregs_bad", "cuda_sm120.so", "gemv_wide_regs = many\n", NULL);
+    cfg_sec(&ct, "cuda_wring_bad", "cuda_sm120.so", "gemv_wide_ring = q8\n", NULL);
     cfg_sec(&ct, "cuda_mma_split", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
             as_cpu ? "" : "gemv_wide_split = true\n", NULL);
+    cfg_sec(&ct, "cuda_mma_ring", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_ring = true\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);

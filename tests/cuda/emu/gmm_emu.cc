@@ -33,7 +33,7 @@ static const char *tname(uint32_t t)
 // One launch: parts of rows[0..np) rows each (stored one after another),
 // nc columns of width in.
 static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false,
-               int regs = 0, int n_sm = 0, bool split = false, int order = 0)
+               int regs = 0, int n_sm = 0, bool split = false, int order = 0, bool ring = false)
 {
     const int np = (int)rows.size();
     std::vector<std::vector<uint8_t>> w(np);
@@ -82,10 +82,11 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     g.gemv_wide_regs = regs;
     g.n_sm = n_sm;
     g.gemv_wide_split = split;
+    g.gemv_wide_ring = ring;
     // (cp.async's bound: an sm_90's opt-in with DB, else the 48 KiB
     // gx_kernel's launch stays under; a cluster's blocks, 48 KiB each,
     // are one emulated block)
-    emu_ptx::smem_bytes = split ? GX_CL_MAX * 48 * 1024 : db ? 232448 : 48 * 1024;
+    emu_ptx::smem_bytes = split ? GX_CL_MAX * 48 * 1024 : db || ring ? 232448 : 48 * 1024;
     cl_emu::order = order;
     const bool ok_in = si_cu_gemvm_ok(&g);
     for (int k = 0; k < np; k++)
@@ -121,8 +122,8 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     if (split)
         snprintf(how, sizeof how, " split (cluster %d%s)", gx_split(&g, gm_blocks(&g, 16 * 8)),
                  order == 1 ? ", rank order" : order == 2 ? ", reverse" : "");
-    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
-           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", how, (long long)bad, (long long)n,
+    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s%s%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
+           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", ring ? " ring" : "", how, (long long)bad, (long long)n,
            worst, (long long)past, ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
@@ -221,6 +222,17 @@ int main()
     rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 }, 0, false, 0, 0, true);
     rc |= one(SI_TYPE_Q8_0, 4096, 24, { 150 }, 0, false, 2, 0, true, 1);
     rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 }, 0, false, 0, 1, true, 2);
+    // knob gemv_wide_ring: the weights' rounds through shared memory (4
+    // steps a round: 16, 2 of 5 with a short last, one, 2 of 2; Q6_K's
+    // 8-byte pieces; parts)
+    rc |= one(SI_TYPE_Q4_K, 4096, 32, { 64 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 2048, 13, { 37, 16, 100 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q5_K, 1280, 20, { 70 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 256, 31, { 5 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q6_K, 4096, 32, { 33 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 }, 0, false, 0, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q8_0, 4096, 24, { 150, 9 }, 0, false, 0, 0, false, 0, true);
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;

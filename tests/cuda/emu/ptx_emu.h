@@ -301,6 +301,7 @@ static inline void mma_k32acc(int d[4], const uint32_t a[4], uint32_t b0, uint32
 static inline void mma_k16c(int d[4], uint32_t a0, uint32_t a1, uint32_t b0, int c0)
 { const uint32_t a[2] = { a0, a1 }, b[1] = { b0 }; emu_ptx::mma_s8(16, d, a, b, c0); }
 static inline void cp_async16(void *smem, const void *g) { emu_ptx::cp_async(16, "cp.async.cg 16", smem, g); }
+static inline void cp_async8(void *smem, const void *g) { emu_ptx::cp_async(8, "cp.async.ca 8", smem, g); }
 static inline void cp_async4(void *smem, const void *g) { emu_ptx::cp_async(4, "cp.async.ca 4", smem, g); }
 // prefetch.global.L2: no effect on data; the address must be in a buffer
 static inline void prefetch_l2(const void *g) { emu::gread(g, 1, 1, "prefetch.global.L2"); }
