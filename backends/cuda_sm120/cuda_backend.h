@@ -90,6 +90,7 @@ struct si_backend {
     int            gemv_wide_regs;  /* knob gemv_wide_regs: 0 capped, 1 small, 2 full */
     bool           gemv_wide_split; /* knob gemv_wide_split */
     int            gemv_wide_ring;  /* knob gemv_wide_ring: 0 false, 1 true, 2 kquant */
+    bool           gemv_ring_ks8;   /* knob gemv_wide_ring_ks8 */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
     int            route_fused;     /* knob route_fused (moe_exec's router):
                                      * 0 false, 1 true, 2 batch (2..8 tokens) */

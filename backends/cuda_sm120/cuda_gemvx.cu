@@ -58,19 +58,19 @@ template <int NT, int KS> struct gm_xs {
 // block's steps s0.. (n of them).  A column past ncols stages column
 // ncols - 1 and a k-group past the steps the last step: both are computed
 // and never stored.
-template <int NT, int KS, bool SUMS>
+template <int NT, int KS, bool SUMS, int TH = 32 * GX_WARPS>   // TH: the block's threads
 __device__ __forceinline__ void gx_stage(gx_smem<NT, KS> &S, const int8_t *xq, const float *xd, const float *xs,
                                          int64_t in, int nc, int it, int s0, int n, int tid)
 {
     constexpr int NC = 8 * NT;
     const int64_t nb = in / 32;
-    for (int i = tid; i < KS * NC * 16; i += 32 * GX_WARPS) {
+    for (int i = tid; i < KS * NC * 16; i += TH) {
         const int k = i / (NC * 16), c = i / 16 % NC, q = i % 16;
         const int64_t st = s0 + min(it * KS + k, n - 1), cc = min(c, nc - 1);
         cp_async16(&S.q[k][c][16 * q], xq + cc * in + st * 256 + 16 * q);
     }
     constexpr int P = SUMS ? 4 : 2;   // 16-byte pieces a column: the step's 8 scales (and 8 sums)
-    for (int i = tid; i < KS * NC * P; i += 32 * GX_WARPS) {
+    for (int i = tid; i < KS * NC * P; i += TH) {
         const int k = i / (NC * P), c = i / P % NC, u = i % P;
         const int64_t st = s0 + min(it * KS + k, n - 1), cc = min(c, nc - 1), o = cc * nb + st * 8 + 4 * (u & 1);
         if (u < 2)
@@ -83,13 +83,14 @@ __device__ __forceinline__ void gx_stage(gx_smem<NT, KS> &S, const int8_t *xq, c
 
 // The block's shared memory: the staged x (DB: two rounds' buffers), then
 // the k-groups' sums and (a cluster) the block's sums for the others.
-template <int NT, int RT, int CL> struct gx_sums {
-    float red[GX_WARPS / RT][RT][NT][4][32];
+template <int NT, int RT, int CL, int KS = GX_WARPS / RT> struct gx_sums {   // KS: the k-groups
+    float red[KS][RT][NT][4][32];
     float part[CL > 1 ? RT * NT : 1][4][32];
 };
 // A warp's sums into the block's (k-group kg, row tile rt), then the block barrier.
-template <int NT, int RT, int CL>
-__device__ __forceinline__ void gx_fold(gx_sums<NT, RT, CL> &r, const float (&acc)[1][NT][4], int kg, int rt, int lane)
+template <int NT, int RT, int CL, int KS>
+__device__ __forceinline__ void gx_fold(gx_sums<NT, RT, CL, KS> &r, const float (&acc)[1][NT][4], int kg, int rt,
+                                        int lane)
 {
 #pragma unroll
     for (int n = 0; n < NT; n++)
@@ -100,13 +101,13 @@ __device__ __forceinline__ void gx_fold(gx_sums<NT, RT, CL> &r, const float (&ac
 }
 
 // Row tile i's sums of column tile n (a lane's four), the k-groups added in order.
-template <int NT, int RT, int CL>
-__device__ __forceinline__ void gx_sum(const gx_sums<NT, RT, CL> &r, int i, int n, int lane, float sum[4])
+template <int NT, int RT, int CL, int KS>
+__device__ __forceinline__ void gx_sum(const gx_sums<NT, RT, CL, KS> &r, int i, int n, int lane, float sum[4])
 {
 #pragma unroll
     for (int k = 0; k < 4; k++)
         sum[k] = 0.0f;
-    for (int k2 = 0; k2 < GX_WARPS / RT; k2++)
+    for (int k2 = 0; k2 < KS; k2++)
 #pragma unroll
         for (int k = 0; k < 4; k++)
             sum[k] += r.red[k2][i][n][k][lane];
@@ -227,42 +228,60 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
 // copies its rows' next round of weights (KS steps of 32 rows) into a
 // second shared buffer by cp.async while it multiplies this round's, and
 // a warp reads its step from there just before multiplying it: no
-// registers hold weights in flight, and the registers are capped for two
-// blocks an SM.  The same arithmetic in the same order as gx_kernel at
-// RT 2 (gm_mul, gx_fold, gx_sum): the same bits.  It takes the products
-// gx_kernel runs at RT 2 (not the LM heads', nor gemv_rows' A/B).
+// registers hold weights in flight, 128 registers a thread.
+//  - KS 4 (8 warps, two blocks an SM): the same arithmetic in the same
+//    order as gx_kernel at RT 2 (gm_mul, gx_fold, gx_sum): the same bits.
+//  - KS 8 (16 warps, one block an SM; knob gemv_wide_ring_ks8) where the
+//    launch has no more blocks than multiprocessors (the 9b's 4096-row
+//    products at 32 rows a block: 128), which at KS 4 leave 8 warps an
+//    SM whatever the registers; 8 k-groups: another f32 order.
+// It takes the products gx_kernel runs at RT 2 (not the LM heads', nor
+// gemv_rows' A/B).
 #define GW_RT 2
-#define GW_KS (GX_WARPS / GW_RT)
+
+// A ring row's bytes: a round's (span) rounded to 16; Q6_K's an odd
+// number of 16 (a load's 8 rows x 16 bytes in distinct banks), Q4_K's
+// and Q5_K's 32 or 96 past 128 (8 rows x 32 bytes in two wavefronts);
+// Q8_0's not padded (two blocks an SM of 1088-byte rows just fit).
+constexpr int gw_pad(int T, int span)
+{
+    int s = (span + 15) / 16 * 16;
+    if (T == SI_TYPE_Q8_0)
+        return s;
+    while (T == SI_TYPE_Q6_K ? (s / 16) % 2 == 0 : (s % 128 != 32 && s % 128 != 96))
+        s += 16;
+    return s;
+}
 
 // A ring row: one row's bytes of a round (KS steps), in pieces of cp
-// bytes (Q6_K's 840 bytes are 8-byte pieces), padded so that the 8 rows a
-// warp load reads (g) fall in distinct banks where 128 bytes hold them.
-template <int T> struct gw_row {
-    static constexpr int span = GW_KS * gm_traits<T>::bytes;
+// bytes (Q6_K's 840 bytes at KS 4 are 8-byte pieces).
+template <int T, int KS> struct gw_row {
+    static constexpr int span = KS * gm_traits<T>::bytes;
     static constexpr int cp = span % 16 == 0 ? 16 : 8;
-    static constexpr int stride = T == SI_TYPE_Q4_K ? 608 : T == SI_TYPE_Q5_K ? 736 : T == SI_TYPE_Q6_K ? 848 : 1088;
-    static_assert(stride >= span && stride % 16 == 0, "a ring row holds a round");
+    static constexpr int stride = gw_pad(T, span);
 };
-template <int T, int NT> struct gw_stage {
-    gx_smem<NT, GW_KS> S;
-    uint8_t w[2][16 * GW_RT][gw_row<T>::stride];
+template <int T, int NT, int KS> struct gw_stage {
+    gx_smem<NT, KS> S;
+    uint8_t w[2][16 * GW_RT][gw_row<T, KS>::stride];
 };
-template <int T, int NT> union gw_union {
-    gw_stage<T, NT> st;
-    gx_sums<NT, GW_RT, 1> r;
+template <int T, int NT, int KS> union gw_union {
+    gw_stage<T, NT, KS> st;
+    gx_sums<NT, GW_RT, 1, KS> r;
 };
 
 // Round it's weights of the block's 32 rows (a row past the part's: its
-// last) into W, one cp.async group.  Rows start and end on 16 bytes
-// (si_cu_gemvm_ok), so a round's bytes start on a piece and a short last
-// round is whole pieces too (Q6_K: 840 bytes a round, rows of 1680 n).
-template <int T>
-__device__ __forceinline__ void gw_stage_w(uint8_t (*W)[gw_row<T>::stride], const gq_prod &p, int64_t r_lo, int it,
-                                           int steps, int tid)
+// last) into W, one cp.async group.  Rows start on 16 bytes and their
+// strides are 16 n (si_cu_gemvm_ok), so a round starts on a piece (Q6_K:
+// 840 bytes a round at KS 4) and the last round's bytes, rounded up to a
+// piece, stay within the row's stride (a Q6_K row of 256 weights: 210
+// bytes in a 224-byte stride).
+template <int T, int KS>
+__device__ __forceinline__ void gw_stage_w(uint8_t (*W)[gw_row<T, KS>::stride], const gq_prod &p, int64_t r_lo,
+                                           int it, int steps, int tid)
 {
-    constexpr int CP = gw_row<T>::cp, WB = gm_traits<T>::bytes;
-    const int st = it * GW_KS, n = min(GW_KS, steps - st) * WB / CP;   // pieces a row
-    for (int i = tid; i < 16 * GW_RT * n; i += 32 * GX_WARPS) {
+    constexpr int CP = gw_row<T, KS>::cp, WB = gm_traits<T>::bytes;
+    const int st = it * KS, n = (min(KS, steps - st) * WB + CP - 1) / CP;   // pieces a row
+    for (int i = tid; i < 16 * GW_RT * n; i += 32 * GW_RT * KS) {
         const int r = i / n, k = i % n;
         const int64_t row = r_lo + r < p.rows ? r_lo + r : p.rows - 1;
         const uint8_t *src = p.w + (uint64_t)row * p.rb + (uint64_t)st * WB + (uint64_t)k * CP;
@@ -276,13 +295,13 @@ __device__ __forceinline__ void gw_stage_w(uint8_t (*W)[gw_row<T>::stride], cons
 
 // Groups in flight: W(0) before the loop; each round x(it), then W(it + 1)
 // where there is one, and the wait leaves only W(it + 1) flying.
-template <int T, int NT>
-__global__ void __launch_bounds__(32 * GX_WARPS, 2) gw_kernel(cu_mm mm, const int8_t *xq, const float *xd,
-                                                              const float *xs)
+template <int T, int NT, int KS>
+__global__ void __launch_bounds__(32 * GW_RT * KS, 8 / KS) gw_kernel(cu_mm mm, const int8_t *xq, const float *xd,
+                                                                    const float *xs)
 {
-    constexpr int KS = GW_KS, RT = GW_RT, WB = gm_traits<T>::bytes, WS = gw_row<T>::stride;
+    constexpr int RT = GW_RT, TH = 32 * RT * KS, WB = gm_traits<T>::bytes, WS = gw_row<T, KS>::stride;
     constexpr bool SUMS = T == SI_TYPE_Q4_K || T == SI_TYPE_Q5_K;
-    gw_union<T, NT> &u = *(gw_union<T, NT> *)cl_smem();   // gw_go's bytes
+    gw_union<T, NT, KS> &u = *(gw_union<T, NT, KS> *)cl_smem();   // gw_go's bytes
     const int tid = cl_tid(), warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3, nc = (int)mm.ncols, rt = warp % RT, kg = warp / RT;
     const gq_prod p = gq_find_at(mm, 16 * RT, cl_cluster());
@@ -292,14 +311,14 @@ __global__ void __launch_bounds__(32 * GX_WARPS, 2) gw_kernel(cu_mm mm, const in
         for (int r = lane; r < 16 * RT; r += 32)
             if (r_lo + r < p.rows)
                 cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb, (uint64_t)steps * WB);
-    gw_stage_w<T>(u.st.w[0], p, r_lo, 0, steps, tid);   // (weights are never written during a step)
+    gw_stage_w<T, KS>(u.st.w[0], p, r_lo, 0, steps, tid);   // (weights are never written during a step)
     cu_pdl_enter();
     float acc[1][NT][4] = {};
     for (int it = 0; it < rounds; it++) {
-        gx_stage<NT, KS, SUMS>(u.st.S, xq, xd, xs, mm.in, nc, it, 0, steps, tid);
+        gx_stage<NT, KS, SUMS, TH>(u.st.S, xq, xd, xs, mm.in, nc, it, 0, steps, tid);
         const bool ahead = it + 1 < rounds;
         if (ahead) {   // (the other buffer: its last readers passed the barrier below)
-            gw_stage_w<T>(u.st.w[(it + 1) & 1], p, r_lo, it + 1, steps, tid);
+            gw_stage_w<T, KS>(u.st.w[(it + 1) & 1], p, r_lo, it + 1, steps, tid);
             cp_async_wait_group<1>();
         } else {
             cp_async_wait_all();
@@ -314,10 +333,10 @@ __global__ void __launch_bounds__(32 * GX_WARPS, 2) gw_kernel(cu_mm mm, const in
         }
         cl_sync();   // (S and this buffer are restaged, then reused for the sums)
     }
-    gx_fold<NT, RT>(u.r, acc, kg, rt, lane);
-    for (int q = warp; q < RT * NT; q += GX_WARPS) {
+    gx_fold(u.r, acc, kg, rt, lane);
+    for (int q = warp; q < RT * NT; q += RT * KS) {
         float sum[4];
-        gx_sum<NT, RT>(u.r, q / NT, q % NT, lane, sum);
+        gx_sum(u.r, q / NT, q % NT, lane, sum);
         gm_store(p, r_lo + 16 * (q / NT), 8 * (q % NT), g, t, nc, sum);
     }
 }
@@ -368,23 +387,34 @@ static cudaError_t gx_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
                              *mm, xq, xd, xs);
 }
 
-// Knob gemv_wide_ring: gw_kernel, two blocks an SM.  Q8_0 rows are 1088
-// bytes a round (114 KiB of shared memory at 4 column tiles, two blocks
-// an SM just fit), and its products measured no faster: kquant leaves
-// them on gx_kernel.
-template <int T, int NT>
+// Knob gemv_wide_ring: gw_kernel at KS 4, or with gemv_wide_ring_ks8 at
+// KS 8 where the launch's blocks are no more than the multiprocessors
+// (K-quants: Q8_0's rows of a round, 2176 bytes, leave no room for x).
+// Q8_0 rows are 1088 bytes a round at KS 4 (114 KiB of shared memory at 4
+// column tiles, two blocks an SM just fit), and its products measured no
+// faster: kquant leaves them on gx_kernel.
+template <int T, int NT, int KS>
 static cudaError_t gw_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     const unsigned blocks = gm_blocks(mm, 16 * GW_RT);
     if (blocks == 0)
         return cudaErrorInvalidValue;
-    constexpr size_t smem = sizeof(gw_union<T, NT>);
-    static_assert(2 * smem <= 227 * 1024, "two blocks an SM");
+    constexpr size_t smem = sizeof(gw_union<T, NT, KS>);
+    static_assert((8 / KS) * smem <= 227 * 1024, "the blocks an SM the registers are capped for");
     static int set_on = -1;
-    const cudaError_t e = gx_optin(gw_kernel<T, NT>, smem, set_on);
+    const cudaError_t e = gx_optin(gw_kernel<T, NT, KS>, smem, set_on);
     if (e != cudaSuccess)
         return e;
-    return cu_launch_cluster(gw_kernel<T, NT>, dim3(blocks), dim3(32 * GX_WARPS), smem, s, 1, *mm, xq, xd, xs);
+    return cu_launch_cluster(gw_kernel<T, NT, KS>, dim3(blocks), dim3(32 * GW_RT * KS), smem, s, 1, *mm, xq, xd, xs);
+}
+
+template <int T, int NT>
+static cudaError_t gw_ks(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    if constexpr (T != SI_TYPE_Q8_0)
+        if (mm->gemv_ring_ks8 && mm->n_sm > 0 && gm_blocks(mm, 16 * GW_RT) <= (unsigned)mm->n_sm)
+            return gw_go<T, NT, 8>(mm, xq, xd, xs, s);
+    return gw_go<T, NT, 4>(mm, xq, xd, xs, s);
 }
 
 // Knob gemv_wide_regs: one block an SM (the registers uncapped) always
@@ -448,7 +478,7 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
     if (rows >= GM_TALL)
         return gx_db<T, NT, 8>(mm, xq, xd, xs, s);
     const bool ring = mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0);
-    return ring ? gw_go<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
+    return ring ? gw_ks<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 
 // Up to 16 columns 2 column tiles, else 4.

@@ -201,6 +201,9 @@ typedef struct cu_mm {
                                   * weights' next round copied into shared
                                   * memory, two blocks an SM) for 0 none,
                                   * 1 every type, 2 the K-quants          */
+    bool           gemv_ring_ks8; /* knob gemv_wide_ring_ks8: gw_kernel at
+                                  * 16 warps a block where the launch has
+                                  * no more blocks than n_sm (K-quants)   */
     int            n_sm;         /* the device's multiprocessors (0: unknown) */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */

@@ -309,7 +309,7 @@
  *                         two blocks an SM: 16 warps an SM where gx_kernel
  *                         has 8 (ncu, H100 9b bs 32: its warps wait on the
  *                         weights' loads, 2 warps a scheduler).  The same
- *                         bits.  kquant (default): Q4_K/Q5_K/Q6_K rows;
+ *                         bits as gx_kernel.  kquant (default): Q4_K/Q5_K/Q6_K rows;
  *                         true: Q8_0 too; false: none (A/B).  H100, ctx
  *                         1024, same binary, false -> true: 9b bs 16
  *                         1,826.7 / 1,823.2 -> 1,911.6 / 1,909.6 tok/s,
@@ -320,6 +320,14 @@
  *                         its Q6_K 256-block product 47.3 -> 36.8 us at
  *                         14.5 warps an SM; 128-block ones unchanged (one
  *                         block an SM either way).
+ *   gemv_wide_ring_ks8 = false | true  (with gemv_wide_ring, K-quants)
+ *                         where a launch has no more blocks than
+ *                         multiprocessors (the 9b's 4096-row products at
+ *                         bs 9..32: 128 blocks), gw_kernel with 16 warps a
+ *                         block (8 k-groups of 2 row tiles), where its 8
+ *                         warps leave the SM half as full as two blocks
+ *                         would.  Another f32 order (8 k-groups).  Not yet
+ *                         run on a GPU (emulator only): off.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -871,7 +879,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = false, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -904,6 +912,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_mma_wide", "true", "false", &gemv_mma_wide },
         { "gemv_wide_db", "true", "false", &gemv_wide_db },
         { "gemv_wide_split", "true", "false", &gemv_wide_split },
+        { "gemv_wide_ring_ks8", "true", "false", &gemv_ring_ks8 },
         { "expert_early", "true", "false", &expert_early },
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
@@ -1033,6 +1042,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_wide_regs = wide_regs;
     b->gemv_wide_split = gemv_wide_split;
     b->gemv_wide_ring = wide_ring;
+    b->gemv_ring_ks8 = gemv_ring_ks8;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

@@ -2246,23 +2246,29 @@ START_TEST(test_gemv_mma)
         matmul_ab(&p, kt[t], 16384, 13, 16);
     }
     pair_close(&p);
-    /* gemv_wide_db: x staged a round ahead, the same arithmetic in the
-     * same order: the same bits (tolerance 0), 2 and 4 column tiles, row
-     * tiles by the rows, a partial last round, LM-head-tall */
-    /* gemv_wide_regs = capped, small: the same kernel under another
+    /* Against gx_kernel at RT 2 (cuda_mma_gx: gemv_wide_ring = false), at
+     * tolerance 0:
+     * gemv_wide_db: x staged a round ahead, the same arithmetic in the
+     * same order: the same bits, 2 and 4 column tiles, row tiles by the
+     * rows, a partial last round, LM-head-tall;
+     * gemv_wide_regs = capped, small: the same kernel under another
      * register cap than the default full: the same bits; small takes full
      * below n_sm blocks (4099 rows: 129 blocks) and capped above (70001
-     * rows, one type: the shapes are sized for a test of ~2 minutes) */
-    /* gemv_wide_ring: gw_kernel (the weights by cp.async through shared
-     * memory, the same arithmetic as gx_kernel at RT 2): the same bits.
-     * The default (kquant) runs it for the K-quants, against gx_kernel in
-     * the three arms above (ring false there) and for Q8_0 too in the
-     * fourth (true); the LM-head-tall product stays on RT 8 everywhere */
+     * rows, one type: the shapes are sized for a test of ~2 minutes);
+     * gemv_wide_ring = true: gw_kernel at KS 4 (the weights by cp.async
+     * through shared memory, the same arithmetic as gx_kernel at RT 2)
+     * where a launch has more blocks than multiprocessors (4500 and 9000
+     * rows at 32 a block), Q8_0 too: the same bits. */
     static const char *const arms[] = { "backend.cuda_mma_db", "backend.cuda_mma_capped", "backend.cuda_mma_small",
                                         "backend.cuda_mma_ring" };
     for (int a = 0; a < 4; a++) {
-        pair_open_cu2(&p, "backend.cuda_mma", arms[a]);
+        pair_open_cu2(&p, "backend.cuda_mma_gx", arms[a]);
         for (size_t t = 0; t < 4; t++) {
+            if (a == 3) {
+                matmul_ab_tol(&p, kt[t], 2048, 4500, 32, 0.0);
+                matmul_ab_tol(&p, kt[t], 1280, 9000, 20, 0.0);
+                continue;
+            }
             for (size_t k = 0; k < 4; k++)
                 matmul_ab_tol(&p, kt[t], 4096, 45, wide[k], 0.0);
             matmul_ab_tol(&p, kt[t], 4096, 4099, 32, 0.0);
@@ -2272,6 +2278,25 @@ START_TEST(test_gemv_mma)
         }
         pair_close(&p);
     }
+    /* The default (gemv_wide_ring = kquant: gw_kernel at KS 4 for the
+     * K-quants) against gx_kernel: the same bits */
+    pair_open_cu2(&p, "backend.cuda_mma_gx", "backend.cuda_mma");
+    for (size_t t = 0; t < 3; t++) {
+        matmul_ab_tol(&p, kt[t], 4096, 45, 9, 0.0);
+        matmul_ab_tol(&p, kt[t], 2048, 4500, 32, 0.0);
+    }
+    pair_close(&p);
+    /* gemv_wide_ring_ks8: the K-quants' launches of no more blocks than
+     * multiprocessors at KS 8 (16 warps, 8 k-groups: 45 rows, 4099 rows
+     * of 12288, 1280 wide) against gx_kernel: another f32 order, the
+     * tolerance of the other orders */
+    pair_open_cu2(&p, "backend.cuda_mma_gx", "backend.cuda_mma_ks8");
+    for (size_t t = 0; t < 3; t++) {
+        matmul_ab(&p, kt[t], 4096, 45, 9);
+        matmul_ab(&p, kt[t], 12288, 4099, 32);
+        matmul_ab(&p, kt[t], 1280, 300, 20);
+    }
+    pair_close(&p);
     /* gemv_wide_split: 128 rows a block, the steps over clusters of 4
      * (12288 wide at 4096 rows: 32 row blocks; 4096 wide at 45 rows) and
      * 2 (1280 wide: 5 steps, 2 and 3 a block); another f32 order: the
@@ -3092,6 +3117,10 @@ int main(void)
             as_cpu ? "" : "gemv_wide_split = true\n", NULL);
     cfg_sec(&ct, "cuda_mma_ring", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
             as_cpu ? "" : "gemv_wide_ring = true\n", NULL);
+    cfg_sec(&ct, "cuda_mma_gx", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_ring = false\n", NULL);
+    cfg_sec(&ct, "cuda_mma_ks8", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_ring_ks8 = true\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);

@@ -33,12 +33,21 @@ static const char *tname(uint32_t t)
 // One launch: parts of rows[0..np) rows each (stored one after another),
 // nc columns of width in.
 static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false,
-               int regs = 0, int n_sm = 0, bool split = false, int order = 0, bool ring = false)
+               int regs = 0, int n_sm = 0, bool split = false, int order = 0, bool ring = false, int pad = 0)
 {
     const int np = (int)rows.size();
     std::vector<std::vector<uint8_t>> w(np);
-    for (int k = 0; k < np; k++)
+    for (int k = 0; k < np; k++) {
         w[k] = emu_weights(type, rows[k], in, ru, fr);
+        if (pad > 0) {   // rows pad bytes apart more than their bytes (a padded stride)
+            const size_t rb = w[k].size() / (size_t)rows[k];
+            std::vector<uint8_t> v((rb + (size_t)pad) * (size_t)rows[k], 0x5a);
+            for (int64_t r = 0; r < rows[k]; r++)
+                std::copy(w[k].begin() + (ptrdiff_t)(r * rb), w[k].begin() + (ptrdiff_t)((r + 1) * rb),
+                          v.begin() + (ptrdiff_t)(r * (rb + pad)));
+            w[k].swap(v);
+        }
+    }
     std::vector<float> x((size_t)(in * nc));
     for (auto &v : x) v = fr();
     std::vector<int8_t> q((size_t)(in * nc));
@@ -83,6 +92,7 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     g.n_sm = n_sm;
     g.gemv_wide_split = split;
     g.gemv_wide_ring = ring;
+    g.gemv_ring_ks8 = ring && n_sm > 1;   // (n_sm 1: KS 4 with the knob off)
     // (cp.async's bound: an sm_90's opt-in with DB, else the 48 KiB
     // gx_kernel's launch stays under; a cluster's blocks, 48 KiB each,
     // are one emulated block)
@@ -119,6 +129,9 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     }
     const bool ok = rc == 0 && ok_in && bad == 0 && past == 0;
     char how[48] = "";
+    if (ring)
+        snprintf(how, sizeof how, " (KS %d)",
+                 type != SI_TYPE_Q8_0 && g.gemv_ring_ks8 && gm_blocks(&g, 32) <= (unsigned)n_sm ? 8 : 4);
     if (split)
         snprintf(how, sizeof how, " split (cluster %d%s)", gx_split(&g, gm_blocks(&g, 16 * 8)),
                  order == 1 ? ", rank order" : order == 2 ? ", reverse" : "");
@@ -233,6 +246,23 @@ int main()
     rc |= one(SI_TYPE_Q6_K, 2048, 9, { 16, 7 }, 0, false, 0, 0, false, 0, true);
     rc |= one(SI_TYPE_Q8_0, 512, 12, { 67 }, 0, false, 0, 0, false, 0, true);
     rc |= one(SI_TYPE_Q8_0, 4096, 24, { 150, 9 }, 0, false, 0, 0, false, 0, true);
+    // ... at KS 8 (16 warps; knob gemv_wide_ring_ks8, on here where n_sm
+    // > 1) where the blocks are no more than n_sm: one round of 8 steps
+    // over parts, 5 steps (3 k-groups idle), 3 rounds, Q6_K's 1680-byte
+    // rounds; n_sm 1 keeps KS 4 (knob off; Q8_0 always does)
+    rc |= one(SI_TYPE_Q4_K, 2048, 13, { 37, 16, 100 }, 0, false, 0, 132, false, 0, true);
+    rc |= one(SI_TYPE_Q5_K, 1280, 20, { 70 }, 0, false, 0, 132, false, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 6144, 32, { 40 }, 0, false, 0, 132, false, 0, true);
+    rc |= one(SI_TYPE_Q6_K, 4096, 9, { 33 }, 0, false, 0, 132, false, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 4096, 16, { 64 }, 0, false, 0, 1, false, 0, true);
+    rc |= one(SI_TYPE_Q8_0, 4096, 24, { 70 }, 0, false, 0, 132, false, 0, true);
+    // padded row strides: Q6_K rows of 210 and 1050 bytes in 224 and 1056
+    // (a last round that is not whole 8- or 16-byte pieces), Q4_K's 16 more
+    rc |= one(SI_TYPE_Q6_K, 256, 9, { 1, 40 }, 0, false, 0, 0, false, 0, true, 14);
+    rc |= one(SI_TYPE_Q6_K, 256, 9, { 40 }, 0, false, 0, 132, false, 0, true, 14);
+    rc |= one(SI_TYPE_Q6_K, 1280, 20, { 33 }, 0, false, 0, 0, false, 0, true, 6);
+    rc |= one(SI_TYPE_Q6_K, 1280, 20, { 33 }, 0, false, 0, 132, false, 0, true, 6);
+    rc |= one(SI_TYPE_Q4_K, 768, 12, { 50 }, 0, false, 0, 0, false, 0, true, 16);
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;

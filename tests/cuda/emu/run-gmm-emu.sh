@@ -78,7 +78,7 @@ plant gx-next 's/rw\[0\].B0 \+= \(uint64_t\)KS \* WB;/rw[0].B0 += (uint64_t)WB;/
 # gx_kernel: column 2t + 1's scale staged as column 2t's
 plant gx-dx 's/S->d\[kg\]\[c0 \+ 1\]\[j\]/S->d[kg][c0][j]/'
 # gx_kernel: the k-groups' sums of the last one not added
-plant gx-red 's/for \(int k2 = 0; k2 < GX_WARPS \/ RT; k2\+\+\)/for (int k2 = 0; k2 < GX_WARPS \/ RT - 1; k2++)/'
+plant gx-red 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < KS - 1; k2++)/'
 # gemv_wide_split: the last block of a cluster's sums not added
 plant split-sum 's/for \(int r = 0; r < CL; r\+\+\)/for (int r = 0; r < CL - 1; r++)/'
 # gemv_wide_split: the others' sums read before the cluster barrier (the skewed cases)
@@ -92,10 +92,14 @@ plant x-align 's/const uintptr_t aq = mm->ncols > 8 \? 16 : 8, as = mm->ncols > 
 # the MMA's magic offset taken off one ulp wrong (off by 1 in every sum)
 plant magic 's/- CU_I2F_MAGICF;/- (CU_I2F_MAGICF - 1.0f);/'
 # gemv_wide_ring: the next round's weights copied into the buffer being read
-plant ring-buf 's/gw_stage_w<T>\(u.st.w\[\(it \+ 1\) & 1\]/gw_stage_w<T>(u.st.w[it \& 1]/'
+plant ring-buf 's/gw_stage_w<T, KS>\(u.st.w\[\(it \+ 1\) & 1\]/gw_stage_w<T, KS>(u.st.w[it \& 1]/'
 # gemv_wide_ring: a warp reads its step from the other buffer
 plant ring-read 's/&u.st.w\[it & 1\]\[16 \* rt \+ g\]/\&u.st.w[(it + 1) \& 1][16 * rt + g]/'
 # gemv_wide_ring: waiting for all but the last two groups (this round's weights may still fly)
-plant ring-wait 's/(gw_stage_w<T>\(u.st.w\[\(it \+ 1\) & 1\], p, r_lo, it \+ 1, steps, tid\);\n\s*)cp_async_wait_group<1>\(\);/$1cp_async_wait_group<2>();/'
+plant ring-wait 's/(gw_stage_w<T, KS>\(u.st.w\[\(it \+ 1\) & 1\], p, r_lo, it \+ 1, steps, tid\);\n\s*)cp_async_wait_group<1>\(\);/$1cp_async_wait_group<2>();/'
 # gemv_wide_ring: a short last round copied as a whole one (past the rows' end)
-plant ring-short 's/n = min\(GW_KS, steps - st\) \* WB \/ CP;/n = GW_KS * WB \/ CP;/'
+plant ring-short 's/n = \(min\(KS, steps - st\) \* WB \+ CP - 1\) \/ CP;/n = KS * WB \/ CP;/'
+# gemv_wide_ring: a last round's bytes that are not whole pieces cut short (Q6_K's scale left out)
+plant ring-cut 's/n = \(min\(KS, steps - st\) \* WB \+ CP - 1\) \/ CP;/n = min(KS, steps - st) * WB \/ CP;/'
+# gemv_wide_ring at KS 8: the k-groups' sums added as gx_kernel's 4 (the other 4 dropped)
+plant ring-ks8 's/for \(int k2 = 0; k2 < KS; k2\+\+\)/for (int k2 = 0; k2 < GX_WARPS \/ RT; k2++)/'
