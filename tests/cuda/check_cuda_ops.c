@@ -2208,6 +2208,22 @@ END_TEST
  * false takes both knobs' products off; mma_weights = gguf). */
 static void matmul_mma_case(pair *p, uint32_t type, int64_t in, int64_t out, int64_t n);
 
+/* A knob of the 9..32-column products that changes their f32 order (sec)
+ * against ref, the first nt of Q4_K, Q5_K, Q6_K, Q8_0: 12288 wide x
+ * tall_rows x 32 columns, 4096 x 45 x 9, 1280 x 300 x 20 (5 steps). */
+static void wide_order_ab(const char *ref, const char *sec, size_t nt, int64_t tall_rows)
+{
+    static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
+    pair p;
+    pair_open_cu2(&p, ref, sec);
+    for (size_t t = 0; t < nt; t++) {
+        matmul_ab(&p, kt[t], 12288, tall_rows, 32);
+        matmul_ab(&p, kt[t], 4096, 45, 9);
+        matmul_ab(&p, kt[t], 1280, 300, 20);
+    }
+    pair_close(&p);
+}
+
 START_TEST(test_gemv_mma)
 {
     static const uint32_t kt[] = { SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_0 };
@@ -2290,24 +2306,12 @@ START_TEST(test_gemv_mma)
      * multiprocessors at KS 8 (16 warps, 8 k-groups: 45 rows, 4099 rows
      * of 12288, 1280 wide) against gx_kernel: another f32 order, the
      * tolerance of the other orders */
-    pair_open_cu2(&p, "backend.cuda_mma_gx", "backend.cuda_mma_ks8");
-    for (size_t t = 0; t < 3; t++) {
-        matmul_ab(&p, kt[t], 4096, 45, 9);
-        matmul_ab(&p, kt[t], 12288, 4099, 32);
-        matmul_ab(&p, kt[t], 1280, 300, 20);
-    }
-    pair_close(&p);
+    wide_order_ab("backend.cuda_mma_gx", "backend.cuda_mma_ks8", 3, 4099);
     /* gemv_wide_split: 128 rows a block, the steps over clusters of 4
      * (12288 wide at 4096 rows: 32 row blocks; 4096 wide at 45 rows) and
      * 2 (1280 wide: 5 steps, 2 and 3 a block); another f32 order: the
      * tolerance of the other orders */
-    pair_open_cu2(&p, "backend.cuda_mma", "backend.cuda_mma_split");
-    for (size_t t = 0; t < 4; t++) {
-        matmul_ab(&p, kt[t], 12288, 4096, 32);
-        matmul_ab(&p, kt[t], 4096, 45, 9);
-        matmul_ab(&p, kt[t], 1280, 300, 20);
-    }
-    pair_close(&p);
+    wide_order_ab("backend.cuda_mma", "backend.cuda_mma_split", 4, 4096);
 }
 END_TEST
 
