@@ -412,7 +412,8 @@ template <int T, int NT>
 static cudaError_t gw_ks(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
     if constexpr (T != SI_TYPE_Q8_0)
-        if (mm->gemv_ring_ks8 && mm->n_sm > 0 && gm_blocks(mm, 16 * GW_RT) <= (unsigned)mm->n_sm)
+        if (mm->gemv_ring_ks8 && mm->n_sm > 0 && gm_blocks(mm, 16 * GW_RT) <= (unsigned)mm->n_sm &&
+            cu_smem_fits((int)sizeof(gw_union<T, NT, 8>)))
             return gw_go<T, NT, 8>(mm, xq, xd, xs, s);
     return gw_go<T, NT, 4>(mm, xq, xd, xs, s);
 }
@@ -477,7 +478,10 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
         rows += mm->more[k].rows;
     if (rows >= GM_TALL)
         return gx_db<T, NT, 8>(mm, xq, xd, xs, s);
-    const bool ring = mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0);
+    // (the ring where two of its blocks fit an SM's shared memory, what it
+    // is for: sm_90's 227 KiB; sm_120's 99 KiB hold one, gx_kernel there)
+    const bool ring = (mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0)) &&
+                      cu_smem_fits(2 * (int)sizeof(gw_union<T, NT, 4>));
     return ring ? gw_ks<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 

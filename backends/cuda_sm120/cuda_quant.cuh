@@ -337,4 +337,23 @@ __device__ __forceinline__ void cu_q8_block32(float v, int lane, int8_t *q, floa
     }
 }
 
+// Host: whether this device gives a block `bytes` of opt-in shared memory
+// (the 128-byte k-tiles of cuda_w8.cu and the MOE plugin's GEMMs, the
+// gemv_wide_ring products: sm_90's 227 KB do, sm_120's 99 KB do not).
+// Asked once per program.
+static inline bool cu_smem_fits(int bytes)
+{
+    static int optin = -1;   // (the same answer for every caller: a benign race)
+    if (optin < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        optin = v;
+    }
+    return optin >= bytes;
+}
+
 #endif

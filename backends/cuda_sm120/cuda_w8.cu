@@ -271,7 +271,7 @@ template <int G>
 static cudaError_t w8_pick(const cu_mm *mm, const int8_t *wq, const float *ws, const int8_t *xq, const float *xd,
                            cudaStream_t s)
 {
-    if (G == 128 && mm->w8_ktile == 128 && w8_smem_fits(w8_geom<128, 128>::SMEM))
+    if (G == 128 && mm->w8_ktile == 128 && cu_smem_fits(w8_geom<128, 128>::SMEM))
         return w8_go<128, 128>(mm, wq, ws, xq, xd, s);
     return w8_go<G, 64>(mm, wq, ws, xq, xd, s);
 }

@@ -219,7 +219,7 @@ extern "C" int si_cu_w8wg_init(bool *avail)
         e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     if (e != cudaSuccess)
         return (int)e;
-    if (major != 9 || !w8_smem_fits(WG_SMEM))
+    if (major != 9 || !cu_smem_fits(WG_SMEM))
         return 0;
     int *d_ok = NULL;
     if ((e = cudaMalloc((void **)&d_ok, sizeof(int))) != cudaSuccess)

@@ -415,7 +415,7 @@ template <bool GU>
 static int mw_go(const mi8_q8w &wa, const mi8_q8w &wb, const mi8_q8a &x, int64_t in, int64_t out, const mi8_sched &s,
                  float *y, int kt, cudaStream_t st)
 {
-    if (kt == 128 && w8_smem_fits(mw_geom<128>::SMEM))
+    if (kt == 128 && cu_smem_fits(mw_geom<128>::SMEM))
         return mw_go_kt<GU, 128>(wa, wb, x, in, out, s, y, st);
     return mw_go_kt<GU, 64>(wa, wb, x, in, out, s, y, st);
 }

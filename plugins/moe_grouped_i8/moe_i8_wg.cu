@@ -51,7 +51,7 @@
 #include <math.h>
 
 #include "cuda_ptx.cuh"
-#include "cuda_w8.cuh"   // W8_BM, CU_I2F_MAGIC, w8_smem_fits
+#include "cuda_w8.cuh"   // W8_BM, CU_I2F_MAGIC, cu_smem_fits
 #include "cuda_wg.cuh"   // wg_desc, wg_fold
 
 #include "moe_i8.h"
@@ -365,7 +365,7 @@ __global__ void mwg_probe_kernel(int *ok)
 extern "C" int mi8_wg_init(int cc_major, void *stream, int *avail)
 {
     *avail = 0;
-    if (cc_major != 9 || !w8_smem_fits(MWG_SMEM))
+    if (cc_major != 9 || !cu_smem_fits(MWG_SMEM))
         return 0;
     cudaStream_t st = (cudaStream_t)stream;
     int *d_ok = NULL, ok = 0;
