@@ -311,8 +311,9 @@
  *                         weights' loads, 2 warps a scheduler).  The same
  *                         bits as gx_kernel.  Only where two of its blocks
  *                         fit an SM's shared memory (sm_90; sm_120's 99 KiB
- *                         hold one: gx_kernel there).  kquant (default): Q4_K/Q5_K/Q6_K rows;
- *                         true: Q8_0 too; false: none (A/B).  H100, ctx
+ *                         hold one: gx_kernel there).  kquant (default):
+ *                         Q4_K/Q5_K/Q6_K rows; true: Q8_0 too; false: none
+ *                         (A/B).  H100, ctx
  *                         1024, same binary, false -> true: 9b bs 16
  *                         1,826.7 / 1,823.2 -> 1,911.6 / 1,909.6 tok/s,
  *                         bs 32 2,629.1 / 2,616.8 -> 2,676.0 / 2,671.6;
