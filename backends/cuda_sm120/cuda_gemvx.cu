@@ -87,6 +87,16 @@ template <int NT, int RT, int CL, int KS = GX_WARPS / RT> struct gx_sums {   // 
     float red[KS][RT][NT][4][32];
     float part[CL > 1 ? RT * NT : 1][4][32];
 };
+// One warp asks the L2 for the block's rows r_lo.. (n of them, those in
+// the part): bytes from `from` of each row.
+__device__ __forceinline__ void gx_prefetch(const gq_prod &p, int64_t r_lo, int n, uint64_t from, uint64_t bytes,
+                                            int lane)
+{
+    for (int r = lane; r < n; r += 32)
+        if (r_lo + r < p.rows)
+            cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb + from, bytes);
+}
+
 // A warp's sums into the block's (k-group kg, row tile rt), then the block barrier.
 template <int NT, int RT, int CL, int KS>
 __device__ __forceinline__ void gx_fold(gx_sums<NT, RT, CL, KS> &r, const float (&acc)[1][NT][4], int kg, int rt,
@@ -149,9 +159,7 @@ __global__ void __launch_bounds__(32 * GX_WARPS, MB) gx_kernel(cu_mm mm, const i
     const int steps = (rank + 1) * all / CL - s0, rounds = (steps + KS - 1) / KS;
     constexpr int WB = gm_traits<T>::bytes;
     if (mm.prefetch && warp == 0)
-        for (int r = lane; r < 16 * RT; r += 32)
-            if (r_lo + r < p.rows)
-                cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb + (uint64_t)s0 * WB, (uint64_t)steps * WB);
+        gx_prefetch(p, r_lo, 16 * RT, (uint64_t)s0 * WB, (uint64_t)steps * WB, lane);
     // rows past the end are computed on the last row, never stored
     gm_rows rw[1];
     {
@@ -308,9 +316,7 @@ __global__ void __launch_bounds__(32 * GW_RT * KS, 8 / KS) gw_kernel(cu_mm mm, c
     const int64_t r_lo = p.bx * 16 * RT;
     const int steps = (int)(mm.in / 256), rounds = (steps + KS - 1) / KS;
     if (mm.prefetch && warp == 0)
-        for (int r = lane; r < 16 * RT; r += 32)
-            if (r_lo + r < p.rows)
-                cu_prefetch_l2(p.w + (uint64_t)(r_lo + r) * p.rb, (uint64_t)steps * WB);
+        gx_prefetch(p, r_lo, 16 * RT, 0, (uint64_t)steps * WB, lane);
     gw_stage_w<T, KS>(u.st.w[0], p, r_lo, 0, steps, tid);   // (weights are never written during a step)
     cu_pdl_enter();
     float acc[1][NT][4] = {};
