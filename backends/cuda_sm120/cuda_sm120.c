@@ -323,14 +323,20 @@
  *                         its Q6_K 256-block product 47.3 -> 36.8 us at
  *                         14.5 warps an SM; 128-block ones unchanged (one
  *                         block an SM either way).
- *   gemv_wide_ring_ks8 = false | true  (with gemv_wide_ring, K-quants)
+ *   gemv_wide_ring_ks8 = true | false  (with gemv_wide_ring, K-quants)
  *                         where a launch has no more blocks than
  *                         multiprocessors (the 9b's 4096-row products at
  *                         bs 9..32: 128 blocks), gw_kernel with 16 warps a
  *                         block (8 k-groups of 2 row tiles), where its 8
  *                         warps leave the SM half as full as two blocks
- *                         would.  Another f32 order (8 k-groups).  Not yet
- *                         run on a GPU (emulator only): off.
+ *                         would.  Another f32 order (8 k-groups); false:
+ *                         KS 4 there too (A/B).  H100, ctx 1024, same
+ *                         binary, false -> true: 9b bs 16 1,879.7 /
+ *                         1,899.6 -> 2,136.2 / 2,118.7 tok/s (+12%), bs
+ *                         32 2,614.3 / 2,639.3 -> 2,866.5 / 2,850.5 (+9%);
+ *                         35b-a3b (no K-quant dense products at 9..32
+ *                         columns: the same kernels) 1,436.4 -> 1,435.1,
+ *                         1,874.8 -> 1,854.8.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -882,7 +888,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = false, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;

@@ -2271,10 +2271,9 @@ START_TEST(test_gemv_mma)
      * register cap than the default full: the same bits; small takes full
      * below n_sm blocks (4099 rows: 129 blocks) and capped above (70001
      * rows, one type: the shapes are sized for a test of ~2 minutes);
-     * gemv_wide_ring = true: gw_kernel at KS 4 (the weights by cp.async
-     * through shared memory, the same arithmetic as gx_kernel at RT 2)
-     * where a launch has more blocks than multiprocessors (4500 and 9000
-     * rows at 32 a block), Q8_0 too: the same bits. */
+     * gemv_wide_ring = true (gemv_wide_ring_ks8 = false): gw_kernel at
+     * KS 4 (the weights by cp.async through shared memory, the same
+     * arithmetic as gx_kernel at RT 2), Q8_0 too: the same bits. */
     static const char *const arms[] = { "backend.cuda_mma_db", "backend.cuda_mma_capped", "backend.cuda_mma_small",
                                         "backend.cuda_mma_ring" };
     for (int a = 0; a < 4; a++) {
@@ -2294,19 +2293,21 @@ START_TEST(test_gemv_mma)
         }
         pair_close(&p);
     }
-    /* The default (gemv_wide_ring = kquant: gw_kernel at KS 4 for the
-     * K-quants) against gx_kernel: the same bits */
-    pair_open_cu2(&p, "backend.cuda_mma_gx", "backend.cuda_mma");
+    /* gemv_wide_ring = kquant at KS 4 only (gemv_wide_ring_ks8 = false:
+     * gw_kernel at KS 4 for the K-quants) against gx_kernel: the same
+     * bits, at a launch of few blocks (45 rows) and of more blocks than
+     * multiprocessors (4500 rows) */
+    pair_open_cu2(&p, "backend.cuda_mma_gx", "backend.cuda_mma_ks4");
     for (size_t t = 0; t < 3; t++) {
         matmul_ab_tol(&p, kt[t], 4096, 45, 9, 0.0);
         matmul_ab_tol(&p, kt[t], 2048, 4500, 32, 0.0);
     }
     pair_close(&p);
-    /* gemv_wide_ring_ks8: the K-quants' launches of no more blocks than
-     * multiprocessors at KS 8 (16 warps, 8 k-groups: 45 rows, 4099 rows
-     * of 12288, 1280 wide) against gx_kernel: another f32 order, the
-     * tolerance of the other orders */
-    wide_order_ab("backend.cuda_mma_gx", "backend.cuda_mma_ks8", 3, 4099);
+    /* The default (gemv_wide_ring_ks8 = true): the K-quants' launches of
+     * no more blocks than multiprocessors at KS 8 (16 warps, 8 k-groups:
+     * 45 rows, 4099 rows of 12288, 1280 wide) against gx_kernel: another
+     * f32 order, the tolerance of the other orders */
+    wide_order_ab("backend.cuda_mma_gx", "backend.cuda_mma", 3, 4099);
     /* gemv_wide_split: 128 rows a block, the steps over clusters of 4
      * (12288 wide at 4096 rows: 32 row blocks; 4096 wide at 45 rows) and
      * 2 (1280 wide: 5 steps, 2 and 3 a block); another f32 order: the
@@ -3120,11 +3121,11 @@ int main(void)
     cfg_sec(&ct, "cuda_mma_split", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
             as_cpu ? "" : "gemv_wide_split = true\n", NULL);
     cfg_sec(&ct, "cuda_mma_ring", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_ring = true\n", NULL);
+            as_cpu ? "" : "gemv_wide_ring = true\ngemv_wide_ring_ks8 = false\n", NULL);
     cfg_sec(&ct, "cuda_mma_gx", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
             as_cpu ? "" : "gemv_wide_ring = false\n", NULL);
-    cfg_sec(&ct, "cuda_mma_ks8", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_ring_ks8 = true\n", NULL);
+    cfg_sec(&ct, "cuda_mma_ks4", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_wide_ring_ks8 = false\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);
