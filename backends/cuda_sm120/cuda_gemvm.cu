@@ -1,7 +1,8 @@
 // backends/cuda_sm120/cuda_gemvm.cu — knob gemv_mma: the dense decode
 // products of 2..8 columns (decode of 2..8 sequences) on the int8 tensor
 // cores (gm_kernel; why and how: cuda_gemvm.cuh), and the entry of
-// those of 2..32 columns (9..32: cuda_gemvx.cu, knob gemv_mma_wide).
+// those of 2..32 columns (9..32: cuda_gemvx.cu, knob gemv_mma_wide; 2..8
+// there too with knob gemv_narrow, the K-quants' by default).
 #include "cuda_gemvm.cuh"
 
 // The tiles' rows at the warp's next step.
@@ -137,7 +138,7 @@ static cudaError_t gm_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
 template <int T>
 static cudaError_t gm_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    if (mm->ncols > 8)
+    if (mm->ncols > 8 || si_cu_gemvx_narrow_ok(mm, xq, xd, xs))
         return (cudaError_t)si_cu_gemvx(mm, xq, xd, xs, s);
     // (the next step held only for Q8_0, one tile: H200, bench_gemv cols,
     // 35b 2048 x 4096 at 8 columns 13.0 vs 16.4 us; the K-quants lost with

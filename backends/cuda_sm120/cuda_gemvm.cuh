@@ -406,5 +406,6 @@ static inline unsigned gm_blocks(const cu_mm *mm, int rows)
 // 9..32 columns (cuda_gemvx.cu): mm taken by si_cu_gemvm_ok, x aligned
 // for 16-byte copies (si_cu_gemvm checks both).
 extern "C" int si_cu_gemvx(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s);
+extern "C" bool si_cu_gemvx_narrow_ok(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs);
 
 #endif

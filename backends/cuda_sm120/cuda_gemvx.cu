@@ -1,7 +1,8 @@
 // backends/cuda_sm120/cuda_gemvx.cu — knob gemv_mma_wide: the dense
 // decode products of 9..32 columns (decode of 9..32 sequences) on the
 // int8 tensor cores, gx_kernel: cuda_gemvm.cuh's MMA steps with x staged
-// in shared memory.  si_cu_gemvm (cuda_gemvm.cu) hands them here.
+// in shared memory (and with knob gemv_narrow those of 2..8 columns, one
+// column tile).  si_cu_gemvm (cuda_gemvm.cu) hands them here.
 #include "cuda_gemvm.cuh"
 
 // ---- 9..32 columns (knob gemv_mma_wide): x staged in shared memory
@@ -491,11 +492,43 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
     return ring ? gw_ks<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 
-// Up to 16 columns 2 column tiles, else 4.
+// Knob gemv_narrow (wide, kquant): 2..8 columns (one column tile) on the kernels
+// the launcher above gives 9..32 at RT 2 (gw_kernel where gemv_wide_ring
+// takes the type, else gx_kernel full or capped).  gm_kernel keeps the LM
+// heads and the A/B knobs' variants (si_cu_gemvx_narrow_ok).
+template <int T>
+static cudaError_t gx_narrow(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    const bool ring = (mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0)) &&
+                      cu_smem_fits(2 * (int)sizeof(gw_union<T, 1, 4>));
+    if (ring)
+        return gw_ks<T, 1>(mm, xq, xd, xs, s);
+    return gx_full(mm, gm_blocks(mm, 16 * 2)) ? gx_go<T, 1, 2, false, 1, 1>(mm, xq, xd, xs, s)
+                                               : gx_go<T, 1, 2, false, 2, 1>(mm, xq, xd, xs, s);
+}
+
+// Up to 8 columns (gemv_narrow) one column tile, up to 16 2, else 4.
 template <int T>
 static cudaError_t gx_cols(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
+    if (mm->ncols <= 8)
+        return gx_narrow<T>(mm, xq, xd, xs, s);
     return mm->ncols > 16 ? gx_launch<T, 4>(mm, xq, xd, xs, s) : gx_launch<T, 2>(mm, xq, xd, xs, s);
+}
+
+// Whether gemv_narrow sends this 2..8-column product here: not the LM
+// heads (gm_kernel's 2 row tiles a warp), nor under the 9..32 path's A/B
+// knobs (gemv_rows, gemv_wide_db, gemv_wide_split), and x on 16 bytes
+// (gx_stage's cp.async).
+extern "C" bool si_cu_gemvx_narrow_ok(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    if (mm->gemv_narrow == 0 || (mm->gemv_narrow == 2 && mm->type == SI_TYPE_Q8_0) || mm->ncols > 8 ||
+        mm->gemv_rows != 0 || mm->gemv_wide_db || mm->gemv_wide_split)
+        return false;
+    int64_t rows = mm->rows;
+    for (int k = 0; k < mm->n_more; k++)
+        rows += mm->more[k].rows;
+    return rows < GM_TALL && (uintptr_t)xq % 16 == 0 && (uintptr_t)xd % 16 == 0 && (uintptr_t)xs % 16 == 0;
 }
 
 extern "C" int si_cu_gemvx(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)

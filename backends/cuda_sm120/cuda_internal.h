@@ -204,6 +204,10 @@ typedef struct cu_mm {
     bool           gemv_ring_ks8; /* knob gemv_wide_ring_ks8: gw_kernel at
                                   * 16 warps a block where the launch has
                                   * no more blocks than n_sm (K-quants)   */
+    int            gemv_narrow;  /* knob gemv_narrow: 2..8 columns on the
+                                  * 9..32 kernels too (one column tile)
+                                  * for 0 none (gm_kernel), 1 every type,
+                                  * 2 the K-quants                        */
     int            n_sm;         /* the device's multiprocessors (0: unknown) */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */

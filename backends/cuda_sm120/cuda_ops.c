@@ -173,6 +173,7 @@ void cu_mm_knobs(const si_backend *b, cu_mm *m)
     m->gemv_wide_split = b->gemv_wide_split;
     m->gemv_wide_ring = b->gemv_wide_ring;
     m->gemv_ring_ks8 = b->gemv_ring_ks8;
+    m->gemv_narrow = b->gemv_narrow;
     m->n_sm = b->n_sm;
     m->gemv_xs = b->gemv_xs;
     m->gemv_warps = b->gemv_warps;

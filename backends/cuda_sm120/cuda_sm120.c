@@ -337,6 +337,27 @@
  *                         35b-a3b (no K-quant dense products at 9..32
  *                         columns: the same kernels) 1,436.4 -> 1,435.1,
  *                         1,874.8 -> 1,854.8.
+ *   gemv_narrow = kquant | wide | gm  (with gemv_mma, gemv_mma_wide)
+ *                         the dense decode products of 2..8 columns
+ *                         (decode of 2..8 sequences): gm on gm_kernel
+ *                         (cuda_gemvm.cu: 16 rows a block, x read from
+ *                         the L2 a sub-block at a time, the weights in
+ *                         registers); wide on the 9..32-column kernels
+ *                         with one column tile (x staged in shared memory
+ *                         once for 32 rows; gw_kernel where gemv_wide_ring
+ *                         takes the type, at 16 warps where the blocks are
+ *                         no more than the SMs, else gx_kernel at RT 2);
+ *                         kquant (default): wide for Q4_K/Q5_K/Q6_K, gm
+ *                         for Q8_0.  The LM heads (GM_TALL rows) stay on
+ *                         gm_kernel.  Another f32 order.  H100, ctx 4096,
+ *                         same binary, gm -> wide: 9b bs 2 514.2 / 512.6
+ *                         -> 522.5 / 519.7 tok/s, bs 4 708.5 / 699.7 ->
+ *                         768.7 / 765.4 (+9%), bs 8 1,198.7 / 1,178.8 ->
+ *                         1,403.9 / 1,404.7 (+18%); 35b-a3b (Q8_0 dense
+ *                         products, on gx_kernel) bs 2 533.8 / 521.2 ->
+ *                         530.6 / 531.7, bs 4 816.4 / 805.1 -> 767.0 /
+ *                         789.1 (-4%), bs 8 1,105.3 / 1,082.8 -> 1,084.5
+ *                         / 1,091.7: hence kquant.
  *   expert_early = true | false  MOE decode runs the shared expert's
  *                         gate/up before the routed one, so a launch sits
  *                         between the router's and each routed product's:
@@ -903,6 +924,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int ring_chains_i = 1;     /* attn_ring_chains = 1 | 2: index 0, 1 */
     int wide_regs = 2;         /* gemv_wide_regs = capped | small | full: 0, 1, 2 */
     int wide_ring = 2;         /* gemv_wide_ring = false | true | kquant: 0, 1, 2 */
+    int narrow = 2;            /* gemv_narrow = gm | wide | kquant: 0, 1, 2 */
     int gemv_st6 = 2;          /* gemv_staged_q6 = false | true | large: 0, 1, 2 */
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
@@ -975,6 +997,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                              *const ring_pages[] = { "each", "ahead" }, *const chains[] = { "1", "2" },
                              *const wregs[] = { "capped", "small", "full" },
                              *const wrings[] = { "false", "true", "kquant" },
+                             *const narrows[] = { "gm", "wide", "kquant" },
                              *const batches[] = { "false", "true", "batch" },
                              *const ntails[] = { "false", "true", "one" },
                              *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
@@ -985,6 +1008,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "attn_ring_chains", chains, 2, &ring_chains_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_wide_regs", wregs, 3, &wide_regs, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_wide_ring", wrings, 3, &wide_ring, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "gemv_narrow", narrows, 3, &narrow, err)) != SI_OK ||
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
@@ -1052,6 +1076,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_wide_split = gemv_wide_split;
     b->gemv_wide_ring = wide_ring;
     b->gemv_ring_ks8 = gemv_ring_ks8;
+    b->gemv_narrow = narrow;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

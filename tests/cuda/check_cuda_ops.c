@@ -1946,6 +1946,8 @@ START_TEST(test_gdn_prefill_knob)
                   err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_wring_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_wide_ring") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_narrow_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gemv_narrow") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2308,6 +2310,27 @@ START_TEST(test_gemv_mma)
      * 45 rows, 4099 rows of 12288, 1280 wide) against gx_kernel: another
      * f32 order, the tolerance of the other orders */
     wide_order_ab("backend.cuda_mma_gx", "backend.cuda_mma", 3, 4099);
+    /* gemv_narrow = wide: 2..8 columns on the 9..32 path's kernels (one
+     * column tile; the ring at KS 8 for 45 and 4099 rows, KS 4 for 9001,
+     * gx_kernel for Q8_0) against gm_kernel (gm): another f32 order */
+    pair_open_cu2(&p, "backend.cuda_mma_gm", "backend.cuda_mma_narrow");
+    for (size_t t = 0; t < 4; t++) {
+        matmul_ab(&p, kt[t], 4096, 45, 8);
+        matmul_ab(&p, kt[t], 12288, 4099, 2 + 2 * (int64_t)t);
+        matmul_ab(&p, kt[t], 2048, 9001, 5);
+        matmul_ab(&p, kt[t], 1280, 300, 3);
+    }
+    pair_close(&p);
+    /* The default (kquant): the K-quants' as wide, Q8_0's as gm, bit for
+     * bit; an LM-head-tall product stays on gm_kernel */
+    pair_open_cu2(&p, "backend.cuda_mma_narrow", "backend.cuda_mma");
+    for (size_t t = 0; t < 3; t++)
+        matmul_ab_tol(&p, kt[t], 4096, 45, 6, 0.0);
+    pair_close(&p);
+    pair_open_cu2(&p, "backend.cuda_mma_gm", "backend.cuda_mma");
+    matmul_ab_tol(&p, SI_TYPE_Q8_0, 4096, 45, 6, 0.0);
+    matmul_ab_tol(&p, SI_TYPE_Q4_K, 256, 65600, 4, 0.0);
+    pair_close(&p);
     /* gemv_wide_split: 128 rows a block, the steps over clusters of 4
      * (12288 wide at 4096 rows: 32 row blocks; 4096 wide at 45 rows) and
      * 2 (1280 wide: 5 steps, 2 and 3 a block); another f32 order: the
@@ -3126,6 +3149,11 @@ int main(void)
             as_cpu ? "" : "gemv_wide_ring = false\n", NULL);
     cfg_sec(&ct, "cuda_mma_ks4", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
             as_cpu ? "" : "gemv_wide_ring_ks8 = false\n", NULL);
+    cfg_sec(&ct, "cuda_mma_narrow", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_narrow = wide\n", NULL);
+    cfg_sec(&ct, "cuda_mma_gm", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
+            as_cpu ? "" : "gemv_narrow = gm\n", NULL);
+    cfg_sec(&ct, "cuda_narrow_bad", "cuda_sm120.so", "gemv_narrow = q8\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);

@@ -33,7 +33,8 @@ static const char *tname(uint32_t t)
 // One launch: parts of rows[0..np) rows each (stored one after another),
 // nc columns of width in.
 static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &rows, int R = 0, bool db = false,
-               int regs = 0, int n_sm = 0, bool split = false, int order = 0, bool ring = false, int pad = 0)
+               int regs = 0, int n_sm = 0, bool split = false, int order = 0, bool ring = false, int pad = 0,
+               bool narrow = false)
 {
     const int np = (int)rows.size();
     std::vector<std::vector<uint8_t>> w(np);
@@ -93,6 +94,7 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     g.gemv_wide_split = split;
     g.gemv_wide_ring = ring;
     g.gemv_ring_ks8 = ring && n_sm > 1;   // (n_sm 1: KS 4 with the knob off)
+    g.gemv_narrow = narrow ? 1 : 0;
     // (cp.async's bound: an sm_90's opt-in with DB, else the 48 KiB
     // gx_kernel's launch stays under; a cluster's blocks, 48 KiB each,
     // are one emulated block)
@@ -135,8 +137,9 @@ static int one(uint32_t type, int64_t in, int nc, const std::vector<int64_t> &ro
     if (split)
         snprintf(how, sizeof how, " split (cluster %d%s)", gx_split(&g, gm_blocks(&g, 16 * 8)),
                  order == 1 ? ", rank order" : order == 2 ? ", reverse" : "");
-    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s%s%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
-           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", ring ? " ring" : "", how, (long long)bad, (long long)n,
+    printf("  %s in %lld cols %d parts %d (rows %lld..) R %d%s%s%s%s: %lld of %lld outputs off (worst %.2g of max), %lld past%s  %s\n",
+           tname(type), (long long)in, nc, np, (long long)rows[0], R, db ? " db" : "", narrow ? " narrow" : "",
+           ring ? " ring" : "", how, (long long)bad, (long long)n,
            worst, (long long)past, ok_in ? "" : " (refused)", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
 }
@@ -263,6 +266,19 @@ int main()
     rc |= one(SI_TYPE_Q6_K, 1280, 20, { 33 }, 0, false, 0, 0, false, 0, true, 6);
     rc |= one(SI_TYPE_Q6_K, 1280, 20, { 33 }, 0, false, 0, 132, false, 0, true, 6);
     rc |= one(SI_TYPE_Q4_K, 768, 12, { 50 }, 0, false, 0, 0, false, 0, true, 16);
+    // knob gemv_narrow = wide: 2..8 columns on those kernels, one column
+    // tile: the ring at KS 8 (n_sm 132) and 4 (parts; n_sm 1), Q6_K's
+    // padded rows, gx_kernel full (regs 2) and capped (Q8_0, and the ring
+    // off); gemv_rows = 2 keeps gm_kernel
+    rc |= one(SI_TYPE_Q4_K, 4096, 8, { 64 }, 0, false, 0, 132, false, 0, true, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 2048, 3, { 37, 16, 100 }, 0, false, 0, 1, false, 0, true, 0, true);
+    rc |= one(SI_TYPE_Q5_K, 1280, 2, { 70 }, 0, false, 0, 132, false, 0, true, 0, true);
+    rc |= one(SI_TYPE_Q6_K, 4096, 5, { 33 }, 0, false, 0, 132, false, 0, true, 0, true);
+    rc |= one(SI_TYPE_Q6_K, 256, 7, { 40 }, 0, false, 0, 0, false, 0, true, 14, true);
+    rc |= one(SI_TYPE_Q8_0, 2048, 8, { 48, 24 }, 0, false, 2, 0, false, 0, true, 0, true);
+    rc |= one(SI_TYPE_Q8_0, 512, 6, { 67 }, 0, false, 0, 0, false, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 1024, 4, { 40 }, 0, false, 0, 0, false, 0, false, 0, true);
+    rc |= one(SI_TYPE_Q4_K, 2048, 5, { 37, 16 }, 2, false, 0, 0, false, 0, true, 0, true);
     rc |= refusals();
     printf("%s\n", rc ? "FAIL" : "OK");
     return rc;
