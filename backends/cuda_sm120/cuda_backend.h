@@ -92,6 +92,7 @@ struct si_backend {
     int            gemv_wide_ring;  /* knob gemv_wide_ring: 0 false, 1 true, 2 kquant */
     bool           gemv_ring_ks8;   /* knob gemv_wide_ring_ks8 */
     int            gemv_narrow;     /* knob gemv_narrow: 0 gm, 1 wide, 2 kquant */
+    bool           gemv_rg_cols;    /* knob gemv_regroup_cols */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
     int            route_fused;     /* knob route_fused (moe_exec's router):
                                      * 0 false, 1 true, 2 batch (2..8 tokens) */

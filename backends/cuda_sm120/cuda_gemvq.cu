@@ -1239,7 +1239,9 @@ static cudaError_t g6_go(const cu_mm *mm, const int8_t *xq, const float *xd, cud
 // Knobs gemv_q6r / gemv_q8r: a one-column product of Q6_K / Q8_0 rows with
 // their regrouped copies (mm->w_rg and each part's, cuda_regroup.c) on
 // gq_kernel<TR>, in g6_kernel's (the LM heads) and gs_kernel's place; the
-// rows a lane group by gq_rows (the 16-byte loads of Q4_K).
+// rows a lane group by gq_rows (the 16-byte loads of Q4_K).  With knob
+// gemv_regroup_cols (mm->gemv_rg_cols) those of 2..8 columns that come
+// here too (gemv_quad_cols: below gemv_mma's 4), as gq_cols: a row a warp.
 static bool rg_part_ok(const uint8_t *w_rg, uint64_t row_bytes, uint64_t grp)
 {
     return w_rg != NULL && (uintptr_t)w_rg % 16 == 0 && row_bytes % grp == 0;
@@ -1248,8 +1250,10 @@ static bool rg_part_ok(const uint8_t *w_rg, uint64_t row_bytes, uint64_t grp)
 static bool rg_ok(const cu_mm *mm)
 {
     const uint64_t grp = si_cu_rg_group(mm->type);
-    if (grp == 0 || mm->ncols != 1 || mm->norm.ctr != NULL || mm->expert != NULL || mm->w2 != NULL ||
-        mm->in % 2048 != 0 || !rg_part_ok(mm->w_rg, mm->row_bytes, grp))
+    const bool cols = mm->ncols == 1 || (mm->gemv_rg_cols && mm->gemv_qn && mm->ncols >= 2 &&
+                                         mm->ncols <= GQ_COLS_MAX && mm->x_div == 1);
+    if (grp == 0 || !cols || mm->norm.ctr != NULL || mm->expert != NULL || mm->w2 != NULL || mm->in % 2048 != 0 ||
+        !rg_part_ok(mm->w_rg, mm->row_bytes, grp))
         return false;
     for (int k = 0; k < mm->n_more; k++)
         if (!rg_part_ok(mm->more[k].w_rg, mm->more[k].row_bytes, grp))
@@ -1265,6 +1269,12 @@ static cudaError_t rg_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
     m.type = TR;
     for (int k = 0; k < m.n_more; k++)
         m.more[k].w = m.more[k].w_rg;
+    switch (gq_nt(&m)) {
+    case 2: return gq_cols<TR, 2>(&m, xq, xd, xs, s);
+    case 4: return gq_cols<TR, 4>(&m, xq, xd, xs, s);
+    case 8: return gq_cols<TR, 8>(&m, xq, xd, xs, s);
+    default: break;
+    }
     const int r = gq_rows(&m);
     if (gq_xs(&m))
         return r == 2 ? gq_go<TR, 2, true>(&m, xq, xd, xs, s) : gq_go<TR, 1, true>(&m, xq, xd, xs, s);

@@ -492,7 +492,8 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
     return ring ? gw_ks<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 
-// Knob gemv_narrow (wide, kquant): 2..8 columns (one column tile) on the kernels
+// Knob gemv_narrow (wide, kquant): the 2..8-column products gemv_mma
+// takes (from 4 columns: cuda_mmq.cu mma_pick), one column tile, on the kernels
 // the launcher above gives 9..32 at RT 2 (gw_kernel where gemv_wide_ring
 // takes the type, else gx_kernel full or capped).  gm_kernel keeps the LM
 // heads and the A/B knobs' variants (si_cu_gemvx_narrow_ok).

@@ -204,6 +204,8 @@ typedef struct cu_mm {
     bool           gemv_ring_ks8; /* knob gemv_wide_ring_ks8: gw_kernel at
                                   * 16 warps a block where the launch has
                                   * no more blocks than n_sm (K-quants)   */
+    bool           gemv_rg_cols; /* knob gemv_regroup_cols: the regrouped
+                                  * copies (w_rg) for 2..8 columns too    */
     int            gemv_narrow;  /* knob gemv_narrow: 2..8 columns on the
                                   * 9..32 kernels too (one column tile)
                                   * for 0 none (gm_kernel), 1 every type,

@@ -174,6 +174,7 @@ void cu_mm_knobs(const si_backend *b, cu_mm *m)
     m->gemv_wide_ring = b->gemv_wide_ring;
     m->gemv_ring_ks8 = b->gemv_ring_ks8;
     m->gemv_narrow = b->gemv_narrow;
+    m->gemv_rg_cols = b->gemv_rg_cols;
     m->n_sm = b->n_sm;
     m->gemv_xs = b->gemv_xs;
     m->gemv_warps = b->gemv_warps;
@@ -228,8 +229,9 @@ int cu_mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
     cu_mm_knobs(b, &m);
     if (m.rows <= 0 || m.ncols <= 0)
         return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
-    /* knobs gemv_q6r / gemv_q8r: a one-column product's regrouped copies */
-    if (m.ncols == 1 && m.expert == NULL && cu_rg_on(b, m.type))
+    /* knobs gemv_q6r / gemv_q8r: a one-column product's regrouped copies
+     * (gemv_regroup_cols: of up to 8 columns; rg_ok says where they serve) */
+    if ((m.ncols == 1 || (b->gemv_rg_cols && m.ncols <= 8)) && m.expert == NULL && cu_rg_on(b, m.type))
         rg_copies(b, &m);
     const bool wide = mm_wide(b, &m);
     const bool mma = !wide && b->mm_prefill_mma && m.expert == NULL && m.ncols > SI_CU_MMQ_MAX_COLS && si_cu_mma_ok(&m);

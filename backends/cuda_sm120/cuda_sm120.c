@@ -339,7 +339,8 @@
  *                         1,874.8 -> 1,854.8.
  *   gemv_narrow = kquant | wide | gm  (with gemv_mma, gemv_mma_wide)
  *                         the dense decode products of 2..8 columns
- *                         (decode of 2..8 sequences): gm on gm_kernel
+ *                         that gemv_mma takes (from 4 columns; 2..3 stay
+ *                         on gemv_quad_cols' dp4a): gm on gm_kernel
  *                         (cuda_gemvm.cu: 16 rows a block, x read from
  *                         the L2 a sub-block at a time, the weights in
  *                         registers); wide on the 9..32-column kernels
@@ -567,6 +568,18 @@
  *                         its copies take ~1.4 GB (the 9b has no Q8_0).
  *                         Greedy text of both presets identical with both
  *                         knobs on and off.
+ *   gemv_regroup_cols = true | false  (with gemv_q6r / gemv_q8r) the
+ *                         copies for the products of 2..8 columns that
+ *                         gemv_quad_cols takes too (2..3 columns: gemv_mma
+ *                         starts at 4), on gq_kernel's columns, e.g. the
+ *                         LM head at bs 2; the same sums a column, the
+ *                         same bits; false: the GGUF rows there (A/B).
+ *                         No more memory: the copies are the one-column
+ *                         products'.  H100 ctx 4096, same binary, false
+ *                         -> true: 9b bs 2 520.0 / 514.5 -> 562.0 / 556.3
+ *                         tok/s (+8%), bs 3 633.8 / 625.9 -> 663.5 /
+ *                         651.4; 35b-a3b bs 2 534.0 / 528.1 -> 552.8 /
+ *                         550.5 (+4%), bs 3 692.7 / 684.4 -> 711.8 / 702.6.
  *   w8_ktile = 128 | 64   the i8 prefill GEMM's (mma_weights = i8,
  *                         cuda_w8.cu) k bytes a cp.async stage: 128 (the
  *                         default) halves the block barriers and waits of
@@ -909,7 +922,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, gemv_rg_cols = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -950,6 +963,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "moe_sdc", "true", "false", &moe_sdc },
         { "gemv_q6r", "true", "false", &gemv_q6r },
         { "gemv_q8r", "true", "false", &gemv_q8r },
+        { "gemv_regroup_cols", "true", "false", &gemv_rg_cols },
         { "upload_staged", "true", "false", &upload_staged },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
@@ -1077,6 +1091,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_wide_ring = wide_ring;
     b->gemv_ring_ks8 = gemv_ring_ks8;
     b->gemv_narrow = narrow;
+    b->gemv_rg_cols = gemv_rg_cols;
     b->expert_early = expert_early;
     b->route_fused = route_fused;
     b->moe_dec_fuse = moe_dec_fuse;

@@ -2363,6 +2363,20 @@ START_TEST(test_gemv_regroup)
     matmul_ab_tol(&p, SI_TYPE_Q6_K, 4096, 65600, 1, 0.0);
     matmul_ab_tol(&p, SI_TYPE_Q8_0, 2048, 12352, 1, 0.0);
     pair_close(&p);
+    /* gemv_regroup_cols: the copies for 2..8 columns (gemv_mma off on both
+     * sides, so that gq_kernel takes them all) against the GGUF rows
+     * (gq_kernel's Q6_K columns, gs_kernel's Q8_0): the same sums a
+     * column, the same bits; an LM-head-sized Q6_K product at 2 */
+    pair_open_cu2(&p, "backend.cuda_rgc_off", "backend.cuda_rgc");
+    static const int64_t ncs[] = { 2, 3, 5, 8 };
+    for (size_t k = 0; k < 4; k++) {
+        matmul_ab_tol(&p, SI_TYPE_Q6_K, 4096, 45, ncs[k], 0.0);
+        matmul_ab_tol(&p, SI_TYPE_Q8_0, 2048, 77, ncs[k], 0.0);
+    }
+    matmul_ab_tol(&p, SI_TYPE_Q6_K, 12288, 33, 3, 0.0);
+    matmul_ab_tol(&p, SI_TYPE_Q8_0, 4096, 4099, 2, 0.0);
+    matmul_ab_tol(&p, SI_TYPE_Q6_K, 4096, 65600, 2, 0.0);
+    pair_close(&p);
 }
 END_TEST
 
@@ -3232,6 +3246,10 @@ int main(void)
     cfg_sec(&ct, "cuda_rg", "cuda_sm120.so", "kv_type = f32\n", as_cpu ? "" : "matmul = dp4a\n", NULL);
     cfg_sec(&ct, "cuda_rg_off", "cuda_sm120.so", "kv_type = f32\n",
             as_cpu ? "" : "matmul = dp4a\ngemv_q6r = false\ngemv_q8r = false\n", NULL);
+    cfg_sec(&ct, "cuda_rgc", "cuda_sm120.so", "kv_type = f32\n",
+            as_cpu ? "" : "matmul = dp4a\ngemv_mma = false\ngemv_regroup_cols = true\n", NULL);
+    cfg_sec(&ct, "cuda_rgc_off", "cuda_sm120.so", "kv_type = f32\n",
+            as_cpu ? "" : "matmul = dp4a\ngemv_mma = false\ngemv_q6r = false\ngemv_q8r = false\n", NULL);
     /* (gemv_mma = false: test_gemv_mma; prefill_mm = mma on the
      * GGUF weights: 9..32 columns on the exact int8 GEMM) */
     cfg_sec(&ct, "cuda_gmm_off", "cuda_sm120.so", "kv_type = f32\n",

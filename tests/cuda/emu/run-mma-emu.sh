@@ -161,6 +161,16 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
             cu_mm m = *mm;
             m.w = rg;
             m.type = TR;
+            if (m.ncols > 1) {   // (knob gemv_regroup_cols, as rg_launch: gq_cols)
+                switch (gq_nt(&m)) {
+                case 2: emu_gq_n<TR, 2>(&m, xq, xd, xs); break;
+                case 4: emu_gq_n<TR, 4>(&m, xq, xd, xs); break;
+                default: emu_gq_n<TR, 8>(&m, xq, xd, xs); break;
+                }
+                emu::granges = gr0;
+                free(rg);
+                return;
+            }
             const int rr = gq_rows(&m), Wr = gq_warps(&m);
             const int64_t g = (m.rows + (int64_t)Wr * rr - 1) / ((int64_t)Wr * rr);
             const size_t xsr = gq_xs(&m) ? (size_t)m.in : 0;
@@ -223,7 +233,7 @@ template <int T> static void emu_mmq_n(const cu_mm *mm, const int8_t *xq, const 
                 emu_gqe<T>(mm, xq, xd, xs);
                 return;
             }
-            if (mm->ncols > 1) {   // (as gq_launch)
+            if (mm->ncols > 1 && !(T == SI_TYPE_Q6_K && getenv("EMU_Q6R") != NULL)) {   // (as gq_launch)
                 switch (gq_nt(mm)) {
                 case 2: emu_gq_n<T, 2>(mm, xq, xd, xs); return;
                 case 4: emu_gq_n<T, 4>(mm, xq, xd, xs); return;
@@ -541,10 +551,14 @@ quad6r() {
 }
 quad6r_cases() {
     quad6r q6_k 37 2048 1; quad6r q6_k 9 4096 1; EMU_Q8R=1 quad6r q8_0 37 2048 1; EMU_Q8R=1 quad6r q8_0 9 4096 1
+    quad6r q6_k 37 4096 2; EMU_Q8R=1 quad6r q8_0 9 4096 3
     [ "$1" = quick ] && return 0
     quad6r q6_k 3 12288 1; quad6r q6_k 2 6144 1; EMU_ROWS=2 quad6r q6_k 13 4096 1; EMU_NOXS=1 quad6r q6_k 5 12288 1
     EMU_WARPS=8 quad6r q6_k 37 4096 1
     EMU_Q8R=1 quad6r q8_0 3 12288 1; EMU_Q8R=1 EMU_NOXS=1 quad6r q8_0 5 6144 1; EMU_Q8R=1 EMU_WARPS=8 quad6r q8_0 13 4096 1
+    # knob gemv_regroup_cols: the copies at 2..8 columns (gq_cols)
+    quad6r q6_k 37 4096 2; quad6r q6_k 9 12288 3; EMU_NOXS=1 quad6r q6_k 13 4096 5
+    EMU_Q8R=1 quad6r q8_0 37 2048 2; EMU_Q8R=1 quad6r q8_0 9 2048 8
 }
 quad_cases() {
     if [ "$1" = quick ]; then
