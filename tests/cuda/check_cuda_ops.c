@@ -3147,26 +3147,22 @@ int main(void)
     cfg_sec(&ct, "cuda_mma", "cuda_sm120.so", "kv_type = f32\n", mma_extra, NULL);
     /* (gemv_wide_db = true, gemv_wide_regs = capped | small, gemv_wide_split, gemv_wide_ring:
      * test_gemv_mma) */
-    cfg_sec(&ct, "cuda_mma_db", "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : "gemv_wide_db = true\ngemv_wide_ring = false\n",
-            NULL);
-    cfg_sec(&ct, "cuda_mma_capped", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_regs = capped\ngemv_wide_ring = false\n", NULL);
-    cfg_sec(&ct, "cuda_mma_small", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_regs = small\ngemv_wide_ring = false\n", NULL);
+    /* the 2..32-column knob A/Bs of test_gemv_mma: mma_extra and one knob's lines each */
+    static const char *const mma_arms[][2] = {
+        { "cuda_mma_db", "gemv_wide_db = true\ngemv_wide_ring = false\n" },
+        { "cuda_mma_capped", "gemv_wide_regs = capped\ngemv_wide_ring = false\n" },
+        { "cuda_mma_small", "gemv_wide_regs = small\ngemv_wide_ring = false\n" },
+        { "cuda_mma_split", "gemv_wide_split = true\n" },
+        { "cuda_mma_ring", "gemv_wide_ring = true\ngemv_wide_ring_ks8 = false\n" },
+        { "cuda_mma_gx", "gemv_wide_ring = false\n" },
+        { "cuda_mma_ks4", "gemv_wide_ring_ks8 = false\n" },
+        { "cuda_mma_narrow", "gemv_narrow = wide\n" },
+        { "cuda_mma_gm", "gemv_narrow = gm\n" },
+    };
+    for (size_t i = 0; i < sizeof mma_arms / sizeof mma_arms[0]; i++)
+        cfg_sec(&ct, mma_arms[i][0], "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : mma_arms[i][1], NULL);
     cfg_sec(&ct, "cuda_wregs_bad", "cuda_sm120.so", "gemv_wide_regs = many\n", NULL);
     cfg_sec(&ct, "cuda_wring_bad", "cuda_sm120.so", "gemv_wide_ring = q8\n", NULL);
-    cfg_sec(&ct, "cuda_mma_split", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_split = true\n", NULL);
-    cfg_sec(&ct, "cuda_mma_ring", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_ring = true\ngemv_wide_ring_ks8 = false\n", NULL);
-    cfg_sec(&ct, "cuda_mma_gx", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_ring = false\n", NULL);
-    cfg_sec(&ct, "cuda_mma_ks4", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_wide_ring_ks8 = false\n", NULL);
-    cfg_sec(&ct, "cuda_mma_narrow", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_narrow = wide\n", NULL);
-    cfg_sec(&ct, "cuda_mma_gm", "cuda_sm120.so", "kv_type = f32\n", mma_extra,
-            as_cpu ? "" : "gemv_narrow = gm\n", NULL);
     cfg_sec(&ct, "cuda_narrow_bad", "cuda_sm120.so", "gemv_narrow = q8\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
