@@ -93,6 +93,7 @@ struct si_backend {
     bool           gemv_ring_ks8;   /* knob gemv_wide_ring_ks8 */
     int            gemv_narrow;     /* knob gemv_narrow: 0 gm, 1 wide, 2 kquant */
     bool           gemv_rg_cols;    /* knob gemv_regroup_cols */
+    int            gemv_mma_cols;   /* knob gemv_mma_cols: 2..8 */
     bool           expert_early;    /* knob expert_early (moe_exec's order)  */
     int            route_fused;     /* knob route_fused (moe_exec's router):
                                      * 0 false, 1 true, 2 batch (2..8 tokens) */

@@ -204,6 +204,8 @@ typedef struct cu_mm {
     bool           gemv_ring_ks8; /* knob gemv_wide_ring_ks8: gw_kernel at
                                   * 16 warps a block where the launch has
                                   * no more blocks than n_sm (K-quants)   */
+    int            gemv_mma_cols; /* knob gemv_mma_cols: the fewest columns
+                                  * gemv_mma takes (0: 4)                 */
     bool           gemv_rg_cols; /* knob gemv_regroup_cols: the regrouped
                                   * copies (w_rg) for 2..8 columns too    */
     int            gemv_narrow;  /* knob gemv_narrow: 2..8 columns on the

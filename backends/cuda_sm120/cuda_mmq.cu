@@ -533,9 +533,10 @@ extern "C" int si_cu_quantize_x(const float *x, int64_t x_stride, int64_t in, in
 // at 8; at 2 the dp4a kernel's 18.7 beat 25.3), and Q8_0 only where
 // gemv_staged's kernel does not take it (35b 12352 x 2048: staged 20.5 vs
 // 29-30 us at 4 columns, even at 8; 2048 x 4096 at 4: v1's 30.8 vs 15.2).
+// Knob gemv_mma_cols moves the 4 (0: 4).
 static bool mma_pick(const cu_mm *mm)
 {
-    if (!mm->gemv_mma || mm->ncols < 4 || !si_cu_gemvm_ok(mm))
+    if (!mm->gemv_mma || mm->ncols < (mm->gemv_mma_cols > 0 ? mm->gemv_mma_cols : 4) || !si_cu_gemvm_ok(mm))
         return false;
     return mm->type != SI_TYPE_Q8_0 || !(mm->gemv_quad && si_cu_gemvq_ok(mm));
 }

@@ -175,6 +175,7 @@ void cu_mm_knobs(const si_backend *b, cu_mm *m)
     m->gemv_ring_ks8 = b->gemv_ring_ks8;
     m->gemv_narrow = b->gemv_narrow;
     m->gemv_rg_cols = b->gemv_rg_cols;
+    m->gemv_mma_cols = b->gemv_mma_cols;
     m->n_sm = b->n_sm;
     m->gemv_xs = b->gemv_xs;
     m->gemv_warps = b->gemv_warps;

@@ -337,6 +337,14 @@
  *                         35b-a3b (no K-quant dense products at 9..32
  *                         columns: the same kernels) 1,436.4 -> 1,435.1,
  *                         1,874.8 -> 1,854.8.
+ *   gemv_mma_cols = 4 (2..8)  (with gemv_mma) the fewest columns a
+ *                         dense product has for gemv_mma's kernels to take
+ *                         it (Q8_0 only where gemv_staged's kernel does
+ *                         not); fewer stay on gemv_quad_cols' dp4a.  4 was
+ *                         measured on gm_kernel (H200 bench_gemv: 9b Q4_K
+ *                         12288 x 4096 at 2 columns, dp4a 18.7 vs 25.3
+ *                         us); gemv_narrow's kernels at 2..3 columns are
+ *                         not yet measured: 2 or 3 is their A/B.
  *   gemv_narrow = kquant | wide | gm  (with gemv_mma, gemv_mma_wide)
  *                         the dense decode products of 2..8 columns
  *                         that gemv_mma takes (from 4 columns; 2..3 stay
@@ -942,6 +950,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
+    long long mma_cols = 4;    /* gemv_mma_cols = 2..8 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -1028,7 +1037,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
         (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile_twice", twices, 6, &twice_i, err)) != SI_OK ||
-        (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK)
+        (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK ||
+        (rc = knob_int(h, section, "gemv_mma_cols", "a column count", 2, 8, &mma_cols, err)) != SI_OK)
         return rc;
     const bool profile = prof_i == 1;
     if (twice_i != CU_TWICE_OFF && (!graph || profile))
@@ -1134,6 +1144,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_glu = gemv_glu;
     b->n_sm = p.multiProcessorCount;
     b->attn_split_bps = (int)split_bps;
+    b->gemv_mma_cols = (int)mma_cols;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         b->stream = NULL;

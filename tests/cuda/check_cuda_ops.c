@@ -1948,6 +1948,8 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_msg(strstr(err.msg, "gemv_wide_ring") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_narrow_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_narrow") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_mcols_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "gemv_mma_cols") != NULL && strstr(err.msg, "9") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2330,6 +2332,16 @@ START_TEST(test_gemv_mma)
     pair_open_cu2(&p, "backend.cuda_mma_gm", "backend.cuda_mma");
     matmul_ab_tol(&p, SI_TYPE_Q8_0, 4096, 45, 6, 0.0);
     matmul_ab_tol(&p, SI_TYPE_Q4_K, 256, 65600, 4, 0.0);
+    pair_close(&p);
+    /* gemv_mma_cols = 2: 2..3 columns on gemv_mma's kernels (the narrow
+     * path for the K-quants, gm_kernel for Q8_0 where the staged kernel
+     * does not take it: 12288 wide at 3 columns) against gemv_quad_cols'
+     * dp4a (the default): another f32 order */
+    pair_open_cu2(&p, "backend.cuda_mma", "backend.cuda_mma_c2");
+    for (size_t t = 0; t < 4; t++) {
+        matmul_ab(&p, kt[t], 4096, 45, 2);
+        matmul_ab(&p, kt[t], 12288, 4099, 3);
+    }
     pair_close(&p);
     /* gemv_wide_split: 128 rows a block, the steps over clusters of 4
      * (12288 wide at 4096 rows: 32 row blocks; 4096 wide at 45 rows) and
@@ -3158,12 +3170,14 @@ int main(void)
         { "cuda_mma_ks4", "gemv_wide_ring_ks8 = false\n" },
         { "cuda_mma_narrow", "gemv_narrow = wide\n" },
         { "cuda_mma_gm", "gemv_narrow = gm\n" },
+        { "cuda_mma_c2", "gemv_mma_cols = 2\n" },
     };
     for (size_t i = 0; i < sizeof mma_arms / sizeof mma_arms[0]; i++)
         cfg_sec(&ct, mma_arms[i][0], "cuda_sm120.so", "kv_type = f32\n", mma_extra, as_cpu ? "" : mma_arms[i][1], NULL);
     cfg_sec(&ct, "cuda_wregs_bad", "cuda_sm120.so", "gemv_wide_regs = many\n", NULL);
     cfg_sec(&ct, "cuda_wring_bad", "cuda_sm120.so", "gemv_wide_ring = q8\n", NULL);
     cfg_sec(&ct, "cuda_narrow_bad", "cuda_sm120.so", "gemv_narrow = q8\n", NULL);
+    cfg_sec(&ct, "cuda_mcols_bad", "cuda_sm120.so", "gemv_mma_cols = 9\n", NULL);
     cfg_sec(&ct, "cuda_mma1", "cuda_sm120.so", "kv_type = f32\n", mma1_extra, NULL);
     cfg_sec(&ct, "cuda_gemv", "cuda_sm120.so", "kv_type = f32\n", gemv_extra, NULL);
     cfg_sec(&ct, "cuda_gdn_seq", "cuda_sm120.so", "kv_type = f32\n", cu_extra, seq_extra, NULL);
