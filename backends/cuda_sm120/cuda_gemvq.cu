@@ -1250,10 +1250,9 @@ static bool rg_part_ok(const uint8_t *w_rg, uint64_t row_bytes, uint64_t grp)
 static bool rg_ok(const cu_mm *mm)
 {
     const uint64_t grp = si_cu_rg_group(mm->type);
-    const bool cols = mm->ncols == 1 || (mm->gemv_rg_cols && mm->gemv_qn && mm->ncols >= 2 &&
-                                         mm->ncols <= GQ_COLS_MAX && mm->x_div == 1);
-    if (grp == 0 || !cols || mm->norm.ctr != NULL || mm->expert != NULL || mm->w2 != NULL || mm->in % 2048 != 0 ||
-        !rg_part_ok(mm->w_rg, mm->row_bytes, grp))
+    // (more columns: si_cu_gemvq_ok, which every caller passed, took their count)
+    if (grp == 0 || (mm->ncols != 1 && !mm->gemv_rg_cols) || mm->norm.ctr != NULL || mm->expert != NULL ||
+        mm->w2 != NULL || mm->in % 2048 != 0 || !rg_part_ok(mm->w_rg, mm->row_bytes, grp))
         return false;
     for (int k = 0; k < mm->n_more; k++)
         if (!rg_part_ok(mm->more[k].w_rg, mm->more[k].row_bytes, grp))

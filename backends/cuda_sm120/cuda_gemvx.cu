@@ -415,6 +415,15 @@ static cudaError_t gw_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
     return cu_launch_cluster(gw_kernel<T, NT, KS>, dim3(blocks), dim3(32 * GW_RT * KS), smem, s, 1, *mm, xq, xd, xs);
 }
 
+// Whether gemv_wide_ring takes the type, where two of gw_kernel's blocks
+// fit an SM's shared memory, what it is for: sm_90's 227 KiB; sm_120's 99
+// KiB hold one, gx_kernel there.
+template <int T, int NT> static bool gw_takes(const cu_mm *mm)
+{
+    return (mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0)) &&
+           cu_smem_fits(2 * (int)sizeof(gw_union<T, NT, 4>));
+}
+
 template <int T, int NT>
 static cudaError_t gw_ks(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
@@ -432,6 +441,14 @@ static bool gx_full(const cu_mm *mm, unsigned blocks)
     return mm->gemv_wide_regs == 2 || (mm->gemv_wide_regs == 1 && mm->n_sm > 0 && blocks <= (unsigned)mm->n_sm);
 }
 
+// Knob gemv_wide_regs: gx_kernel without DB, full or capped registers.
+template <int T, int NT, int RT>
+static cudaError_t gx_regs(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    return gx_full(mm, gm_blocks(mm, 16 * RT)) ? gx_go<T, NT, RT, false, 1, 1>(mm, xq, xd, xs, s)
+                                                : gx_go<T, NT, RT, false, 2, 1>(mm, xq, xd, xs, s);
+}
+
 // Knobs gemv_wide_db, then gemv_wide_regs (not combined: DB keeps the
 // two-blocks cap, its 88 KiB of shared memory a block being sized for it).
 template <int T, int NT, int RT>
@@ -439,8 +456,7 @@ static cudaError_t gx_db(const cu_mm *mm, const int8_t *xq, const float *xd, con
 {
     if (mm->gemv_wide_db)
         return gx_go<T, NT, RT, true, 2, 1>(mm, xq, xd, xs, s);
-    return gx_full(mm, gm_blocks(mm, 16 * RT)) ? gx_go<T, NT, RT, false, 1, 1>(mm, xq, xd, xs, s)
-                                                : gx_go<T, NT, RT, false, 2, 1>(mm, xq, xd, xs, s);
+    return gx_regs<T, NT, RT>(mm, xq, xd, xs, s);
 }
 
 // The cluster a row block takes with knob gemv_wide_split: the fewest
@@ -485,27 +501,19 @@ static cudaError_t gx_launch(const cu_mm *mm, const int8_t *xq, const float *xd,
         rows += mm->more[k].rows;
     if (rows >= GM_TALL)
         return gx_db<T, NT, 8>(mm, xq, xd, xs, s);
-    // (the ring where two of its blocks fit an SM's shared memory, what it
-    // is for: sm_90's 227 KiB; sm_120's 99 KiB hold one, gx_kernel there)
-    const bool ring = (mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0)) &&
-                      cu_smem_fits(2 * (int)sizeof(gw_union<T, NT, 4>));
-    return ring ? gw_ks<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
+    return gw_takes<T, NT>(mm) ? gw_ks<T, NT>(mm, xq, xd, xs, s) : gx_db<T, NT, 2>(mm, xq, xd, xs, s);
 }
 
 // Knob gemv_narrow (wide, kquant): the 2..8-column products gemv_mma
 // takes (from 4 columns: cuda_mmq.cu mma_pick), one column tile, on the kernels
 // the launcher above gives 9..32 at RT 2 (gw_kernel where gemv_wide_ring
 // takes the type, else gx_kernel full or capped).  gm_kernel keeps the LM
-// heads and the A/B knobs' variants (si_cu_gemvx_narrow_ok).
+// heads and the A/B knobs' variants (si_cu_gemvx_narrow_ok), so neither
+// DB nor split is compiled for one column tile.
 template <int T>
 static cudaError_t gx_narrow(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
 {
-    const bool ring = (mm->gemv_wide_ring == 1 || (mm->gemv_wide_ring == 2 && T != SI_TYPE_Q8_0)) &&
-                      cu_smem_fits(2 * (int)sizeof(gw_union<T, 1, 4>));
-    if (ring)
-        return gw_ks<T, 1>(mm, xq, xd, xs, s);
-    return gx_full(mm, gm_blocks(mm, 16 * 2)) ? gx_go<T, 1, 2, false, 1, 1>(mm, xq, xd, xs, s)
-                                               : gx_go<T, 1, 2, false, 2, 1>(mm, xq, xd, xs, s);
+    return gw_takes<T, 1>(mm) ? gw_ks<T, 1>(mm, xq, xd, xs, s) : gx_regs<T, 1, 2>(mm, xq, xd, xs, s);
 }
 
 // Up to 8 columns (gemv_narrow) one column tile, up to 16 2, else 4.
