@@ -126,17 +126,21 @@ __device__ void quant_row(const float *x, int hd, int8_t *q, float *scale, float
 
 __global__ void __launch_bounds__(ATTN_THREADS) append_kernel(cu_attn a)
 {
-    cu_pdl_enter();
     extern __shared__ float sm[];
     __shared__ float redf[33];
     const int64_t t = blockIdx.x;
     const int g = blockIdx.y, hd = a.head_dim;
     float *x = sm, *cs = sm + hd;   // k's row, then the token's rope table
+    // The table (f64 trigonometry: a long chain) before the programmatic-
+    // launch wait, while the product before this kernel drains: it reads
+    // only the positions, which a copy wrote before that product started
+    // (the exec's first, or the one just before this launch).
+    rope_table(a, t, cs);
+    cu_pdl_enter();
     const float *k = a.k + t * a.k_stride + (uint64_t)g * hd;
     const float *v = a.v + t * a.v_stride + (uint64_t)g * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x)
         x[i] = k[i];
-    rope_table(a, t, cs);
     __syncthreads();
     // (kv head 0's block also stores the table for the attention core's q,
     // which runs after this kernel: one launch fewer than a table kernel)

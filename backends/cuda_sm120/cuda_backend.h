@@ -20,6 +20,15 @@
 #define CU_MOE_CTR 4096
 
 /* A kernel plugin attached for one op kind (cuda_kernels.c). */
+/* Per-step uploads of an op list, on the host (cuda_h2d.c): each piece
+ * rounded to CU_STAGE_ALIGN bytes, the alignment of the pinned staging. */
+#define CU_STAGE_ALIGN 16
+static inline size_t cu_stage_rnd(size_t n) { return (n + CU_STAGE_ALIGN - 1) & ~(size_t)(CU_STAGE_ALIGN - 1); }
+typedef struct cu_upbuf {
+    uint8_t *host;                  /* owned (realloc)                      */
+    size_t   cap, used;
+} cu_upbuf;
+
 typedef struct cu_kernel {
     const struct si_kernel_ops *ops;   /* NULL: the op runs built-in code   */
     void                       *state;
@@ -124,6 +133,18 @@ struct si_backend {
     bool           attn_ring_ahead; /* knob attn_ring_pages = ahead          */
     int            attn_ring_chains; /* knob attn_ring_chains: 1 or 2        */
     bool           upload_staged;   /* knob upload_staged (cuda_upload)      */
+    /* Knob h2d_early (cuda_h2d.c): the exec's ATTN/GDN uploads, copied
+     * once before its first op into up_dev (owned, grown after a sync);
+     * op up_ops[i]'s at up_dev + up_off[i] (SIZE_MAX: it copies its own).
+     * up_ops is NULL outside cu_up_begin .. cu_up_end. */
+    bool           h2d_early;
+    cu_upbuf       up;
+    uint8_t       *up_dev;
+    size_t         up_dev_cap;
+    const si_op   *up_ops;
+    size_t         up_n;
+    size_t        *up_off;
+    size_t         up_off_cap;
     int            smem_blk, smem_sm; /* opt-in shared memory a block / an SM */
     bool           gdn_rows;        /* knob gdn_rows (cuda_gdn_rows.cu)      */
     bool           gdn_chunked;     /* knob gdn_prefill = chunked (else seq) */
@@ -296,6 +317,20 @@ int   cu_graph_open(si_backend *b, bool timing, si_err *err);
 void  cu_graph_close(si_backend *b);
 int   cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
 void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err);
+/* Per-step uploads (cuda_h2d.c).  cu_up_op appends op's (ATTN: pos then
+ * seq, n int32 each; GDN: its sequence runs with their first chunks for
+ * chunk_min, n_runs/max_len set): 1, 0 where op has none (not ATTN/GDN,
+ * no tokens), -1 where it cannot (NULL arrays, invalid runs, no memory;
+ * nothing appended).  cu_up_begin (knob h2d_early; a no-op when off)
+ * enqueues one copy of the whole list's before its first op;
+ * cu_up_dev: op's uploads on the device, or NULL where op must copy its
+ * own; cu_up_end forgets the list. */
+void cu_upbuf_free(cu_upbuf *u);
+int  cu_up_op(cu_upbuf *u, const si_op *op, int chunk_min, int64_t *n_runs, int64_t *max_len);
+int  cu_up_chunk_min(const si_backend *b);
+int  cu_up_begin(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
+void cu_up_end(si_backend *b);
+const uint8_t *cu_up_dev(const si_backend *b, const si_op *op);
 /* Host side of the ATTN ops of a list (cuda_ops_attn.c): checks every op's
  * positions and advances the KV lengths as attn_exec does (all or
  * nothing: on an error nothing stays advanced); `checked`: the ops passed

@@ -11,9 +11,11 @@
  *             data, then launches.
  * What changes from step to step and how the graph sees it:
  *   - ATTN pos/seq and the GDN sequence runs: uploaded by memcpy nodes
- *     from a pinned buffer owned by the graph; a replay rewrites that
- *     buffer (after the previous launch of the graph has read it: event)
- *     in the same order the ops staged it at capture.  The kernels read
+ *     (one at the head of the graph with knob h2d_early, cuda_h2d.c; else
+ *     one an upload, where the op runs) from a pinned buffer owned by the
+ *     graph; a replay rewrites that buffer (after the previous launch of
+ *     the graph has read it: event) in the layout the ops staged it at
+ *     capture (cu_up_op makes both).  The kernels read
  *     positions from the device, so RoPE, appends and causal lengths follow.
  *   - the attention split grid, sized for max_len: max_len is bucketed
  *     (si_cu_attn_bucket, the same in the op-by-op path, so both give
@@ -44,7 +46,6 @@
 #include "cuda_gsig.h"
 #include "cuda_internal.h"
 
-#define STAGE_ALIGN 16   /* as cu_pin_reserve: the h2d copies of one op list */
 #define GROW_RETRIES 3
 #define TIMED_LISTS  8    /* profile = graph: op-list lengths timed apart */
 
@@ -60,8 +61,7 @@ typedef struct cu_graph {
 struct cu_graphs {
     cu_gcache cache;
     cu_gsig   sig;
-    uint8_t  *host;              /* this exec's per-step uploads, h2d order  */
-    size_t    host_cap, host_used;
+    cu_upbuf  up;                /* this exec's per-step uploads (cu_up_op)  */
     bool      get_rows;
     bool      told;              /* a capture failure was logged            */
     uint64_t  n_seen, n_capture, n_replay, n_fail;
@@ -71,8 +71,6 @@ struct cu_graphs {
     double host_ms;              /* this exec's host time up to its launch  */
     uint64_t n_untimed;          /* replays of lengths past TIMED_LISTS     */
 };
-
-static size_t stage_rnd(size_t n) { return (n + STAGE_ALIGN - 1) & ~(size_t)(STAGE_ALIGN - 1); }
 
 static void graph_free(void *ctx, void *payload)
 {
@@ -170,14 +168,14 @@ void cu_graph_close(si_backend *b)
     }
     cu_gcache_clear(&G->cache);
     cu_gsig_free(&G->sig);
-    free(G->host);
+    cu_upbuf_free(&G->up);
     free(G);
     b->graphs = NULL;
 }
 
 void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err)
 {
-    const size_t need = stage_rnd(bytes);
+    const size_t need = cu_stage_rnd(bytes);
     if (need > b->cap_stage_cap - b->cap_stage_used) {
         si_err_set(err, SI_EINVAL, CU_NAME ": graph capture staged more than the op list announced");
         return NULL;
@@ -193,23 +191,6 @@ static void buf_id(const si_buf *buf, uint64_t *dev, uint64_t *nbytes)
     *nbytes = buf->nbytes;
 }
 
-/* Room for `bytes` more of per-step uploads; NULL when out of memory. */
-static uint8_t *host_take(cu_graphs *G, size_t bytes)
-{
-    const size_t need = stage_rnd(bytes);
-    if (need > G->host_cap - G->host_used) {
-        size_t cap = G->host_cap ? G->host_cap : 4096;
-        while (cap - G->host_used < need)
-            cap *= 2;
-        uint8_t *h = realloc(G->host, cap);
-        if (h == NULL)
-            return NULL;
-        G->host = h;
-        G->host_cap = cap;
-    }
-    return G->host + G->host_used;
-}
-
 /* The signature of the op list and its per-step uploads (in the order the
  * ops' h2d calls make them).  SI_OK, or CU_GRAPH_DECLINED for a list
  * that must run op by op (a kernel plugin's op, per-step data that the
@@ -218,7 +199,7 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
 {
     cu_gsig *s = &G->sig;
     cu_gsig_reset(s);
-    G->host_used = 0;
+    G->up.used = 0;
     G->get_rows = false;
     cu_gsig_put(s, n_ops);
     for (size_t i = 0; i < n_ops; i++) {
@@ -254,16 +235,9 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
             cu_gsig_put(s, (uint64_t)(uintptr_t)kv->table);
             cu_gsig_put(s, (uint64_t)kv->d.n_ctx << 32 | kv->d.n_seq);
             cu_gsig_put(s, (uint64_t)kv->max_pages << 2 | (uint64_t)kv->i8 << 1 | kv->f16);
-            const size_t bytes = (size_t)n * sizeof(int32_t);
-            uint8_t *h = host_take(G, bytes);
-            if (h == NULL)
+            int64_t gdn_runs, gdn_len;   /* (a GDN op's) */
+            if (cu_up_op(&G->up, op, 0, &gdn_runs, &gdn_len) != 1)
                 return CU_GRAPH_DECLINED;
-            memcpy(h, p->pos, bytes);
-            G->host_used += stage_rnd(bytes);
-            if ((h = host_take(G, bytes)) == NULL)
-                return CU_GRAPH_DECLINED;
-            memcpy(h, p->seq, bytes);
-            G->host_used += stage_rnd(bytes);
         } else if (op->kind == SI_OP_TOPK) {
             /* Penalty lists change every step and are uploaded by the op
              * itself: such a head runs op by op (greedy has none). */
@@ -278,11 +252,9 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
                 continue;
             if (p->seq == NULL || p->state == NULL)
                 return CU_GRAPH_DECLINED;
-            cu_gdn_run *runs = (cu_gdn_run *)host_take(G, (size_t)n * sizeof *runs);
             int64_t n_runs = 0, max_len = 0;
-            if (runs == NULL || cu_gdn_runs(op, runs, &n_runs, &max_len, NULL) != SI_OK)
+            if (cu_up_op(&G->up, op, cu_up_chunk_min(b), &n_runs, &max_len) != 1)
                 return CU_GRAPH_DECLINED;
-            G->host_used += stage_rnd((size_t)n_runs * sizeof *runs);
             cu_gsig_put(s, (uint64_t)n_runs);
             cu_gsig_put(s, (uint64_t)max_len);
         }
@@ -293,7 +265,7 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
 static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, size_t n_ops, si_err *err)
 {
     cu_graph *g = e->payload;
-    if (G->host_used != g->stage_bytes)
+    if (G->up.used != g->stage_bytes)
         return CU_GRAPH_DECLINED;   /* cannot happen: the sizes are in the signature */
     si_err scratch = { 0 };
     if (cu_attn_commit_all(b, ops, n_ops, true, &scratch) != SI_OK)
@@ -301,8 +273,8 @@ static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, s
     /* The previous launch of this graph has copied its staging out. */
     cudaError_t ce = cudaEventSynchronize(g->done);
     if (ce == cudaSuccess) {
-        if (G->host_used > 0)
-            memcpy(g->stage, G->host, G->host_used);
+        if (G->up.used > 0)
+            memcpy(g->stage, G->up.host, G->up.used);
         if (G->t0 != NULL) {
             G->host_ms = ms_now() - G->host_ms;   /* (cu_graph_exec set the start) */
             ce = cudaEventRecord(G->t0, b->stream);
@@ -348,7 +320,7 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     cu_graph *g = calloc(1, sizeof *g);
     if (g == NULL)
         return CU_GRAPH_DECLINED;
-    g->stage_bytes = G->host_used;
+    g->stage_bytes = G->up.used;
     cudaError_t ce = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
     if (ce != cudaSuccess)
         g->done = NULL;
@@ -371,9 +343,11 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     ce = cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal);
     if (ce == cudaSuccess) {
         size_t n = 0;
+        rc = cu_up_begin(b, ops, n_ops, &scratch);
         for (; i < n_ops && rc == SI_OK; i += n)
             rc = cu_exec_ops(b, ops, n_ops, i, &n, &scratch);
         ran = rc != SI_OK ? i - n : i;   /* the failed op (or group) committed nothing */
+        cu_up_end(b);
         cudaError_t ce2 = cudaStreamEndCapture(b->stream, &graph);
         if (ce == cudaSuccess)
             ce = ce2;

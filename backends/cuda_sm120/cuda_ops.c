@@ -933,6 +933,8 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         if (g != CU_GRAPH_DECLINED)
             return cu_exec_end(b, g, err);
     }
+    if (rc == SI_OK)
+        rc = cu_up_begin(b, ops, n_ops, err);
     for (size_t i = 0; i < n_ops && rc == SI_OK;) {
         /* (a fused unit's time goes to its last op: the events of the
          * others are recorded back to back before it) */
@@ -942,6 +944,7 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         rc = unit_run(b, ops + i, &u, err);
         i += u.n;
     }
+    cu_up_end(b);
     cu_prof_after(b);
     return cu_exec_end(b, rc, err);
 }

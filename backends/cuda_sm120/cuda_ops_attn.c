@@ -79,20 +79,30 @@ static int attn_front(si_backend *b, const si_op *op, uint32_t *added, cu_attn *
         rc = cu_kv_pages_reserve(b, kv, len, added, p->kv_layer, err);
     if (rc != SI_OK)
         return rc;
+    /* pos and seq: copied before the exec's first op (knob h2d_early:
+     * cu_up_op's layout), or here into the workspace */
+    const uint8_t *up = cu_up_dev(b, op);
+    const size_t ps_bytes = (size_t)n * sizeof(int32_t);
     size_t q_bytes = q_out != NULL ? rnd((size_t)n * p->n_head * p->head_dim * sizeof(float)) : 0;
-    size_t bytes = 2 * rnd((size_t)n * sizeof(int32_t)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float)) + q_bytes;
+    size_t bytes = (up ? 0 : 2 * rnd(ps_bytes)) + rnd((size_t)n * (p->n_rot + 1) * sizeof(float)) + q_bytes;
     void *ws = cu_ws_reserve(b, bytes, err);
     if (ws == NULL)
         return SI_ENOMEM;
     carve cv = { ws, 0 };
-    int32_t *d_pos = take(&cv, (size_t)n * sizeof(int32_t));
-    int32_t *d_seq = take(&cv, (size_t)n * sizeof(int32_t));
+    const int32_t *d_pos, *d_seq;
+    if (up != NULL) {
+        d_pos = (const int32_t *)up;
+        d_seq = (const int32_t *)(up + cu_stage_rnd(ps_bytes));
+    } else {
+        int32_t *pos = take(&cv, ps_bytes), *seq = take(&cv, ps_bytes);
+        if ((rc = cu_h2d(b, pos, p->pos, ps_bytes, err)) != SI_OK || (rc = cu_h2d(b, seq, p->seq, ps_bytes, err)) != SI_OK)
+            return rc;
+        d_pos = pos;
+        d_seq = seq;
+    }
     float *rope = take(&cv, (size_t)n * (p->n_rot + 1) * sizeof(float));
     if (q_out != NULL)
         *q_out = take(&cv, q_bytes);
-    if ((rc = cu_h2d(b, d_pos, p->pos, (size_t)n * sizeof(int32_t), err)) != SI_OK ||
-        (rc = cu_h2d(b, d_seq, p->seq, (size_t)n * sizeof(int32_t), err)) != SI_OK)
-        return rc;
     const si_tensor *qg = op->src[0], *k = op->src[1], *v = op->src[2];
     *a = (cu_attn){
         .qg = (const float *)dptr(qg), .k = (const float *)dptr(k), .v = (const float *)dptr(v),
@@ -333,13 +343,16 @@ int cu_gdn_op(si_backend *b, const si_op *op, bool quant, si_err *err)
     void *ws = NULL;
     const int chunk_min = b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0;
     size_t tp_bytes = 0;
+    /* the runs: copied before the exec's first op (knob h2d_early), or
+     * here into the workspace */
+    const cu_gdn_run *up = (const cu_gdn_run *)cu_up_dev(b, op);
     if (rc == SI_OK) {
         /* (the chunked runs' per-chunk matrices and decay factors: 33 KB a
          * chunk and v-head) */
         n_chunks = si_cu_gdn_plan_chunks(runs, n_runs, chunk_min);
         tp_bytes = si_cu_gdn_tp_bytes(n_chunks, (int)p->n_v_head);
-        ws = cu_ws_reserve(b, rnd((size_t)n_runs * sizeof *runs) + rnd((size_t)n * (size_t)conv_dim * sizeof(float)) +
-                                  rnd(tp_bytes), err);
+        ws = cu_ws_reserve(b, (up ? 0 : rnd((size_t)n_runs * sizeof *runs)) +
+                                  rnd((size_t)n * (size_t)conv_dim * sizeof(float)) + rnd(tp_bytes), err);
         if (ws == NULL)
             rc = SI_ENOMEM;
     }
@@ -348,10 +361,11 @@ int cu_gdn_op(si_backend *b, const si_op *op, bool quant, si_err *err)
         return rc;
     }
     carve cv = { ws, 0 };
-    cu_gdn_run *d_runs = take(&cv, (size_t)n_runs * sizeof *runs);
+    cu_gdn_run *d_runs = up ? NULL : take(&cv, (size_t)n_runs * sizeof *runs);
     float *y = take(&cv, (size_t)n * (size_t)conv_dim * sizeof(float));
     float *tp = n_chunks > 0 ? take(&cv, tp_bytes) : NULL;
-    rc = cu_h2d(b, d_runs, runs, (size_t)n_runs * sizeof *runs, err);
+    if (up == NULL)
+        rc = cu_h2d(b, d_runs, runs, (size_t)n_runs * sizeof *runs, err);
     free(runs);
     if (rc != SI_OK)
         return rc;
@@ -364,7 +378,7 @@ int cu_gdn_op(si_backend *b, const si_op *op, bool quant, si_err *err)
         .conv_w = (const float *)dptr(s[4]), .conv_w_stride = row_stride(s[4]) / 4,
         .ssm_a = (const float *)dptr(s[5]), .dt_bias = (const float *)dptr(s[6]),
         .norm_w = (const float *)dptr(s[7]), .dst = (float *)dptr(&op->dst),
-        .state = (uint8_t *)p->state->dev, .runs = d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
+        .state = (uint8_t *)p->state->dev, .runs = up ? up : d_runs, .n_runs = n_runs, .n = n, .conv_dim = conv_dim,
         .n_k_head = (int)p->n_k_head, .n_v_head = (int)p->n_v_head, .dk = (int)p->head_k_dim,
         .dv = (int)p->head_v_dim, .conv_k = (int)p->conv_k, .eps = p->eps, .y = y, .rows = b->gdn_rows,
         .chunk_min = chunk_min, .max_len = max_len, .tp = tp, .n_chunks = n_chunks, .tc = b->gdn_tc,

@@ -180,6 +180,22 @@
  *                         passes on the H100; 9b bs 1 ctx 4096 358.6 vs
  *                         358.3 tok/s with false (the same; the GPU idles
  *                         through less host time on slower hosts).
+ *   h2d_early = true | false  the per-step numbers of an exec's ATTN ops
+ *                         (positions, sequences) and GDN ops (sequence
+ *                         runs) copied to the device once, before its
+ *                         first op (cuda_h2d.c), instead of by each op
+ *                         where it runs: a decode graph's 40 (9b) / 50
+ *                         (35b-a3b) memcpy nodes between kernels become
+ *                         one at its head, and the ATTN/GDN kernels
+ *                         launch early again (programmatic launch).  Same
+ *                         numbers, same kernels: the same bits.  H100,
+ *                         ctx 4096, tok/s true vs false (same binary,
+ *                         twice): bs 1 9b 379.2 / 371.1 vs 351.8 / 355.1,
+ *                         35b-a3b 367.4 / 365.6 vs 336.8 / 335.9; bs 8
+ *                         9b 1,462 / 1,458 vs 1,422 / 1,411, 35b-a3b
+ *                         1,211 / 1,212 vs 1,133 / 1,135; graph device
+ *                         time a bs-1 step 2,553.5 vs 2,742.8 us (9b),
+ *                         2,635.4 vs 2,874.7 (35b-a3b).
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
  *                         loading its K/V rows into registers a few at a
@@ -847,6 +863,9 @@ static void cuda_close(si_backend *b)
     if (b->ev_join != NULL)
         cudaEventDestroy(b->ev_join);
     cudaFree(b->ws);
+    cudaFree(b->up_dev);
+    cu_upbuf_free(&b->up);
+    free(b->up_off);
     cudaFree(b->xq);
     cudaFree(b->w8);
     cu_wcache_free(&b->w8c);
@@ -935,7 +954,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
-    bool upload_staged = true;
+    bool upload_staged = true, h2d_early = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
@@ -974,6 +993,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_q8r", "true", "false", &gemv_q8r },
         { "gemv_regroup_cols", "true", "false", &gemv_rg_cols },
         { "upload_staged", "true", "false", &upload_staged },
+        { "h2d_early", "true", "false", &h2d_early },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
@@ -1110,6 +1130,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_q6r = gemv_q6r;
     b->gemv_q8r = gemv_q8r;
     b->upload_staged = upload_staged;
+    b->h2d_early = h2d_early;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;

@@ -22,7 +22,11 @@
  * replay) must change no bit and count every replay; the graph sides also
  * run units twice in each capture (profile_twice = matmul for f16, moe
  * for i8; a third qwen36 f16 pair: an empty launch after every unit),
- * which must change no bit either.  For
+ * which must change no bit either.  Knob h2d_early (the ATTN/GDN per-step
+ * numbers copied once before an exec's first op, cuda_h2d.c): on for the
+ * f16/i8 graph sides and the f16e op-by-op side, off for the f16/i8
+ * op-by-op sides and the f16e graph side (the per-op copies, captured as
+ * memcpy nodes).  For
  * qwen35 (dense) and qwen36 (MoE), kv_type f16 and i8 (paged).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  CK_NOFORK:
@@ -261,9 +265,11 @@ int main(void)
     const char *text =
         "[backend.graph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = matmul\n"
         "[backend.nograph_f16]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
+        "h2d_early = false\n"
         "[backend.graph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\nprofile = graph\nprofile_twice = moe\n"
         "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
-        "[backend.graph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = empty\n"
+        "h2d_early = false\n"
+        "[backend.graph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = empty\nh2d_early = false\n"
         "[backend.nograph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\n";
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
