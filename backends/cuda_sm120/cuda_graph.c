@@ -307,6 +307,38 @@ static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, s
     return SI_OK;
 }
 
+/* profile = graph: what a captured graph holds, by node type (a copy or
+ * an event between two kernels is a full dependency: the kernel after it
+ * cannot launch early). */
+static void log_nodes(si_backend *b, cudaGraph_t graph, size_t n_ops)
+{
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, NULL, &n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return;
+    }
+    cudaGraphNode_t *nodes = malloc(n * sizeof *nodes);
+    if (nodes == NULL)
+        return;
+    size_t k = 0, copy = 0, set = 0, other = 0;
+    if (cudaGraphGetNodes(graph, nodes, &n) == cudaSuccess) {
+        for (size_t i = 0; i < n; i++) {
+            enum cudaGraphNodeType t;
+            if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess)
+                t = cudaGraphNodeTypeEmpty;
+            k += t == cudaGraphNodeTypeKernel;
+            copy += t == cudaGraphNodeTypeMemcpy;
+            set += t == cudaGraphNodeTypeMemset;
+            other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemcpy && t != cudaGraphNodeTypeMemset;
+        }
+        b->host->log(b->host, SI_LOG_INFO, CU_NAME,
+                     "profile: captured a graph of %zu ops: %zu nodes (%zu kernels, %zu copies, %zu memsets, %zu other)",
+                     n_ops, n, k, copy, set, other);
+    }
+    cudaGetLastError();
+    free(nodes);
+}
+
 static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, size_t n_ops, si_err *err)
 {
     (void)err;
@@ -355,6 +387,8 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     b->capturing = false;
     b->cap_stage = NULL;
     bool ok = ce == cudaSuccess && rc == SI_OK && graph != NULL && b->cap_stage_used == g->stage_bytes;
+    if (ok && G->t0 != NULL)
+        log_nodes(b, graph, n_ops);
     if (ok)
         ok = (ce = cudaGraphInstantiate(&g->exec, graph, 0)) == cudaSuccess;
     if (graph != NULL)

@@ -26,7 +26,8 @@
  * numbers copied once before an exec's first op, cuda_h2d.c): on for the
  * f16/i8 graph sides and the f16e op-by-op side, off for the f16/i8
  * op-by-op sides and the f16e graph side (the per-op copies, captured as
- * memcpy nodes).  For
+ * memcpy nodes); the i8 graph side's captures (profile = graph logs their
+ * node types) hold at most one copy each.  For
  * qwen35 (dense) and qwen36 (MoE), kv_type f16 and i8 (paged).
  *
  * Exits 77 (SKIP) when the cuda_sm120 probe refuses the machine.  CK_NOFORK:
@@ -71,6 +72,10 @@ static int t_lines, t_bad;
 /* profile_twice (both graph sides): its lines at capture, and how many
  * of them doubled no unit. */
 static int tw_lines, tw_none;
+/* profile = graph: its line at each capture (node types); h2d_early
+ * leaves at most one copy a graph (the per-step numbers, at its head). */
+static int n_lines;
+static size_t n_copies_max;
 
 static void test_log(const si_host *h, int level, const char *who, const char *fmt, ...)
 {
@@ -91,6 +96,12 @@ static void test_log(const si_host *h, int level, const char *who, const char *f
         t_lines++;
         t_replays += reps;
         t_bad += !(n_ops > 0 && reps > 0 && min > 0.0 && mean >= min && mean < 1e6 && host_us > 0.0);
+    }
+    size_t nn, nk, nc, nm, no;
+    if (sscanf(msg, "profile: captured a graph of %zu ops: %zu nodes (%zu kernels, %zu copies, %zu memsets, %zu other)",
+               &n_ops, &nn, &nk, &nc, &nm, &no) == 6) {
+        n_lines++;
+        n_copies_max = nc > n_copies_max ? nc : n_copies_max;
     }
     size_t n_tw;
     if (sscanf(msg, "profile_twice: a graph of %zu ops runs %zu units twice", &n_ops, &n_tw) == 2) {
@@ -197,7 +208,8 @@ static void graph_case(bool moe, const char *kv)
     si_ct_model_open(&rb, &host, p_cu, sec_n, model, g, N_SEQ, N_CTX);
     const uint32_t V = c.V;
     stats st = { 0 };
-    tw_lines = tw_none = 0;
+    tw_lines = tw_none = n_lines = 0;
+    n_copies_max = 0;
 
     const int32_t both[2] = { 0, 1 }, one[1] = { 1 };
     const int32_t pos0[2] = { 0, 0 };
@@ -219,6 +231,10 @@ static void graph_case(bool moe, const char *kv)
     ck_assert_msg(tw_lines > 0, "profile_twice: no line at capture");
     ck_assert_msg(tw_none == (strcmp(kv, "i8") == 0 && !moe ? tw_lines : 0),
                   "profile_twice: %d of %d captures doubled no unit", tw_none, tw_lines);
+    /* (profile = graph on the i8 side, with h2d_early) */
+    if (strcmp(kv, "i8") == 0)
+        ck_assert_msg(n_lines > 0 && n_copies_max <= 1, "h2d_early: %d capture lines, up to %zu copies a graph",
+                      n_lines, n_copies_max);
     g_lines = t_lines = t_bad = 0;
     t_replays = 0;
     si_ct_model_close(&ra);
