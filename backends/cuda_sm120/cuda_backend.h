@@ -90,6 +90,7 @@ struct si_backend {
     bool           mm_mma_v2;       /* knob mma_tile = v2 (else v1)          */
     bool           mm_w8;           /* knob mma_weights = i8 (else gguf)     */
     bool           f32_tiled;       /* knob f32_gemm = tiled (else gemv)     */
+    int            mm_block_cols;   /* knob mm_block_cols (cuda_matmul.cu)   */
     bool           gemv_quad;       /* knob gemv_quad (cuda_gemvq.cu)        */
     bool           gemv_qe;         /* knob gemv_quad_experts (cuda_gemvq.cu) */
     bool           gemv_qn;         /* knob gemv_quad_cols (cuda_gemvq.cu)   */

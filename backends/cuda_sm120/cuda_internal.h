@@ -239,6 +239,11 @@ typedef struct cu_mm {
     bool           f32_tiled;    /* knob f32_gemm = tiled: F32/F16/BF16
                                   * weights, >= 64 columns, no experts:
                                   * mm_tiled_kernel (cuda_matmul.cu)     */
+    int            block_cols;   /* knob mm_block_cols: float-stored
+                                  * products of <= 2048 rows from this
+                                  * many columns to 8 (and the router's
+                                  * rr_kernel) a block a row
+                                  * (cuda_matmul.cu); 0 or 9: never     */
     int            n_more;       /* v1 only (the ops split it for the
                                   * others): products 1.. of the launch   */
     cu_mm_part     more[CU_MM_MORE];   /* (same x, type, experts and

@@ -68,7 +68,7 @@ __device__ __forceinline__ void mm_x8(const float *p, bool x4, float v[8])
 template <int T, int NT, int KS>
 __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
 {
-    __shared__ float part[MM_WARPS];
+    __shared__ float part[MM_WARPS][NT];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t r = KS == 1 ? bx * MM_WARPS + warp : bx;
     if (KS > 1)
@@ -123,18 +123,23 @@ __device__ __forceinline__ void mm_body(cu_mm &mm, int64_t bx)
         }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            float s = cu_warp_sum(acc[t]);
-            if (KS > 1) {   // (NT = 1 here: one column)
-                if (lane == 0)
-                    part[warp] = s;
-                __syncthreads();
-                s = 0.0f;
+            const float s = cu_warp_sum(acc[t]);
+            if (KS > 1 && lane == 0)
+                part[warp][t] = s;
+            else if (KS == 1 && lane == 0 && t < nt)
+                mm.y[(j0 + t) * mm.y_stride + r] = s;
+        }
+        if (KS > 1) {
+            // the warps' sums in warp order (lane t of warp 0: column t)
+            __syncthreads();
+            if (warp == 0 && lane < nt) {
+                float s = 0.0f;
 #pragma unroll
                 for (int k = 0; k < KS; k++)
-                    s += part[k];
+                    s += part[k][lane];
+                mm.y[(j0 + lane) * mm.y_stride + r] = s;
             }
-            if (lane == 0 && t < nt && (KS == 1 || warp == 0))
-                mm.y[(j0 + t) * mm.y_stride + r] = s;
+            __syncthreads();   // part is rewritten by the next column tile
         }
     }
 }
@@ -284,6 +289,22 @@ static inline bool mm_small(const cu_mm *mm)
     return mm->ncols == 1 && mm->expert == NULL && mm->rows <= MM_SMALL_ROWS;
 }
 
+// Knob mm_block_cols: a small product (rows <= MM_SMALL_ROWS, no
+// experts, no more[] parts) of block_cols..8 columns a block a row as
+// well, the row's groups split over the block's warps (mm_kernel<T, 8,
+// MM_WARPS>): the MOE router (256 x 2048 floats) at 8 tokens took 65
+// blocks of one warp a row (rr_kernel 30.7 us alone, H100 ncu; 20.0 us a
+// block a row).  Another f32 order than a warp a row.
+static inline bool mm_block_rows(const cu_mm *mm)
+{
+    return mm->block_cols >= 2 && mm->ncols >= mm->block_cols && mm->ncols <= 8;
+}
+
+static inline bool mm_small_block(const cu_mm *mm)
+{
+    return mm_block_rows(mm) && mm->expert == NULL && mm->rows <= MM_SMALL_ROWS && mm->n_more == 0;
+}
+
 // Whether si_cu_matmul takes mm's more[] products in its launch: float-
 // stored weights of the small one-column kind (a block a row), each part.
 extern "C" bool si_cu_matmul_more_ok(const cu_mm *mm)
@@ -327,6 +348,11 @@ template <int T> static cudaError_t mm_launch(const cu_mm *mm, cudaStream_t s)
     dim3 grid((unsigned)gx, (unsigned)gy);
     if (small)
         return cu_launch(mm_kernel<T, 1, MM_WARPS>, grid, dim3(32 * MM_WARPS), 0, s, *mm);
+    if constexpr (cu_is_plain<T>::value) {
+        if (mm_small_block(mm))
+            return cu_launch(mm_kernel<T, 8, MM_WARPS>, dim3((unsigned)mm->rows, (unsigned)gy), dim3(32 * MM_WARPS), 0,
+                             s, *mm);
+    }
     if (one)
         return cu_launch(mm_kernel<T, 1, 1>, grid, dim3(32 * MM_WARPS), 0, s, *mm);
     return cu_launch(mm_kernel<T, 8, 1>, grid, dim3(32 * MM_WARPS), 0, s, *mm);
@@ -383,12 +409,16 @@ static cudaError_t rr_launch(const cu_mm *mm, int K, int32_t *sel, float *wts, u
 {
     // (the grid of mm_launch's small path for one column, of its NT = 8
     // path for more, plus the blocks of the more[] parts)
-    const bool one = mm->ncols == 1;
-    int64_t gx = one ? mm->rows : (mm->rows + MM_WARPS - 1) / MM_WARPS;
+    // (knob mm_block_cols: more columns a block a row too, as mm_launch)
+    const bool one = mm->ncols == 1, blk = one || mm_block_rows(mm);
+    int64_t gx = blk ? mm->rows : (mm->rows + MM_WARPS - 1) / MM_WARPS;
     for (int k = 0; k < mm->n_more; k++)
-        gx += one ? mm->more[k].rows : (mm->more[k].rows + MM_WARPS - 1) / MM_WARPS;
+        gx += blk ? mm->more[k].rows : (mm->more[k].rows + MM_WARPS - 1) / MM_WARPS;
     if (one)
         return cu_launch(rr_kernel<T, 1, MM_WARPS, J>, dim3((unsigned)gx), dim3(32 * MM_WARPS), 0, s, *mm, K, sel,
+                         wts, done);
+    if (blk)
+        return cu_launch(rr_kernel<T, 8, MM_WARPS, J>, dim3((unsigned)gx), dim3(32 * MM_WARPS), 0, s, *mm, K, sel,
                          wts, done);
     return cu_launch(rr_kernel<T, 8, 1, J>, dim3((unsigned)gx), dim3(32 * MM_WARPS), 0, s, *mm, K, sel, wts, done);
 }

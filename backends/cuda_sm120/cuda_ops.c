@@ -164,6 +164,7 @@ static int mm_run_w8(si_backend *b, const cu_mm *m, int64_t ncx, int slot, si_er
 void cu_mm_knobs(const si_backend *b, cu_mm *m)
 {
     m->f32_tiled = b->f32_tiled;
+    m->block_cols = b->mm_block_cols;
     m->gemv_quad = b->gemv_quad;
     m->gemv_qe = b->gemv_qe;
     m->gemv_qn = b->gemv_qn;

@@ -103,7 +103,8 @@ static bool batch_knob_on(int knob, int64_t n) { return knob == 1 || (knob == 2 
 static int moe_router(si_backend *b, const cu_mm *mm, int K, int32_t *sel, float *wts, si_err *err)
 {
     cu_mm m = *mm;
-    m.prefetch = b->gemv_prefetch;   /* (as cu_mm_run sets it) */
+    m.prefetch = b->gemv_prefetch;   /* (as cu_mm_run sets them) */
+    m.block_cols = b->mm_block_cols;
     const bool fused = batch_knob_on(b->route_fused, mm->ncols);
     if (fused && b->route_ctr != NULL && si_cu_router_route_ok(&m, K))
         return launched(si_cu_router_route(&m, K, sel, wts, b->route_ctr, b->stream), "MOE (router)", err);

@@ -196,6 +196,20 @@
  *                         1,211 / 1,212 vs 1,133 / 1,135; graph device
  *                         time a bs-1 step 2,553.5 vs 2,742.8 us (9b),
  *                         2,635.4 vs 2,874.7 (35b-a3b).
+ *   mm_block_cols = 4 (2..9)  float-stored products of <= 2048 rows at
+ *                         this many columns up to 8 (decode of 4..8
+ *                         sequences: the MOE router 256 x 2048, with
+ *                         route_fused its rr_kernel too; small F32
+ *                         projections) a block a row, the row's 8-wide
+ *                         groups split over the block's 4 warps, as at one
+ *                         column; fewer columns (9: all) a warp a row, 4
+ *                         rows a block (65 blocks for the 35b-a3b router).
+ *                         Another f32 order (the warps' sums added in warp
+ *                         order).  H100, 35b-a3b ctx 4096, tok/s 2 vs 9
+ *                         (same binary, twice): bs 8 1,282 / 1,280 vs
+ *                         1,204 / 1,221, bs 4 921 / 909 vs 890 / 906, bs 2
+ *                         621 / 612 vs 629 / 631 (hence 4); rr_kernel at
+ *                         bs 8 alone (ncu) 20.0 vs 30.7 us.
  *   attn_gqa = shared | per_head  the split core over the dense f16/f32
  *                         cache: per_head runs split_kernel, each lane
  *                         loading its K/V rows into registers a few at a
@@ -970,6 +984,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
     long long mma_cols = 4;    /* gemv_mma_cols = 2..8 */
+    long long block_cols = 4;  /* mm_block_cols = 2..9 */
     const struct {
         const char *key, *yes, *no;
         bool       *out;
@@ -1058,7 +1073,8 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile_twice", twices, 6, &twice_i, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK ||
-        (rc = knob_int(h, section, "gemv_mma_cols", "a column count", 2, 8, &mma_cols, err)) != SI_OK)
+        (rc = knob_int(h, section, "gemv_mma_cols", "a column count", 2, 8, &mma_cols, err)) != SI_OK ||
+        (rc = knob_int(h, section, "mm_block_cols", "a column count", 2, 9, &block_cols, err)) != SI_OK)
         return rc;
     const bool profile = prof_i == 1;
     if (twice_i != CU_TWICE_OFF && (!graph || profile))
@@ -1131,6 +1147,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_q8r = gemv_q8r;
     b->upload_staged = upload_staged;
     b->h2d_early = h2d_early;
+    b->mm_block_cols = (int)block_cols;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
     b->gemv_warps = gemv_w8 ? 8 : 4;

@@ -2132,8 +2132,9 @@ END_TEST
  * experts as one matrix, `dtype` down experts, an F32 shared gate row
  * stored as the router, shared expert of `stype`) for each token count of
  * ns[]; the weights made once. */
-static void moe_ab_35b(const char *ref_sec, const char *sec, uint32_t dtype, uint32_t stype, const int64_t *ns,
-                       size_t n_ns, const char *label)
+/* (tol 0: bit for bit; knobs that change an f32 order compare within tol) */
+static void moe_ab_35b_tol(const char *ref_sec, const char *sec, uint32_t dtype, uint32_t stype, const int64_t *ns,
+                           size_t n_ns, const char *label, double tol)
 {
     const int64_t E = 256, K = 8, H = 2048, F = 512;
     pair p;
@@ -2156,7 +2157,7 @@ static void moe_ab_35b(const char *ref_sec, const char *sec, uint32_t dtype, uin
         char what[128];
         snprintf(what, sizeof what, "MOE %s A/B, 35b shapes, shared %s, n %lld (run %zu)", label,
                  host.type_name(stype), (long long)ns[k], k);
-        dt_compare(&p, &y, 0.0, what);
+        dt_compare(&p, &y, tol, what);
         dt_free(&p, &h);
         dt_free(&p, &y);
     }
@@ -2165,6 +2166,12 @@ static void moe_ab_35b(const char *ref_sec, const char *sec, uint32_t dtype, uin
     dt_free(&p, &down);
     moe_shared_free(&p, &sgi, &sg, &su, &sd);
     pair_close(&p);
+}
+
+static void moe_ab_35b(const char *ref_sec, const char *sec, uint32_t dtype, uint32_t stype, const int64_t *ns,
+                       size_t n_ns, const char *label)
+{
+    moe_ab_35b_tol(ref_sec, sec, dtype, stype, ns, n_ns, label, 0.0);
 }
 
 /* Knob moe_overlap: the decode MOE's shared expert on the side stream
@@ -2493,6 +2500,31 @@ START_TEST(test_moe_route_fused)
     si_err err = { { 0 } };
     ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_rr_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "route_fused") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s",
+                  err.msg);
+}
+END_TEST
+
+/* Knob mm_block_cols: the router product of 2..8 tokens (fused with its
+ * top-K at the default route_fused = batch, and as two launches) a block a
+ * row from 2 columns (cuda_v1_sb2) and from the default 4 against a warp a
+ * row (cuda_v1_sb_off, 9): another f32 order of the logits, so within 1e-5
+ * (a pick flipped by it would be far outside), for 1, 2, 8 tokens and 1
+ * again; and a bad value refused. */
+START_TEST(test_moe_block_cols)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const int64_t ns[] = { 1, 2, 8, 1 };
+    moe_ab_35b_tol("backend.cuda_v1_sb_off", "backend.cuda_v1_sb2", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 4,
+                   "mm_block_cols = 2", 1e-5);
+    moe_ab_35b_tol("backend.cuda_v1_sb_off", "backend.cuda_dp4a_v1", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 4,
+                   "mm_block_cols", 1e-5);
+    moe_ab_35b_tol("backend.cuda_v1_sb_off", "backend.cuda_v1_rr_off", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 4,
+                   "mm_block_cols (route_fused = false)", 1e-5);
+    si_backend *b = NULL;
+    si_err err = { { 0 } };
+    ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_sb_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "mm_block_cols") != NULL && strstr(err.msg, "'1'") != NULL, "message: %s",
                   err.msg);
 }
 END_TEST
@@ -3210,6 +3242,11 @@ int main(void)
     cfg_sec(&ct, "cuda_v1_rr_on", "cuda_sm120.so",
             "kv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\ngemv = v1\nroute_fused = true\n", NULL);
     cfg_sec(&ct, "cuda_rr_bad", "cuda_sm120.so", "route_fused = often\n", NULL);
+    cfg_sec(&ct, "cuda_v1_sb_off", "cuda_sm120.so",
+            "kv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\ngemv = v1\nmm_block_cols = 9\n", NULL);
+    cfg_sec(&ct, "cuda_v1_sb2", "cuda_sm120.so",
+            "kv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\ngemv = v1\nmm_block_cols = 2\n", NULL);
+    cfg_sec(&ct, "cuda_sb_bad", "cuda_sm120.so", "mm_block_cols = 1\n", NULL);
     cfg_sec(&ct, "cuda16_gqa_fma", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
             as_cpu ? "" : "attn_mma = false\n", NULL);
     cfg_sec(&ct, "cuda_w8_mmasync", "cuda_sm120.so", "kv_type = f32\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n",
@@ -3411,6 +3448,7 @@ int main(void)
     tcase_add_test(tx, test_moe_fs_same);
     tcase_add_test(tx, test_moe_quad_experts);   /* (after the cases above: their draws unchanged) */
     tcase_add_test(tx, test_moe_route_fused);    /* (last of moe: the draws above unchanged) */
+    tcase_add_test(tx, test_moe_block_cols);
     tcase_add_test(tm, test_topk);        /* its own draws (rng saved and restored) */
     suite_add_tcase(s, tm);
     suite_add_tcase(s, ta);

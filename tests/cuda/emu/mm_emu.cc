@@ -4,7 +4,8 @@
 // k from 0: bit for bit) and within f32 rounding of a double reference;
 // F32/F16/BF16 weights, row/column/k tails, x_div, a y with gaps between
 // its columns (nothing stored there), and the GEMV-style mm_kernel<T, 8,
-// 1> it replaces within the same f32 bound.
+// 1> it replaces within the same f32 bound; mm_kernel<T, 8, MM_WARPS>
+// (knob mm_block_cols) within it too.
 // Usage: mm_emu (no arguments; run-mm-emu.sh pastes the kernels in).
 #include "cuda_runtime.h"
 #include "cuda_internal.h"
@@ -156,6 +157,66 @@ static int more_case(uint32_t type, int64_t rows0, int64_t rows1, int64_t in)
     return ok ? 0 : 1;
 }
 
+// Knob mm_block_cols: mm_kernel<T, 8, MM_WARPS> (2..8 columns a block a
+// row, the warps' sums added in warp order through shared memory), also
+// past 8 columns (a second column tile: the shared sums rewritten) and
+// with x one float off 16 bytes (scalar loads): within the f32 bound of a
+// double reference, every output written, y's gaps untouched, and the
+// misaligned x the same bits.
+static int block_case(uint32_t type, int64_t rows, int64_t in, int64_t ncols)
+{
+    const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = in * esz, xs = in + 5, ys = rows + 3;
+    std::vector<uint8_t> w((size_t)(rows * rb));
+    std::vector<float> wv((size_t)(rows * in)), x((size_t)(ncols * xs + 1)), y((size_t)(ncols * ys), NAN), y2 = y;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < in; i++)
+            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+    for (auto &v : x) v = fr();
+    cu_mm mm = {};
+    mm.w = w.data(); mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)rb;
+    mm.x = x.data(); mm.x_stride = xs; mm.x_div = 1; mm.y = y.data(); mm.y_stride = ys; mm.ncols = ncols;
+    mm.block_cols = 2;
+    auto run = [&](const cu_mm &m) {
+        emu_launch(dim3((unsigned)rows, (unsigned)((ncols + 7) / 8)), dim3(32 * MM_WARPS), 0, [&] {
+            if (type == SI_TYPE_F32) mm_kernel<SI_TYPE_F32, 8, MM_WARPS>(m);
+            else if (type == SI_TYPE_F16) mm_kernel<SI_TYPE_F16, 8, MM_WARPS>(m);
+            else mm_kernel<SI_TYPE_BF16, 8, MM_WARPS>(m);
+        });
+    };
+    run(mm);
+    // the same x one float further (xs + 5 floats a column: never 16-byte
+    // aligned then) must give the same bits
+    std::vector<float> xo((size_t)(ncols * xs + 1));
+    memcpy(xo.data() + 1, x.data(), (size_t)(ncols * xs) * 4);
+    cu_mm mo = mm;
+    mo.x = xo.data() + 1;
+    mo.y = y2.data();
+    run(mo);
+    int64_t notbit = 0, gap = 0, unset = 0;
+    double worst = 0;
+    for (int64_t c = 0; c < ncols; c++)
+        for (int64_t r = 0; r < ys; r++) {
+            const float got = y[(size_t)(c * ys + r)];
+            notbit += memcmp(&got, &y2[(size_t)(c * ys + r)], 4) != 0;
+            if (r >= rows) {
+                gap += got == got;
+                continue;
+            }
+            unset += got != got;
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < in; k++) {
+                ref += (double)wv[(size_t)(r * in + k)] * x[(size_t)(c * xs + k)];
+                mag += fabs((double)wv[(size_t)(r * in + k)] * x[(size_t)(c * xs + k)]);
+            }
+            worst = std::max(worst, fabs(got - ref) / ((double)(in + 2) * 6e-8 * mag + 1e-30));
+        }
+    const bool ok = notbit == 0 && gap == 0 && unset == 0 && worst <= 1.0;
+    printf("  block a row: %s rows %lld in %lld ncols %lld: %lld differ with x misaligned, %lld unset, %lld gap writes, err %.3g of the f32 bound  %s\n",
+           type == SI_TYPE_F32 ? "f32" : type == SI_TYPE_F16 ? "f16" : "bf16", (long long)rows, (long long)in,
+           (long long)ncols, (long long)notbit, (long long)unset, (long long)gap, worst, ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
 int main()
 {
     int rc = 0;
@@ -166,6 +227,10 @@ int main()
     rc |= one(SI_TYPE_F32, 5, 12, 70, 3);       // in < 8 per loader group tail
     rc |= more_case(SI_TYPE_F32, 256, 1, 2048);   // the 35b's router and shared-expert gate
     rc |= more_case(SI_TYPE_BF16, 7, 3, 264);
+    rc |= block_case(SI_TYPE_F32, 256, 2048, 8);   // the 35b's router at 8 tokens
+    rc |= block_case(SI_TYPE_F32, 32, 2048, 2);
+    rc |= block_case(SI_TYPE_F16, 5, 1004, 3);     // a k tail (in % 8), rows < warps
+    rc |= block_case(SI_TYPE_BF16, 9, 264, 13);    // two column tiles
     printf(rc ? "FAIL\n" : "OK\n");
     return rc;
 }

@@ -47,7 +47,7 @@ struct outs {
     }
 };
 
-static int one(uint32_t type, int64_t n, int64_t E, int K, int64_t H, bool gate, int mode)
+static int one(uint32_t type, int64_t n, int64_t E, int K, int64_t H, bool gate, int mode, bool blk = false)
 {
     const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = H * esz, hs = H + 4;   // gaps between h's columns
     std::vector<uint8_t> w((size_t)((E + 1) * rb));   // the router's rows, then the gate row
@@ -69,6 +69,7 @@ static int one(uint32_t type, int64_t n, int64_t E, int K, int64_t H, bool gate,
     mm.w = w.data(); mm.type = type; mm.in = H; mm.rows = E; mm.row_bytes = (uint64_t)rb;
     mm.x = h.data(); mm.x_stride = hs; mm.x_div = 1; mm.y_stride = E; mm.ncols = n;
     mm.prefetch = true;
+    mm.block_cols = blk ? 2 : 0;   // (knob mm_block_cols: both sides)
     outs ref, got;
     ref.poison(n, E, K);
     // the two launches, as moe_exec's mm_run and si_cu_moe_route make them
@@ -133,9 +134,9 @@ static int one(uint32_t type, int64_t n, int64_t E, int K, int64_t H, bool gate,
     if (mode == NAN_H)
         unset += !std::isnan(ref.wts[0]);
     const bool ok = !bad_host && unset == 0 && d[0] + d[1] + d[2] + d[3] == 0 && left == 0;
-    printf("  %s n %lld E %lld K %d H %lld%s%s: differ logits %lld gate %lld sel %lld wts %lld, count left %u  %s\n",
+    printf("  %s n %lld E %lld K %d H %lld%s%s%s: differ logits %lld gate %lld sel %lld wts %lld, count left %u  %s\n",
            type == SI_TYPE_F32 ? "f32" : type == SI_TYPE_F16 ? "f16" : "bf16", (long long)n, (long long)E, K,
-           (long long)H, gate ? " +gate" : "", mode == TIES ? " ties" : mode == NAN_H ? " NaN in h" : "",
+           (long long)H, gate ? " +gate" : "", blk ? " block a row" : "", mode == TIES ? " ties" : mode == NAN_H ? " NaN in h" : "",
            (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3], left,
            ok ? "ok" : bad_host ? "FAIL (refused)" : unset ? "FAIL (the reference)" : "FAIL");
     return ok ? 0 : 1;
@@ -179,6 +180,16 @@ int main()
     rc |= one(SI_TYPE_F32, 8, 256, 8, 2048, true, TIES);
     rc |= one(SI_TYPE_F32, 1, 256, 8, 2048, true, NAN_H);
     rc |= one(SI_TYPE_F32, 8, 256, 8, 2048, true, NAN_H);
+    // knob mm_block_cols = 2: 2..8 tokens a block a row (rr_kernel<T, 8, MM_WARPS>)
+    for (int64_t n : { 2, 8 }) {
+        rc |= one(SI_TYPE_F32, n, 256, 8, 2048, true, PLAIN, true);
+        rc |= one(SI_TYPE_F32, n, 256, 8, 2048, false, PLAIN, true);
+    }
+    rc |= one(SI_TYPE_F32, 5, 100, 6, 1004, true, PLAIN, true);
+    rc |= one(SI_TYPE_BF16, 3, 256, 8, 512, true, PLAIN, true);
+    rc |= one(SI_TYPE_F32, 8, 256, 8, 2048, true, TIES, true);
+    rc |= one(SI_TYPE_F32, 8, 256, 8, 2048, true, NAN_H, true);
+    rc |= one(SI_TYPE_F32, 1, 256, 8, 2048, true, PLAIN, true);   // (one column: unchanged)
     printf(rc ? "FAIL\n" : "OK\n");
     return rc;
 }

@@ -24,3 +24,5 @@ plant more-w 's/mm.w = mm.more\[k\].w;/;/'
 plant no-sync 's/__syncthreads\(\);   \/\/ every thread is done with the previous tile/;/'
 # mm_body's 16-byte x loads a group in the wrong order
 plant x4-order 's/const float4 a = \(\(const float4 \*\)p\)\[0\], c = \(\(const float4 \*\)p\)\[1\];/const float4 a = ((const float4 *)p)[1], c = ((const float4 *)p)[0];/'
+# knob mm_block_cols: the warps' sums added for column 0 only
+plant part-col 's/s \+= part\[k\]\[lane\];/s += part[k][0];/'
