@@ -9,6 +9,8 @@ b="$top/build-gpu"
 export LD_LIBRARY_PATH="$top/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SI_TOP_SRCDIR="$top" SI_TOP_BUILDDIR="$b" SI_SHARED_DATA="$top/../shared/data"
 export CK_DEFAULT_TIMEOUT=600
+# (gpu-prepare.sh carries the large shared libraries xz-compressed)
+find "$b" -name '*.so.xz' -exec xz -d -f {} +
 rm -rf "$b/lib" && mkdir -p "$b/lib"
 for so in $(find "$b" -path '*/.libs/*.so' ! -path '*/tests/*'); do
     ln -sf "$so" "$b/lib/$(basename "$so")"
