@@ -327,6 +327,12 @@ void *cu_graph_stage(si_backend *b, size_t bytes, si_err *err);
  * cu_up_dev: op's uploads on the device, or NULL where op must copy its
  * own; cu_up_end forgets the list. */
 void cu_upbuf_free(cu_upbuf *u);
+/* Grows a scratch buffer of the device (*p, *cap bytes) to hold `bytes`
+ * (half as much again, so a slowly growing need does not reallocate each
+ * time), after the stream drains: kernels of earlier ops may still read
+ * the old one; captured graphs go stale (ws_gen).  Fails (and flags
+ * cap_grow) while a graph is being captured.  (cuda_sm120.c) */
+int  cu_scratch_grow(si_backend *b, uint8_t **p, size_t *cap, size_t bytes, const char *what, si_err *err);
 int  cu_up_op(cu_upbuf *u, const si_op *op, int chunk_min, int64_t *n_runs, int64_t *max_len);
 int  cu_up_chunk_min(const si_backend *b);
 int  cu_up_begin(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);

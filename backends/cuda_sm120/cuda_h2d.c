@@ -80,35 +80,6 @@ int cu_up_chunk_min(const si_backend *b)
     return b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0;
 }
 
-/* b->up_dev with room for `bytes`: grown after a stream sync (kernels of
- * the previous exec may still read it), which makes captured graphs stale
- * (ws_gen); refused while a graph is captured (cap_grow: the list runs op
- * by op, which grows it). */
-static int up_reserve(si_backend *b, size_t bytes, si_err *err)
-{
-    if (bytes <= b->up_dev_cap)
-        return SI_OK;
-    if (b->capturing) {
-        b->cap_grow = true;
-        return si_err_set(err, SI_ENOMEM, CU_NAME ": upload area growth during graph capture");
-    }
-    b->ws_gen++;
-    cudaError_t e = cudaStreamSynchronize(b->stream);
-    if (e != cudaSuccess)
-        return si_err_set(err, SI_EDEVICE, CU_NAME ": %s", cudaGetErrorString(e));
-    cudaFree(b->up_dev);
-    b->up_dev = NULL;
-    b->up_dev_cap = 0;
-    const size_t want = bytes < 4096 ? 4096 : bytes + bytes / 2;
-    if ((e = cudaMalloc((void **)&b->up_dev, want)) != cudaSuccess) {
-        cudaGetLastError();
-        b->up_dev = NULL;
-        return si_err_set(err, SI_ENOMEM, CU_NAME ": upload area of %zu bytes: %s", want, cudaGetErrorString(e));
-    }
-    b->up_dev_cap = want;
-    return SI_OK;
-}
-
 int cu_up_begin(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
 {
     b->up_ops = NULL;
@@ -134,7 +105,11 @@ int cu_up_begin(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     }
     if (u->used == 0)
         return SI_OK;
-    int rc = up_reserve(b, u->used, err);
+    /* (grown op by op: refused while a graph is captured, whose list then
+     * runs op by op once and grows it) */
+    int rc = u->used <= b->up_dev_cap
+                 ? SI_OK
+                 : cu_scratch_grow(b, &b->up_dev, &b->up_dev_cap, u->used, "the step's uploads", err);
     if (rc == SI_OK)
         rc = cu_h2d(b, b->up_dev, u->host, u->used, err);
     if (rc != SI_OK)

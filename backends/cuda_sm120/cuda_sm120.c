@@ -1360,11 +1360,8 @@ void *cu_pin_reserve(si_backend *b, size_t bytes, si_err *err)
     return p;
 }
 
-/* Grows a scratch buffer of the device (*p, *cap bytes) to hold `bytes`
- * (half as much again, so a slowly growing need does not reallocate each
- * time), after the stream drains: kernels of earlier ops may still read
- * the old one.  Fails (and flags it) while a graph is being captured. */
-static int cu_scratch_grow(si_backend *b, uint8_t **p, size_t *cap, size_t bytes, const char *what, si_err *err)
+/* (cuda_backend.h) */
+int cu_scratch_grow(si_backend *b, uint8_t **p, size_t *cap, size_t bytes, const char *what, si_err *err)
 {
     if (b->capturing) {
         b->cap_grow = true;
