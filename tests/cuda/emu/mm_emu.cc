@@ -35,15 +35,25 @@ static void put(uint32_t type, uint8_t *row, int64_t i, float v, float *val)
     }
 }
 
+// rows x in random weights of the type (w: stored, rb bytes a row) and
+// their values (wv)
+static void rand_rows(uint32_t type, int64_t rows, int64_t in, int64_t rb, std::vector<uint8_t> &w,
+                      std::vector<float> &wv)
+{
+    w.assign((size_t)(rows * rb), 0);
+    wv.assign((size_t)(rows * in), 0.0f);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < in; i++)
+            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+}
+
 static int one(uint32_t type, int64_t rows, int64_t in, int64_t ncols, int64_t x_div)
 {
     const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = in * esz, ncx = (ncols - 1) / x_div + 1;
     const int64_t xs = in + 3, ys = rows + 5;   // gaps after each x and y column
-    std::vector<uint8_t> w((size_t)(rows * rb));
-    std::vector<float> wv((size_t)(rows * in)), x((size_t)(ncx * xs)), y((size_t)(ncols * ys), NAN), y2 = y;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t i = 0; i < in; i++)
-            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+    std::vector<uint8_t> w;
+    std::vector<float> wv, x((size_t)(ncx * xs)), y((size_t)(ncols * ys), NAN), y2 = y;
+    rand_rows(type, rows, in, rb, w, wv);
     for (auto &v : x) v = fr();
     cu_mm mm = {};
     mm.w = w.data(); mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)rb;
@@ -105,11 +115,9 @@ template <int T> static void run_rows(const cu_mm &m, unsigned blocks)
 static int more_case(uint32_t type, int64_t rows0, int64_t rows1, int64_t in)
 {
     const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = in * esz;
-    std::vector<uint8_t> w((size_t)((rows0 + rows1) * rb));
-    std::vector<float> wv((size_t)((rows0 + rows1) * in)), x((size_t)in);
-    for (int64_t r = 0; r < rows0 + rows1; r++)
-        for (int64_t i = 0; i < in; i++)
-            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+    std::vector<uint8_t> w;
+    std::vector<float> wv, x((size_t)in);
+    rand_rows(type, rows0 + rows1, in, rb, w, wv);
     for (auto &v : x) v = fr();
     std::vector<float> y0((size_t)rows0, NAN), y1((size_t)rows1, NAN), a0 = y0, a1 = y1;
     cu_mm mm = {};
@@ -166,11 +174,9 @@ static int more_case(uint32_t type, int64_t rows0, int64_t rows1, int64_t in)
 static int block_case(uint32_t type, int64_t rows, int64_t in, int64_t ncols)
 {
     const int64_t esz = type == SI_TYPE_F32 ? 4 : 2, rb = in * esz, xs = in + 5, ys = rows + 3;
-    std::vector<uint8_t> w((size_t)(rows * rb));
-    std::vector<float> wv((size_t)(rows * in)), x((size_t)(ncols * xs + 1)), y((size_t)(ncols * ys), NAN), y2 = y;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t i = 0; i < in; i++)
-            put(type, w.data() + r * rb, i, fr(), &wv[(size_t)(r * in + i)]);
+    std::vector<uint8_t> w;
+    std::vector<float> wv, x((size_t)(ncols * xs + 1)), y((size_t)(ncols * ys), NAN), y2 = y;
+    rand_rows(type, rows, in, rb, w, wv);
     for (auto &v : x) v = fr();
     cu_mm mm = {};
     mm.w = w.data(); mm.type = type; mm.in = in; mm.rows = rows; mm.row_bytes = (uint64_t)rb;
