@@ -334,7 +334,7 @@ void cu_upbuf_free(cu_upbuf *u);
  * cap_grow) while a graph is being captured.  (cuda_sm120.c) */
 int  cu_scratch_grow(si_backend *b, uint8_t **p, size_t *cap, size_t bytes, const char *what, si_err *err);
 int  cu_up_op(cu_upbuf *u, const si_op *op, int chunk_min, int64_t *n_runs, int64_t *max_len);
-int  cu_up_chunk_min(const si_backend *b);
+int  cu_up_chunk_min(const si_backend *b);   /* a GDN op's chunk_min (knob gdn_prefill) */
 int  cu_up_begin(si_backend *b, const si_op *ops, size_t n_ops, si_err *err);
 void cu_up_end(si_backend *b);
 const uint8_t *cu_up_dev(const si_backend *b, const si_op *op);

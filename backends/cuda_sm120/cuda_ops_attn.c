@@ -341,7 +341,7 @@ int cu_gdn_op(si_backend *b, const si_op *op, bool quant, si_err *err)
     int64_t n_runs = 0, max_len = 0, n_chunks = 0;
     int rc = cu_gdn_runs(op, runs, &n_runs, &max_len, err);
     void *ws = NULL;
-    const int chunk_min = b->gdn_chunked ? SI_CU_GDN_CHUNK_MIN : 0;
+    const int chunk_min = cu_up_chunk_min(b);
     size_t tp_bytes = 0;
     /* the runs: copied before the exec's first op (knob h2d_early), or
      * here into the workspace */

@@ -1915,8 +1915,8 @@ START_TEST(test_gdn_prefill_9b_timing)
 END_TEST
 
 /* An unknown gdn_prefill, gemv_staged_q6, attn_ring, attn_ring_pages,
- * attn_ring_chains or attn_split_blocks value is refused at open, naming
- * key and value. */
+ * attn_ring_chains, attn_split_blocks (and the other knobs below, among
+ * them mm_block_cols) value is refused at open, naming key and value. */
 START_TEST(test_gdn_prefill_knob)
 {
     if (as_cpu)
@@ -1950,6 +1950,8 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_msg(strstr(err.msg, "gemv_narrow") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_mcols_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_mma_cols") != NULL && strstr(err.msg, "9") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_sb_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "mm_block_cols") != NULL && strstr(err.msg, "'1'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2509,7 +2511,7 @@ END_TEST
  * row from 2 columns (cuda_v1_sb2) and from the default 4 against a warp a
  * row (cuda_v1_sb_off, 9): another f32 order of the logits, so within 1e-5
  * (a pick flipped by it would be far outside), for 1, 2, 8 tokens and 1
- * again; and a bad value refused. */
+ * again (a bad value: test_gdn_prefill_knob). */
 START_TEST(test_moe_block_cols)
 {
     if (as_cpu)
@@ -2521,11 +2523,6 @@ START_TEST(test_moe_block_cols)
                    "mm_block_cols", 1e-5);
     moe_ab_35b_tol("backend.cuda_v1_sb_off", "backend.cuda_v1_rr_off", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 4,
                    "mm_block_cols (route_fused = false)", 1e-5);
-    si_backend *b = NULL;
-    si_err err = { { 0 } };
-    ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_sb_bad", &b, &err), SI_EINVAL);
-    ck_assert_msg(strstr(err.msg, "mm_block_cols") != NULL && strstr(err.msg, "'1'") != NULL, "message: %s",
-                  err.msg);
 }
 END_TEST
 
