@@ -135,20 +135,36 @@ cudaError_t cu_launch_split_ring(const cu_attn *a, int rb, int32_t chunk, int n_
 // The block's place in the split grid: token t, query heads h0.. (RB of
 // them) of kv head g, split s over positions [c0, c1).  False where the
 // split lies beyond the token's context (the block has nothing to do:
-// combine reads only splits <= pos / chunk).
+// combine reads only splits <= pos / chunk).  chunk: split_chunk's.
 struct split_blk {
     int64_t t, c0, c1;
     int     h0, s, g;
 };
+// Positions a split of token t covers: the plan's chunk, or, where the
+// launch passes chunk 0 (knob attn_split_len = context), the token's own
+// context cut into n_split parts of a multiple of SPLIT_TILE each, so that
+// chunk * n_split >= pos + 1 (the splits past pos / chunk are empty).  The
+// plan's chunk cuts max_len, a bucket of up to 1/8 more than the longest
+// context (si_cu_attn_bucket), in whole tiles: at ctx 4096 the 9b's
+// bucket of 4608 left 96 blocks of 132 SMs, ~85 of them with positions.
+static __device__ __forceinline__ int64_t split_chunk(const cu_attn &a, int64_t t, int32_t chunk, int n_split)
+{
+    if (chunk > 0)
+        return chunk;
+    const int64_t per = ((int64_t)a.pos[t] + n_split) / n_split;   // ceil((pos + 1) / n_split)
+    return (per + SPLIT_TILE - 1) / SPLIT_TILE * SPLIT_TILE;
+}
+
+// (the launch's grid z is its n_split)
 template <int RB> static __device__ __forceinline__ bool split_where(const cu_attn &a, int32_t chunk, split_blk &b)
 {
     b.t = blockIdx.x;
     b.h0 = blockIdx.y * RB;
     b.s = blockIdx.z;
     b.g = b.h0 / (a.n_head / a.n_head_kv);
-    const int64_t pos = a.pos[b.t];
-    b.c0 = (int64_t)b.s * chunk;
-    b.c1 = b.c0 + chunk < pos + 1 ? b.c0 + chunk : pos + 1;
+    const int64_t pos = a.pos[b.t], ch = split_chunk(a, b.t, chunk, (int)gridDim.z);
+    b.c0 = (int64_t)b.s * ch;
+    b.c1 = b.c0 + ch < pos + 1 ? b.c0 + ch : pos + 1;
     return b.c0 <= pos;
 }
 

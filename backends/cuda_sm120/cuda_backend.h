@@ -155,6 +155,7 @@ struct si_backend {
     bool           gdn_early;       /* knob gdn_early (cuda_gdn_rows.cu fused_kernel) */
     int            n_sm;            /* multiprocessors of the device         */
     int            attn_split_bps;  /* knob attn_split_blocks (cuda_attn.cu) */
+    bool           attn_split_ctx;  /* knob attn_split_len = context        */
     /* ATTN split partials (device), grown on demand after a stream sync. */
     float         *attn_part;
     size_t         attn_part_cap;

@@ -472,6 +472,9 @@ typedef struct cu_attn {
     int          n_sm;           /* multiprocessors: sizes the split grid  */
     int          split_bps;      /* knob attn_split_blocks: blocks a
                                   * multiprocessor the split plan aims for */
+    bool         split_ctx;      /* knob attn_split_len = context: splits
+                                  * cut each token's own context, not
+                                  * max_len (split_chunk, cuda_attn.cuh)   */
     bool         gqa_shared;     /* knob attn_gqa = shared: split K/V tiles
                                   * staged by cp.async (cuda_attn_gqa.cu) */
     bool         dec_mma;        /* knob attn_mma (with gqa_shared): the

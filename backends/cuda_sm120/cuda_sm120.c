@@ -726,6 +726,32 @@
  *                         ctx 32768 9b 323.2 tok/s (4: 311.3 / 310.7,
  *                         1: 305.6, 8: 304.9), 35b-a3b 322.8 (4: 308.1 /
  *                         308.4, 1: 314.1, 8: 301.8); ctx 4096 even.
+ *   attn_split_len = context | bucket  what decode attention's split-K
+ *                         cuts into its n_split chunks (the kernels,
+ *                         split_chunk in cuda_attn.cuh): context (default)
+ *                         each token's own context, read on the device, in
+ *                         multiples of 64 positions; bucket the planned
+ *                         max_len, the longest context rounded up by up to
+ *                         1/8 (si_cu_attn_bucket, so a captured graph
+ *                         serves the whole bucket), which left blocks idle:
+ *                         at ctx 4096 (bucket 4608) the 9b's 4 kv heads x 24
+ *                         splits of 192 positions made 96 blocks on 132
+ *                         SMs, ~85 of them with positions; context gives 4 x
+ *                         33 of 128.  context plans at most one wave
+ *                         (n_split = SMs' blocks / blocks, rounded down).
+ *                         Exact either way; another cut of the positions,
+ *                         so another order of combine's sums.  H100, same
+ *                         binary, alternated twice, tok/s context vs
+ *                         bucket: 9b bs 8 ctx 32768 1,133.1 / 1,116.2 vs
+ *                         1,033.7 / 1,041.3 (+8.6%), ctx 4096 1,464.7 /
+ *                         1,487.8 vs 1,455.9 / 1,463.6; bs 1 within 1%
+ *                         (4096 372.2 / 379.3 vs 378.7 / 380.2, 32768
+ *                         344.5 / 352.9 vs 341.5 / 349.5); 35b-a3b bs 8
+ *                         4096 1,297.8 / 1,294.4 vs 1,281.9 / 1,269.8,
+ *                         32768 1,114.4 / 1,113.9 vs 1,143.0 / 1,127.6
+ *                         (-1.9%: 32769 positions / 8 splits rounds up to
+ *                         4,160 a split where the bucket's 9 x 4,096 left
+ *                         a last split of one position), bs 1 even.
  *   gdn_prefill = chunked | seq  GDN runs of >= 32 tokens: chunked (default)
  *                         takes the delta rule in chunks of 64 tokens (one
  *                         block per v-head, sequence and 32 value columns;
@@ -983,6 +1009,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     int prof_i = 0;            /* profile = false | true | graph: 0, 1, 2 */
     int twice_i = 0;           /* profile_twice = false | norm | matmul | glu | moe | empty: enum cu_twice */
     long long split_bps = 2;   /* attn_split_blocks = 1..32 */
+    bool split_ctx = true;     /* attn_split_len = context | bucket */
     long long mma_cols = 4;    /* gemv_mma_cols = 2..8 */
     long long block_cols = 4;  /* mm_block_cols = 2..9 */
     const struct {
@@ -1033,6 +1060,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "attn_gqa", "shared", "per_head", &attn_gqa },
         { "attn_mma", "true", "false", &attn_mma },
         { "attn_fa3_overlap", "true", "false", &attn_fa3_ov },
+        { "attn_split_len", "context", "bucket", &split_ctx },
         { "gdn_prefill", "chunked", "seq", &gdn_chunked },
         { "gdn_rows", "true", "false", &gdn_rows },
         { "gdn_tc", "true", "false", &gdn_tc },
@@ -1182,6 +1210,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_glu = gemv_glu;
     b->n_sm = p.multiProcessorCount;
     b->attn_split_bps = (int)split_bps;
+    b->attn_split_ctx = split_ctx;
     b->gemv_mma_cols = (int)mma_cols;
     snprintf(b->device_name, sizeof b->device_name, "%s", p.name);
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -1426,6 +1455,7 @@ int cu_attn_prepare(si_backend *b, cu_attn *a, const int32_t *pos, si_err *err)
     a->fa3_overlap = b->attn_fa3_ov;
     a->n_sm = b->n_sm;
     a->split_bps = b->attn_split_bps;
+    a->split_ctx = b->attn_split_ctx;
     a->max_len = si_cu_attn_bucket(max_len);
     a->part = NULL;
     size_t bytes = si_cu_attn_part_bytes(a);

@@ -1411,6 +1411,19 @@ START_TEST(test_attn_i8_ring)
 }
 END_TEST
 
+/* attn_split_len = bucket (the default, context, runs in every other
+ * attention test): the splits cut the planned max_len, not each token's
+ * context; the int8 ring (35B-like and 9B-like), the f16 ring and the
+ * per-head split kernel, each against the cpu backend. */
+START_TEST(test_attn_split_len)
+{
+    attn_long_kv("backend.cpu", "backend.cuda_i8_ring_bucket", 8, 1, 256, 0, true);
+    attn_long_kv("backend.cpu", "backend.cuda_i8_ring_bucket", 16, 4, 256, 0, true);
+    attn_long("backend.cpu16", "backend.cuda16_ring_bucket", 16, 4, 256, 1e-3);
+    attn_long("backend.cpu16", "backend.cuda16_split_bucket", 8, 1, 256, 1e-3);
+}
+END_TEST
+
 /* attn_ring_pages = ahead (the default) against each, both on the GPU:
  * the same bits, 9B-like and 35B-like; then attn_ring_chains = 1 (one
  * score chain; the default 2 sums two: another f32 order) as
@@ -1915,7 +1928,7 @@ START_TEST(test_gdn_prefill_9b_timing)
 END_TEST
 
 /* An unknown gdn_prefill, gemv_staged_q6, attn_ring, attn_ring_pages,
- * attn_ring_chains, attn_split_blocks (and the other knobs below, among
+ * attn_ring_chains, attn_split_blocks, attn_split_len (and the other knobs below, among
  * them mm_block_cols) value is refused at open, naming key and value. */
 START_TEST(test_gdn_prefill_knob)
 {
@@ -1950,6 +1963,9 @@ START_TEST(test_gdn_prefill_knob)
     ck_assert_msg(strstr(err.msg, "gemv_narrow") != NULL && strstr(err.msg, "'q8'") != NULL, "message: %s", err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_mcols_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "gemv_mma_cols") != NULL && strstr(err.msg, "9") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_slen_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "attn_split_len") != NULL && strstr(err.msg, "'soon'") != NULL, "message: %s",
+                  err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_sb_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "mm_block_cols") != NULL && strstr(err.msg, "'1'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
@@ -3328,6 +3344,12 @@ int main(void)
             as_cpu ? "" : "attn_ring = small\nattn_ring_chains = 1\n", NULL);
     cfg_sec(&ct, "cuda16_ring_ch1", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
             as_cpu ? "" : "attn_ring = true\nattn_ring_chains = 1\n", NULL);
+    /* (attn_split_len = bucket: test_attn_split_len) */
+    const char *bucket = as_cpu ? "" : "attn_split_len = bucket\n";
+    cfg_sec(&ct, "cuda_i8_ring_bucket", "cuda_sm120.so", i8_kv, cu_extra, bucket, NULL);
+    cfg_sec(&ct, "cuda16_ring_bucket", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa, bucket, NULL);
+    cfg_sec(&ct, "cuda16_split_bucket", "cuda_sm120.so", "kv_type = f16\n", cu_extra, nofa, perhead, bucket, NULL);
+    cfg_sec(&ct, "cuda_slen_bad", "cuda_sm120.so", "attn_split_len = soon\n", NULL);
     if (ct.len >= ct.cap) {
         fprintf(stderr, "config text truncated (%zu bytes)\n", ct.len);
         return 1;
@@ -3407,6 +3429,7 @@ int main(void)
     single_case(s, "attn_ring", test_attn_long_ring);
     single_case(s, "attn_i8_ring", test_attn_i8_ring);
     single_case(s, "attn_ring_knobs", test_attn_ring_knobs);
+    single_case(s, "attn_split_len", test_attn_split_len);
     single_case(s, "kv_yield", test_kv_yields_copies);
     single_case(s, "attn_q", test_attn_q_fused);
     single_case(s, "gemv_mma", test_gemv_mma);

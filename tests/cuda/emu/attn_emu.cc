@@ -27,6 +27,8 @@
 // checked as SPLIT 3.  Where the ring runs, each op also runs with knob
 // attn_ring_chains = 2 (within SPLIT 3's bound of the first run) and,
 // over the int8 pages, attn_ring_pages = ahead (its bits) on the same cache.
+// The split cores cut each token's own context (knob attn_split_len =
+// context, split_chunk), or with EMU_SPLIT_BUCKET set the planned max_len.
 // Usage: attn_emu KV SPLIT HD NH NKV NROT NSM PF LEN...
 //   KV i8|f16|f32, SPLIT 1 = attn split, 2 = split with attn_gqa = shared,
 //   3 = that with attn_mma, 4 / 5 = that with attn_ring = true / small
@@ -146,6 +148,8 @@ static int run_op(const std::vector<int32_t> &seq, const std::vector<int32_t> &p
     for (int t = 0; t < n; t++) ml = std::max(ml, pos[t] + 1);
     a.split = C.split != 0; a.gqa_shared = C.split >= 2; a.dec_mma = C.split >= 3;
     a.n_sm = C.nsm; a.max_len = si_cu_attn_bucket(ml);   // as cu_attn_prepare
+    // knob attn_split_len: context (the default) or, with EMU_SPLIT_BUCKET, bucket
+    a.split_ctx = getenv("EMU_SPLIT_BUCKET") == NULL;
     // an H200's shared memory, or (EMU_SMEM_OPTIN=101376) sm_120's: 99 KB a block, 100 an SM
     a.ring = C.split == 4 ? 1 : C.split == 5 ? 2 : 0;
     a.ring_ahead = false;

@@ -82,6 +82,7 @@ f16 3 128 4 2 64 8 1 1 65 200
 f16 3 64 4 4 64 64 1 33 129
 f16 3 128 16 1 64 64 1 40 5
 f16 3 256 2 1 64 300 1 7 64 65
+f16 3 256 8 1 64 2 1 300 17 70
 f16 4 256 8 1 64 64 1 100 17 70
 f16 4 256 16 2 64 64 0 1000 15
 f16 4 256 16 4 64 64 0 700 3
@@ -109,6 +110,12 @@ EMU_DRIFT=3 "$out/attn_emu" f32 2 128 4 2 64 64 1 90 130 || rc=1
 EMU_DRIFT=5 "$out/attn_emu" f16 3 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=9 "$out/attn_emu" f16 4 256 8 1 64 64 1 100 17 70 || rc=1
 EMU_DRIFT=4 "$out/attn_emu" f16 5 128 16 4 64 8 0 1000 3 || rc=1
+# knob attn_split_len = bucket (the cases above run context, the
+# default): splits of the planned max_len, the dense, int8 and ring cores
+for c in "i8 1 256 8 1 64 200 1 100 17" "i8 4 256 16 2 64 64 0 1000 15" "f16 2 256 8 1 64 64 1 100 17 70" \
+         "f16 4 256 16 4 64 64 0 700 3" "f32 1 128 1 1 64 64 0 1000 17"; do
+    EMU_SPLIT_BUCKET=1 "$out/attn_emu" $c || rc=1
+done
 # attn_ring = true on sm_120's shared memory (99 KB a block): small's shape
 EMU_SMEM_OPTIN=101376 "$out/attn_emu" f16 4 256 16 2 64 64 1 300 31 || rc=1
 EMU_SMEM_OPTIN=101376 "$out/attn_emu" i8 4 256 16 4 64 64 1 300 31 || rc=1
@@ -141,7 +148,10 @@ aplant() {
     fi
 }
 if [ "$PLANT" != no ]; then
-    aplant 's/acc\[i\]\[1\] \*= f1;/;/' mma-rescale
+    # (2 multiprocessors: splits of several 64-position tiles, so a rescale
+    # runs inside a split; attn_split_len = context cuts the default case's
+    # contexts into single tiles)
+    aplant 's/acc\[i\]\[1\] \*= f1;/;/' mma-rescale cuda_attn_mma 3 f16 "256 8 1 64 2 1 300 17 70"
     aplant 's/vt\[(i \/ hd) \* rs + i % hd\] = __float2half_rn(0.0f);/;/' mma-vzero
     aplant 's/ldsm_x4_t(af, vb + kk \* 16 \* rs \* 2);/ldsm_x4_t(af, vb);/' mma-vstep
     aplant 's/pp = 16 \* warp + gr + (j >> 1) \* 8;/pp = 16 * warp + gr;/' mma-srow
