@@ -115,7 +115,6 @@ struct si_backend {
     unsigned      *moe_ctr;         /* moe_dec_fuse: 2 * CU_MOE_CTR groups'
                                      * counts (device, 0 between launches)  */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */
-    bool           gemv_stride;     /* knob gemv_stride (cuda_gemvq.cu)      */
     int            gemv_warps;      /* knob gemv_warps (cuda_gemvq.cu): 4, 8 */
     bool           gemv_st;         /* knob gemv_staged (cuda_gemvq.cu)      */
     int            gemv_st6;        /* knob gemv_staged_q6 (cuda_gemvq.cu):

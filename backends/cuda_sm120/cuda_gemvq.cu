@@ -459,42 +459,36 @@ __device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
 // part's weights, loaded and unpacked once, are dotted with every column's
 // x; v1 took these products before, its lanes reading each column's x
 // from global memory (16 L1 wavefronts a load, NT times a unit).
-// S (knob gemv_stride): the launch has at most one wave of blocks, and
-// block b serves the launch's blocks b, b + gridDim.x, ... < mm.vblocks in
-// turn (gq_find_at), each warp loading the next one's first step of
-// weights while it multiplies the current one's last: the bytes stay in
-// flight from the first row to the last.  Without it a product of more
-// blocks than the SMs hold ran in waves, each wave's loads issued only
-// as the wave before retired (ncu, H100, the 35b-a3b's GDN qkv/z product
-// of 772 blocks at 2 an SM: 2.9 waves, ~1.7 TB/s).  Each row's sum is the
-// same steps in the same order either way: the same bits.
-template <int T, int R>
-__device__ __forceinline__ void gq_rows_at(const gq_prod &g, int r0, int bl, const uint8_t *(&wr)[R])
-{
-#pragma unroll
-    for (int i = 0; i < R; i++)
-        wr[i] = g.w + (size_t)(r0 + i < g.rows ? r0 + i : g.rows - 1) * g.rb + (size_t)bl * gq_traits<T>::bytes;
-}
-
-template <int T, int R, bool XS, int NT, bool NORM, bool S = false>
+template <int T, int R, bool XS, int NT, bool NORM>
 __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const float *xd, const float *xs)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
     const int nw = (int)(blockDim.x >> 5);   // GQ_WARPS or 8 (gq_warps)
-    const int steps = (int)(mm.in / 2048), nb = (int)(mm.in / 32);
+    const gq_prod g = gq_find(mm, nw * R);
+    const uint8_t *wbase = g.w;
+    const int rows = g.rows;
+    const uint32_t rb = g.rb;
+    float *y = g.y;
+    const int r0 = (g.bx * nw + warp) * R, steps = (int)(mm.in / 2048), nb = (int)(mm.in / 32);
     const int nt = NT == 1 ? 1 : (int)mm.ncols;
-    int vb = (int)blockIdx.x;   // (S: the launch's block this block serves now)
-    gq_prod g = gq_find(mm, nw * R);
-    int r0 = (g.bx * nw + warp) * R;
     const uint8_t *wr[R];
-    gq_rows_at<T, R>(g, r0, bl, wr);
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        wr[i] = wbase + (size_t)(r0 + i < rows ? r0 + i : rows - 1) * rb + (size_t)bl * gq_traits<T>::bytes;
     gq_part cur[R], nxt[R];
 #pragma unroll
     for (int i = 0; i < R; i++)
         gq_ld<T>(wr[i], p, bl, cur[i]);
     // (no L2 prefetch of the rest of the rows, knob gemv_prefetch: it cost
-    // the 9b's one-column decode 3-5% on the H200, these loads pipelined)
+    // the 9b's one-column decode 3-5% on the H200, these loads pipelined;
+    // on the H100 a sliding window of L2 bulk prefetches 2 / 4 units ahead
+    // in gu_kernel cost the 9b 1.5% / 5% at bs 1.  Nor one wave of blocks
+    // serving a multi-wave product's blocks in turn, the next one's weights
+    // in flight (stop 42's gemv_stride, reverted): H100 ctx 4096 bs 1, graph
+    // device time 9b 2,592 vs 2,552 us, 35b-a3b 2,670 vs 2,643, tok/s even:
+    // under programmatic launch the next wave's blocks start as the first
+    // retire, so the waves were not the gap that ncu's lone kernel showed.)
     if (NORM)
         gq_norm_prefetch(mm);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
@@ -504,76 +498,48 @@ __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const
         else
             gq_fill_xn(gq_xsm, xq, mm.in, nt);
     }
-    for (;;) {
-        // (S: the next block's rows, whose first step the last step loads)
-        const int vn = vb + (int)gridDim.x;
-        const bool more = S && vn < mm.vblocks;
-        gq_prod gn = g;
-        int rn = r0;
-        const uint8_t *wn[R];
+    float acc[R][NT];
 #pragma unroll
-        for (int i = 0; i < R; i++)
-            wn[i] = wr[i];
-        if (more) {
-            gn = gq_find_at(mm, nw * R, vn);
-            rn = (gn.bx * nw + warp) * R;
-            gq_rows_at<T, R>(gn, rn, bl, wn);
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int c = 0; c < NT; c++)
+            acc[i][c] = 0.0f;
+    for (int st = 0; st < steps; st++) {
+        if (st + 1 < steps) {
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                gq_ld<T>(wr[i] + (size_t)(st + 1) * 8 * gq_traits<T>::bytes, p, bl, nxt[i]);
         }
-        float acc[R][NT];
 #pragma unroll
-        for (int i = 0; i < R; i++)
+        for (int i = 0; i < R; i++) {
 #pragma unroll
             for (int c = 0; c < NT; c++)
-                acc[i][c] = 0.0f;
-        for (int st = 0; st < steps; st++) {
-            if (st + 1 < steps) {
-#pragma unroll
-                for (int i = 0; i < R; i++)
-                    gq_ld<T>(wr[i] + (size_t)(st + 1) * 8 * gq_traits<T>::bytes, p, bl, nxt[i]);
-            } else if (more) {
-#pragma unroll
-                for (int i = 0; i < R; i++)
-                    gq_ld<T>(wn[i], p, bl, nxt[i]);
-            }
-#pragma unroll
-            for (int i = 0; i < R; i++) {
-#pragma unroll
-                for (int c = 0; c < NT; c++)
-                    if (c < nt)
-                        acc[i][c] = gq_dot<T, XS>(cur[i], 8 * st + bl, p, xq + (size_t)c * mm.in,
-                                                  gq_xsm + (size_t)c * (mm.in >> 4), xd + (size_t)c * nb,
-                                                  xs + (size_t)c * nb, acc[i][c]);
-                cur[i] = nxt[i];
-            }
+                if (c < nt)
+                    acc[i][c] = gq_dot<T, XS>(cur[i], 8 * st + bl, p, xq + (size_t)c * mm.in,
+                                              gq_xsm + (size_t)c * (mm.in >> 4), xd + (size_t)c * nb,
+                                              xs + (size_t)c * nb, acc[i][c]);
+            cur[i] = nxt[i];
         }
-#pragma unroll
-        for (int i = 0; i < R; i++)
-#pragma unroll
-            for (int c = 0; c < NT; c++) {
-                if (c >= nt)
-                    break;
-                const float s = cu_warp_sum(acc[i][c]);
-                if (lane == 0 && r0 + i < g.rows)
-                    g.y[(size_t)c * g.ys + r0 + i] = s;
-            }
-        if (!more)
-            break;
-        vb = vn;
-        g = gn;
-        r0 = rn;
-#pragma unroll
-        for (int i = 0; i < R; i++)
-            wr[i] = wn[i];
     }
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int c = 0; c < NT; c++) {
+            if (c >= nt)
+                break;
+            const float s = cu_warp_sum(acc[i][c]);
+            if (lane == 0 && r0 + i < rows)
+                y[(size_t)c * g.ys + r0 + i] = s;
+        }
     if (NORM)
         gq_norm_tail(mm);
 }
 
-template <int T, int R, bool XS, int NT, bool S = false>
+template <int T, int R, bool XS, int NT>
 __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                                 const float *xs)
 {
-    gq_body<T, R, XS, NT, false, S>(mm, xq, xd, xs);
+    gq_body<T, R, XS, NT, false>(mm, xq, xd, xs);
 }
 
 // With the norm tail (knob norm_tail).  One row a warp: at most 64
@@ -1216,23 +1182,6 @@ static int64_t gq_grid(const cu_mm *mm, int W, int R)
     return gx;
 }
 
-// Knob gemv_stride: the blocks of kernel k (threads, smem bytes) that one
-// wave holds, the device's SMs times its resident blocks an SM; 0 where
-// the knob is off, the SMs unknown or the query fails (then the launch
-// has a block per mm.vblocks' block, as without the knob).
-template <typename K>
-static int64_t gq_wave(const cu_mm *mm, K k, int threads, size_t smem)
-{
-    int per = 0;
-    if (!mm->gemv_stride || mm->n_sm <= 0)
-        return 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, threads, smem) != cudaSuccess) {
-        cudaGetLastError();   // (the query's own error: not a launch's)
-        return 0;
-    }
-    return (int64_t)per * mm->n_sm;
-}
-
 // (a norm tail, knob norm_tail: compiled only where x is in shared
 // memory, the other forms keep the registers they had)
 template <int T, int R, bool XS, int NT = 1>
@@ -1249,16 +1198,8 @@ static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
     }
     if (mm->norm.ctr != NULL)
         return cudaErrorInvalidValue;
-    const size_t sm = XS ? (size_t)(mm->in * mm->ncols) : 0;
-    if constexpr (NT == 1) {   // knob gemv_stride: at most one wave (gq_body)
-        const int64_t wave = gq_wave(mm, gq_kernel<T, R, XS, 1, true>, 32 * W, sm);
-        if (wave > 0 && gx > wave) {
-            cu_mm m = *mm;
-            m.vblocks = (int32_t)gx;
-            return cu_launch(gq_kernel<T, R, XS, 1, true>, dim3((unsigned)wave), dim3(32 * W), sm, s, m, xq, xd, xs);
-        }
-    }
-    return cu_launch(gq_kernel<T, R, XS, NT>, dim3((unsigned)gx), dim3(32 * W), sm, s, *mm, xq, xd, xs);
+    return cu_launch(gq_kernel<T, R, XS, NT>, dim3((unsigned)gx), dim3(32 * W),
+                     XS ? (size_t)(mm->in * mm->ncols) : 0, s, *mm, xq, xd, xs);
 }
 
 // Several columns: one row a warp (NT sums a row already in flight).

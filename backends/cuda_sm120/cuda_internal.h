@@ -215,12 +215,6 @@ typedef struct cu_mm {
     int            n_sm;         /* the device's multiprocessors (0: unknown) */
     bool           gemv_xs;      /* knob gemv_xsmem: cuda_gemvq.cu reads x
                                   * from a swizzled copy in shared memory */
-    bool           gemv_stride;  /* knob gemv_stride: cuda_gemvq.cu's
-                                  * one-column gq_kernel launches at most
-                                  * one wave of blocks, each serving
-                                  * vblocks / gridDim.x of the product's  */
-    int32_t        vblocks;      /* (set by that launcher: the blocks the
-                                  * launch serves; 0 otherwise)          */
     int            gemv_warps;   /* knob gemv_warps: cuda_gemvq.cu's K-quant
                                   * blocks of 8 warps at 8, else 4        */
     bool           gemv_st;      /* knob gemv_staged: gemv_quad also takes

@@ -179,7 +179,6 @@ void cu_mm_knobs(const si_backend *b, cu_mm *m)
     m->gemv_mma_cols = b->gemv_mma_cols;
     m->n_sm = b->n_sm;
     m->gemv_xs = b->gemv_xs;
-    m->gemv_stride = b->gemv_stride;
     m->gemv_warps = b->gemv_warps;
     m->gemv_st = b->gemv_st;
     m->gemv_st6 = b->gemv_st6;

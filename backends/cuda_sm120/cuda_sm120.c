@@ -525,18 +525,6 @@
  *                         wavefronts a 16-byte load instead of 16 (x's
  *                         bytes outnumber the weights' at one row a warp).
  *                         Same bits; false: x from global memory (A/B).
- *   gemv_stride = true | false  gemv_quad's one-column products of more
- *                         blocks than one wave holds (the SMs times the
- *                         kernel's resident blocks an SM) launch one wave,
- *                         each block serving the product's blocks b, b +
- *                         the grid, ... in turn, its warps loading the next
- *                         one's first weights while they multiply the
- *                         current one's last (cuda_gemvq.cu gq_body): the
- *                         HBM is asked for bytes from the first row to the
- *                         last instead of wave by wave (ncu, H100: the
- *                         35b-a3b's GDN qkv/z product, 772 blocks at 2 an
- *                         SM, ran in 2.9 waves at ~1.7 TB/s).  Same bits;
- *                         false: a block each (A/B).
  *   fuse_gdn_q = false | true  (with fuse_norm) a GDN whose output the next
  *                         product quantises makes that int8 copy in its
  *                         norm kernel where it runs the state-rows path
@@ -1001,7 +989,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool dp4a = true, gemv_v2 = false, prefill_mma = true, mma_v2 = true, attn_split = true, attn_fa = true, attn_gqa = true, attn_mma = true,
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
-         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, gemv_rg_cols = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_stride = true, gemv_st = true,
+         f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, gemv_rg_cols = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
@@ -1049,7 +1037,6 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "upload_staged", "true", "false", &upload_staged },
         { "h2d_early", "true", "false", &h2d_early },
         { "gemv_xsmem", "true", "false", &gemv_xs },
-        { "gemv_stride", "true", "false", &gemv_stride },
         { "gemv_warps", "8", "4", &gemv_w8 },
         { "gemv_staged", "true", "false", &gemv_st },
         { "gemv_prefetch", "true", "false", &gemv_prefetch },
@@ -1191,7 +1178,6 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->mm_block_cols = (int)block_cols;
     b->prof_twice = twice_i;
     b->gemv_xs = gemv_xs;
-    b->gemv_stride = gemv_stride;
     b->gemv_warps = gemv_w8 ? 8 : 4;
     b->gemv_st = gemv_st;
     b->gemv_st6 = gemv_st6;

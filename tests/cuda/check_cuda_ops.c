@@ -2644,37 +2644,6 @@ static void quad_exact_ab(const char *sec, const char *base, const int64_t (*sha
     pair_close(&p);
 }
 
-/* Knob gemv_stride (default true): cuda_gemvq.cu's one-column products
- * of more blocks than a wave holds launch one wave, each block serving
- * the launch's blocks in turn; against a block each (false) bit for bit. */
-START_TEST(test_gemv_stride)
-{
-    if (as_cpu)
-        return;   /* a cuda_sm120 knob A/B */
-    /* K-quants: the same rows' sums, the same bits; rows of 1..6 steps in
-     * 2 to 12 waves of the H100's and the H200's 132 SMs, row counts off
-     * the blocks' (Q6_K: the regrouped copy) */
-    static const int64_t stride_shapes[][2] = { { 2048, 20003 }, { 4096, 9001 }, { 4096, 50001 }, { 12288, 4099 },
-                                                { 6144, 7777 } };
-    quad_exact_ab("backend.cuda_quad_nostride", "backend.cuda_dp4a_v1", stride_shapes, 5);
-    /* Q8_0 (the regrouped copy, gq_kernel<CU_TYPE_Q8R>: the 35b-a3b's
-     * dense products, two rows a warp at 2048), and products of one launch
-     * in many waves are check_cuda_graph's and the emulator's */
-    pair p;
-    pair_open_cu2(&p, "backend.cuda_quad_nostride", "backend.cuda_dp4a_v1");
-    matmul_ab_tol(&p, SI_TYPE_Q8_0, 2048, 12352, 1, 0.0);
-    matmul_ab_tol(&p, SI_TYPE_Q8_0, 2048, 30001, 1, 0.0);
-    matmul_ab_tol(&p, SI_TYPE_Q8_0, 4096, 9001, 1, 0.0);
-    pair_close(&p);
-    /* a bad value is refused at open, naming key and value */
-    si_backend *b = NULL;
-    si_err err = { { 0 } };
-    ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_stride_bad", &b, &err),
-                     SI_EINVAL);
-    ck_assert_msg(strstr(err.msg, "gemv_stride") != NULL && strstr(err.msg, "'often'") != NULL, "message: %s", err.msg);
-}
-END_TEST
-
 START_TEST(test_gemv_ab)
 {
     if (as_cpu)
@@ -3167,8 +3136,6 @@ int main(void)
     /* (cuda_gemvq.cu with x from global memory: gemv_xsmem = false) */
     const char *noxs_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_xsmem = false\n";
     const char *w4w_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_warps = 4\n";
-    const char *nostride_extra =
-        as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_stride = false\n";
     const char *nost6_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_staged_q6 = false\n";
     const char *st6_extra = as_cpu ? "threads = 2\n" : "matmul = dp4a\nprefill_mm = gemv\ngemv = v1\ngemv_staged_q6 = true\n";
     /* (gdn_dec = split: fuse_gdn_q acts on the split path; the default
@@ -3277,8 +3244,6 @@ int main(void)
     cfg_sec(&ct, "cuda_w8_kt64", "cuda_sm120.so", "kv_type = f32\n", w8_extra, as_cpu ? "" : "w8_ktile = 64\n", NULL);
     cfg_sec(&ct, "cuda_quad_noxs", "cuda_sm120.so", "kv_type = f32\n", noxs_extra, NULL);
     cfg_sec(&ct, "cuda_quad_w4", "cuda_sm120.so", "kv_type = f32\n", w4w_extra, NULL);
-    cfg_sec(&ct, "cuda_quad_nostride", "cuda_sm120.so", "kv_type = f32\n", nostride_extra, NULL);
-    cfg_sec(&ct, "cuda_stride_bad", "cuda_sm120.so", "gemv_stride = often\n", NULL);
     cfg_sec(&ct, "cuda_quad_nost6", "cuda_sm120.so", "kv_type = f32\n", nost6_extra, NULL);
     cfg_sec(&ct, "cuda_quad_st6", "cuda_sm120.so", "kv_type = f32\n", st6_extra, NULL);
     cfg_sec(&ct, "cuda_gdnq_on", "cuda_sm120.so", "kv_type = f32\n", gq_on, NULL);
@@ -3461,7 +3426,6 @@ int main(void)
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     single_case(s, "moe_sdc", test_moe_sdc);
     single_case(s, "gemv_regroup", test_gemv_regroup);
-    single_case(s, "gemv_stride", test_gemv_stride);
     single_case(s, "attn_ring", test_attn_long_ring);
     single_case(s, "attn_i8_ring", test_attn_i8_ring);
     single_case(s, "attn_ring_knobs", test_attn_ring_knobs);

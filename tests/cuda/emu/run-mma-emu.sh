@@ -142,22 +142,6 @@ template <int T, int NT> static void emu_gq_n(const cu_mm *mm, const int8_t *xq,
     else
         emu_launch(dim3((unsigned)gx), dim3(32 * W), 0, [&] { gq_kernel<T, 1, false, NT>(*mm, xq, xd, xs); });
 }
-// one column (gq_go): with EMU_GQ_STRIDE=N (knob gemv_stride, N standing
-// for one wave) N blocks serve the launch's gx in turn
-template <int T, int R, bool XS>
-static void emu_gq_go(const cu_mm *mm, int64_t gx, int W, size_t sm, const int8_t *xq, const float *xd, const float *xs)
-{
-    const char *e = getenv("EMU_GQ_STRIDE");
-    const int64_t n = e != NULL ? atoll(e) : 0;
-    if (n > 0 && gx > n) {
-        printf("  (gemvq stride: %lld blocks serve %lld)\n", (long long)n, (long long)gx);
-        cu_mm m = *mm;
-        m.vblocks = (int32_t)gx;
-        emu_launch(dim3((unsigned)n), dim3(32 * W), sm, [&] { gq_kernel<T, R, XS, 1, true>(m, xq, xd, xs); });
-    } else {
-        emu_launch(dim3((unsigned)gx), dim3(32 * W), sm, [&] { gq_kernel<T, R, XS, 1>(*mm, xq, xd, xs); });
-    }
-}
 template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs)
 {
     const int W = T == SI_TYPE_Q8_0 ? GQ_WARPS : gq_warps(mm);   // (as gs_go and gq_go)
@@ -190,10 +174,10 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
             const int rr = gq_rows(&m), Wr = gq_warps(&m);
             const int64_t g = (m.rows + (int64_t)Wr * rr - 1) / ((int64_t)Wr * rr);
             const size_t xsr = gq_xs(&m) ? (size_t)m.in : 0;
-            if (rr == 2 && xsr) emu_gq_go<TR, 2, true>(&m, g, Wr, xsr, xq, xd, xs);
-            else if (rr == 2) emu_gq_go<TR, 2, false>(&m, g, Wr, 0, xq, xd, xs);
-            else if (xsr) emu_gq_go<TR, 1, true>(&m, g, Wr, xsr, xq, xd, xs);
-            else emu_gq_go<TR, 1, false>(&m, g, Wr, 0, xq, xd, xs);
+            if (rr == 2 && xsr) emu_launch(dim3((unsigned)g), dim3(32 * Wr), xsr, [&] { gq_kernel<TR, 2, true, 1>(m, xq, xd, xs); });
+            else if (rr == 2) emu_launch(dim3((unsigned)g), dim3(32 * Wr), 0, [&] { gq_kernel<TR, 2, false, 1>(m, xq, xd, xs); });
+            else if (xsr) emu_launch(dim3((unsigned)g), dim3(32 * Wr), xsr, [&] { gq_kernel<TR, 1, true, 1>(m, xq, xd, xs); });
+            else emu_launch(dim3((unsigned)g), dim3(32 * Wr), 0, [&] { gq_kernel<TR, 1, false, 1>(m, xq, xd, xs); });
             emu::granges = gr0;
             free(rg);
             return;
@@ -220,9 +204,9 @@ template <int T, int R> static void emu_gq_t(const cu_mm *mm, const int8_t *xq, 
         emu_launch(dim3((unsigned)gx6), dim3(32 * GQ_WARPS), sm, [&] { g6_kernel<R>(*mm, xq, xd); });
         emu_ptx::check_drained();
     } else if (gq_xs(mm)) {
-        emu_gq_go<T, R, true>(mm, gx, W, (size_t)mm->in, xq, xd, xs);
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), (size_t)mm->in, [&] { gq_kernel<T, R, true, 1>(*mm, xq, xd, xs); });
     } else {
-        emu_gq_go<T, R, false>(mm, gx, W, 0, xq, xd, xs);
+        emu_launch(dim3((unsigned)gx), dim3(32 * W), 0, [&] { gq_kernel<T, R, false, 1>(*mm, xq, xd, xs); });
     }
 }
 void emu_quant_x(const float *x, int64_t x_stride, int64_t in, int64_t ncx, int8_t *q, float *d, float *s, unsigned blocks)
@@ -420,10 +404,7 @@ quad_plants() {
     plant dp4a quad-q6-scale 's/(w.e\[1\] >> (o + 16))/(w.e[1] >> o)/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
     plant dp4a quad-scale-pick 's/const unsigned s = 16u \* (unsigned)(g \& 1);/const unsigned s = 0;/' "EMU_QUAD=1" q5_k 9 2048 1
     plant dp4a quad-min 's/acc -= (dmin/acc += (dmin/' "EMU_QUAD=1" q4_k 9 2048 1
-    plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < g.rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2 EMU_NOST6=1" q6_k 37 2048 1
-    # knob gemv_stride: the next served block's first weights, its part
-    plant dp4a stride-next 's/gq_ld<T>(wn\[i\], p, bl, nxt\[i\]);/gq_ld<T>(wr[i], p, bl, nxt[i]);/' "EMU_QUAD=1 EMU_GQ_STRIDE=3" q4_k 37 2048 1
-    plant dp4a stride-part 's/gn = gq_find_at(mm, nw \* R, vn);/gn = gq_find_at(mm, nw * R, vb);/' "EMU_QUAD=1 EMU_GQ_STRIDE=4 EMU_PARTS=3" q5_k 45 4096 1
+    plant dp4a quad-store 's/if (lane == 0 \&\& r0 + i < rows)/if (lane == 0)/' "EMU_QUAD=1 EMU_ROWS=2 EMU_NOST6=1" q6_k 37 2048 1
     plant dp4a quad-q6-odd 's/gq_load<T>(B, p, bl \& 1, w);/gq_load<T>(B, p, 0, w);/' "EMU_QUAD=1 EMU_NOST6=1" q6_k 9 2048 1
     # knob gemv_q6r: a lane's qh run, a block's d, the copy's scale bytes
     plant dp4a q6r-qh 's/cu_ld16(q + 128 + 32 \* h + 16 \* k, w.h);/cu_ld16(q + 128 + 16 * k, w.h);/' "EMU_QUAD=1 EMU_Q6R=1" q6_k 9 4096 1
@@ -579,26 +560,8 @@ quad6r_cases() {
     quad6r q6_k 37 4096 2; quad6r q6_k 9 12288 3; EMU_NOXS=1 quad6r q6_k 13 4096 5
     EMU_Q8R=1 quad6r q8_0 37 2048 2; EMU_Q8R=1 quad6r q8_0 9 2048 8
 }
-# knob gemv_stride (gq_kernel's S): fewer blocks than the launch's, each
-# serving several in turn (EMU_GQ_STRIDE, standing for one wave): 1..6
-# steps a row, 1 and 2 rows a warp, products of one launch, x from global
-# memory, 8 warps, the regrouped copies; the run must say it went there
-quads() {
-    EMU_GQ_STRIDE=$1 quad "$2" "$3" "$4" "$5"
-    grep -q '(gemvq stride' "$out/quad.log" || { echo "quads $*: did not stride"; rc=1; }
-}
-quads_cases() {
-    quads 3 q4_k 37 2048 1; EMU_PARTS=3 quads 4 q5_k 45 4096 1
-    EMU_Q8R=1 quads 3 q8_0 37 2048 1
-    [ "$1" = quick ] && return 0
-    quads 2 q4_k 37 4096 1; EMU_NOST6=1 quads 2 q6_k 37 12288 1; EMU_NOXS=1 quads 3 q5_k 21 6144 1
-    EMU_WARPS=8 EMU_PARTS=3 quads 2 q4_k 45 4096 1; EMU_NOST6=1 EMU_WARPS=8 EMU_ROWS=2 quads 3 q6_k 77 2048 1
-    EMU_Q6R=1 quads 2 q6_k 37 4096 1; EMU_Q6R=1 quads 3 q6_k 45 2048 1
-    EMU_Q8R=1 quads 5 q8_0 77 2048 1; EMU_Q8R=1 EMU_NOXS=1 quads 2 q8_0 9 4096 1
-}
 quad_cases() {
     if [ "$1" = quick ]; then
-        quads_cases quick
         quadn_cases quick
         quad6_cases quick
         quad6r_cases quick
@@ -608,7 +571,6 @@ quad_cases() {
     fi
     quadn_cases
     quade_cases
-    quads_cases
     quad6_cases
     quad6r_cases
     for t in q4_k q5_k q6_k; do
