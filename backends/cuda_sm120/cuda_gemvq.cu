@@ -488,7 +488,11 @@ __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const
     // in flight (stop 42's gemv_stride, reverted): H100 ctx 4096 bs 1, graph
     // device time 9b 2,592 vs 2,552 us, 35b-a3b 2,670 vs 2,643, tok/s even:
     // under programmatic launch the next wave's blocks start as the first
-    // retire, so the waves were not the gap that ncu's lone kernel showed.)
+    // retire, so the waves were not the gap that ncu's lone kernel showed;
+    // nor 3 blocks an SM for the 35b-a3b's Q8R rows two a warp (launch
+    // bounds, <= 80 registers, 2 waves of its 772-block GDN qkv/z product
+    // instead of 3): graph device time 2,690 vs 2,634-2,644 us, bs 1
+    // 361.4 vs 367.2 tok/s.)
     if (NORM)
         gq_norm_prefetch(mm);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
