@@ -81,9 +81,23 @@ struct si_backend {
     bool           fuse_norm;       /* knob fuse_norm: ADD+RMSNORM(+int8 copy) in one kernel */
     bool           norm_v2;         /* knob norm = v2 (cuda_elem.cu rms2_kernel) */
     int            norm_tail;       /* knob norm_tail: 0 false, 1 true (<= 8
-                                     * columns), 2 one (cuda_ops.c mm_norm) */
+                                     * columns), 2 one, 3 defer (cuda_ops.c
+                                     * mm_norm)                             */
     unsigned      *norm_ctr;        /* norm_tail: blocks done (device, 0
                                      * between launches)                    */
+    double        *dn_part;         /* norm_tail = defer: two arrays of
+                                     * CU_DN_PART blocks' sums (device),
+                                     * used in turn                         */
+    int            dn_flip;
+    /* norm_tail = defer: the last deferred norm's output, whose values
+     * (dn_d[0..dn_ne)) still want the scale of the blocks' sums at
+     * dn_sums (cu_xr's fields) while dn_on (cuda_ops.c cu_dn_*); the int8
+     * copy of it is slot 0's while xq_key == dn_d. */
+    bool           dn_on;
+    const double  *dn_sums;
+    int64_t        dn_ne;
+    float          dn_eps;
+    float         *dn_d;
     bool           fuse_gdn_q;      /* knob fuse_gdn_q: GDN's norm kernel makes the int8 copy */
     bool           fuse_attn_q;     /* knob fuse_attn_q: ATTN's combine makes the int8 copy */
     bool           gemv_glu;        /* knob gemv_glu: ffn gate/up + SwiGLU + int8 copy in one launch */
@@ -367,6 +381,9 @@ int  cu_exec_one(si_backend *b, const si_op *op, bool use_kernel, si_err *err);
  * input (knob gemv_fuse), or op i alone; what graph capture runs (the
  * op-by-op loop in cuda_ops.c decides the unit the same way). */
 int  cu_exec_ops(si_backend *b, const si_op *ops, size_t n_ops, size_t i, size_t *n, si_err *err);
+/* Knob norm_tail = defer: a pending deferred norm's output made whole (a
+ * no-op when none is), as the end of every list does (cuda_ops.c). */
+int  cu_dn_resolve(si_backend *b, si_err *err);
 /* cuda_ext's attn_prepare (cuda_ops_attn.c). */
 int  cu_attn_view(si_backend *b, const si_op *op, si_cuda_attn_view *view, si_err *err);
 

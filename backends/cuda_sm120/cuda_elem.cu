@@ -255,6 +255,36 @@ static cudaError_t norm_launch(const cu_rows *a, const float *w, const cu_rows *
     return cu_launch(rmsnorm_kernel, dim3(grid), dim3(256), 0, s, *a, w, *d, ne0, nrows, eps, f);
 }
 
+// Knob norm_tail = defer: a deferred norm's row made whole for a reader
+// that cannot take its scale (cuda_internal.h si_cu_xr_resolve); one
+// block, the scale found once.
+__global__ void xr_resolve_kernel(cu_xr xr, float *d, float *qd, float *qs)
+{
+    __shared__ float sc;
+    cu_pdl_enter();
+    if (threadIdx.x < 32) {
+        const float r = cu_xr_scale(xr, xr.part);
+        if (threadIdx.x == 0)
+            sc = r;
+    }
+    __syncthreads();
+    const float r = sc;
+    for (int64_t i = threadIdx.x; i < xr.ne; i += blockDim.x)
+        d[i] = __fmul_rn(d[i], r);
+    if (qd != NULL)
+        for (int64_t g = threadIdx.x; g < xr.ne / 32; g += blockDim.x) {
+            qd[g] = __fmul_rn(qd[g], r);
+            qs[g] = __fmul_rn(qs[g], r);
+        }
+}
+
+extern "C" int si_cu_xr_resolve(const cu_xr *xr, float *d, float *qd, float *qs, void *stream)
+{
+    if (xr->part == NULL || xr->n <= 0 || xr->ne <= 0 || d == NULL || (qd != NULL && qs == NULL))
+        return (int)cudaErrorInvalidValue;
+    return (int)cu_launch(xr_resolve_kernel, dim3(1), dim3(256), 0, (cudaStream_t)stream, *xr, d, qd, qs);
+}
+
 __device__ __forceinline__ float binary_op(int op, float x, float y)
 {
     if (op == 4)

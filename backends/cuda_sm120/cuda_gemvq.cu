@@ -452,6 +452,36 @@ __device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
         *nt.ctr = 0;
 }
 
+// ---- knob norm_tail = defer: the block's own 32 rows of the ADD, the
+// norm's weight and the int8 copy (cuda_internal.h cu_xr).  y0: the
+// block's first row (a multiple of 32); y[]: its 32 product sums.  Warp
+// 0, lane l row y0 + l: x = y + b (rms2_in's sum) stored to r, t = x * w
+// stored to d (the output before the scale nobody knows yet), t's block
+// of 32 of the copy (cu_q8_block32: quant_x's arithmetic; scaling t by r
+// later gives the same int8 values up to rounding), and the sum of x^2
+// over the 32 rows in double (the butterfly's order) to part[y0 / 32].
+// No count and no last block: each block's work needs only its rows.
+__device__ __forceinline__ void gq_norm_defer(const cu_mm &mm, const float *y, int64_t y0)
+{
+    __syncthreads();   // the block's 32 sums in y[]
+    if (threadIdx.x >= 32)
+        return;
+    const int lane = (int)threadIdx.x;
+    const cu_norm_tail &nt = mm.norm;
+    const int64_t row = y0 + lane;
+    float x = y[lane];
+    if (nt.f.b.p != NULL) {
+        x = x + ((const float *)nt.f.b.p)[row];
+        ((float *)nt.f.r.p)[row] = x;
+    }
+    const float t = __fmul_rn(x, nt.w[row]);
+    ((float *)nt.d.p)[row] = t;
+    cu_q8_block32(t, lane, nt.f.q + y0, nt.f.qd + y0 / 32, nt.f.qs + y0 / 32);
+    const double ss = cu_warp_sumd((double)x * (double)x);
+    if (lane == 0)
+        nt.part[y0 / 32] = ss;
+}
+
 // Rows past the end are computed on the last row and not stored, so every
 // lane takes part in the shuffles.
 // XS: x comes into shared memory first (gq_x16; dynamic, nt * mm.in bytes).
@@ -459,12 +489,19 @@ __device__ __forceinline__ void gq_norm_tail(const cu_mm &mm)
 // part's weights, loaded and unpacked once, are dotted with every column's
 // x; v1 took these products before, its lanes reading each column's x
 // from global memory (16 L1 wavefronts a load, NT times a unit).
-template <int T, int R, bool XS, int NT, bool NORM>
+// NM: 0 a plain product, 1 with the norm tail (gq_norm_tail), 2 the
+// deferred norm's product (gq_norm_defer: R 1, NT 1, 32 warps a block).
+// XR (XS, NT 1): x's copy is a deferred norm's, the sums times its scale
+// (mm.xr), its parts staged after x's copy in shared memory with it
+// (cu_xr_stage) and summed per warp at the end; its own instantiations,
+// so the plain forms keep their registers.
+template <int T, int R, bool XS, int NT, int NM, bool XR = false>
 __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const float *xd, const float *xs)
 {
     extern __shared__ __align__(16) uint4 gq_xsm[];
+    __shared__ float gd_y[NM == 2 ? 32 : 1];   // (NM 2: the block's 32 sums)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane & 3, bl = lane >> 2;
-    const int nw = (int)(blockDim.x >> 5);   // GQ_WARPS or 8 (gq_warps)
+    const int nw = (int)(blockDim.x >> 5);   // GQ_WARPS or 8 (gq_warps); 32 at NM 2
     const gq_prod g = gq_find(mm, nw * R);
     const uint8_t *wbase = g.w;
     const int rows = g.rows;
@@ -493,9 +530,12 @@ __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const
     // bounds, <= 80 registers, 2 waves of its 772-block GDN qkv/z product
     // instead of 3): graph device time 2,690 vs 2,634-2,644 us, bs 1
     // 361.4 vs 367.2 tok/s.)
-    if (NORM)
+    if (NM != 0)
         gq_norm_prefetch(mm);
     cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    double *xr_sp = (double *)(gq_xsm + (mm.in >> 4));   // (XR: after x's copy)
+    if (XR)
+        cu_xr_stage(mm.xr, xr_sp);
     if (XS) {
         if (NT == 1)
             gq_fill_x(gq_xsm, xq, mm.in);
@@ -525,25 +565,33 @@ __device__ __forceinline__ void gq_body(const cu_mm &mm, const int8_t *xq, const
             cur[i] = nxt[i];
         }
     }
+    const float xr = XR ? cu_xr_scale(mm.xr, xr_sp) : 1.0f;   // (staged: gq_fill_x's barrier passed)
 #pragma unroll
     for (int i = 0; i < R; i++)
 #pragma unroll
         for (int c = 0; c < NT; c++) {
             if (c >= nt)
                 break;
-            const float s = cu_warp_sum(acc[i][c]);
-            if (lane == 0 && r0 + i < rows)
+            float s = cu_warp_sum(acc[i][c]);
+            if (XR)
+                s = __fmul_rn(s, xr);
+            if (lane == 0 && r0 + i < rows) {
                 y[(size_t)c * g.ys + r0 + i] = s;
+                if (NM == 2)
+                    gd_y[warp] = s;
+            }
         }
-    if (NORM)
+    if (NM == 1)
         gq_norm_tail(mm);
+    if (NM == 2)
+        gq_norm_defer(mm, gd_y, g.bx * 32);
 }
 
-template <int T, int R, bool XS, int NT>
+template <int T, int R, bool XS, int NT, bool XR = false>
 __global__ void __launch_bounds__(32 * GQ_WARPS_MAX) gq_kernel(cu_mm mm, const int8_t *xq, const float *xd,
                                                                 const float *xs)
 {
-    gq_body<T, R, XS, NT, false>(mm, xq, xd, xs);
+    gq_body<T, R, XS, NT, 0, XR>(mm, xq, xd, xs);
 }
 
 // With the norm tail (knob norm_tail).  One row a warp: at most 64
@@ -554,7 +602,17 @@ template <int T, int R, bool XS, int NT>
 __global__ void __launch_bounds__(32 * GQ_WARPS_MAX, R == 1 ? 4 : 1) gqn_kernel(cu_mm mm, const int8_t *xq,
                                                                               const float *xd, const float *xs)
 {
-    gq_body<T, R, XS, NT, true>(mm, xq, xd, xs);
+    gq_body<T, R, XS, NT, 1>(mm, xq, xd, xs);
+}
+
+// With the deferred norm (knob norm_tail = defer): 32 warps a block, a
+// row each, so that a block owns a block of 32 of the int8 copy; at most
+// 64 registers (the plain form's 4 blocks of 8 warps an SM, as one block
+// of 32 warps), the 9b's 4096 rows 128 blocks.
+template <int T>
+__global__ void __launch_bounds__(1024, 1) gqd_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs)
+{
+    gq_body<T, 1, true, 1, 2>(mm, xq, xd, xs);
 }
 
 // The SwiGLU of one block of 32 (gate and up written by other blocks or
@@ -598,7 +656,8 @@ __device__ __forceinline__ void gqe_swiglu32(const float *gate, const float *up,
 // Three blocks an SM at W = 8 (<= 85 registers; Q4_K 70, 95 unbounded):
 // the 9b's 384 blocks one wave of 396 (two an SM made a second wave of
 // 120).  Q5_K stays at two (bounded to three it spilled).
-template <int T, int W>
+// XR: x's copy a deferred norm's (mm.xr, one dense column), as gq_body's.
+template <int T, int W, bool XR = false>
 __global__ void __launch_bounds__(32 * W, W == 16 ? 1 : T == SI_TYPE_Q5_K ? 2 : 3)
     gu_kernel(cu_mm mm, const int8_t *xq, const float *xd, const float *xs, cu_glu gl)
 {
@@ -632,6 +691,11 @@ __global__ void __launch_bounds__(32 * W, W == 16 ? 1 : T == SI_TYPE_Q5_K ? 2 : 
     gq_load<T>(wu, p, bl & 1, cur[1]);
     if (early)
         cu_pdl_enter();   // (x comes from the kernel before; the weights did not)
+    // (x the copy of a deferred norm's output, one column: its parts
+    // staged with x, summed by warp 0 at the end)
+    double *xr_sp = (double *)(gq_xsm + (mm.in >> 4));
+    if (XR)
+        cu_xr_stage(mm.xr, xr_sp);
     gq_fill_x(gq_xsm, xq + c * mm.in, mm.in);
     const float *xdc = xd + c * nbx, *xsc = xs + c * nbx;
     float *yg = mm.y + j * mm.y_stride, *yu = mm.more[0].y + j * mm.more[0].y_stride;
@@ -652,15 +716,25 @@ __global__ void __launch_bounds__(32 * W, W == 16 ? 1 : T == SI_TYPE_Q5_K ? 2 : 
             if (lane == 0) {
                 sg[warp * IPW + i] = g;
                 su[warp * IPW + i] = u;
-                yg[j0 + i] = g;
-                yu[j0 + i] = u;
+                if (!XR) {   // (XR: scaled, by warp 0 below)
+                    yg[j0 + i] = g;
+                    yu[j0 + i] = u;
+                }
             }
             ag = au = 0.0f;
         }
     }
     __syncthreads();   // the block's 32 gate and up sums in sg / su
     if (warp == 0) {
-        const float v = __fmul_rn(cu_silu(sg[lane]), su[lane]);
+        float g = sg[lane], u = su[lane];
+        if (XR) {
+            const float xr = cu_xr_scale(mm.xr, xr_sp);
+            g = __fmul_rn(g, xr);
+            u = __fmul_rn(u, xr);
+            yg[32 * b + lane] = g;
+            yu[32 * b + lane] = u;
+        }
+        const float v = __fmul_rn(cu_silu(g), u);
         gl.d[j * gl.d_stride + 32 * b + lane] = v;
         cu_q8_block32(v, lane, gl.q + j * F + 32 * b, gl.qd + j * nbf + b, gl.qs + j * nbf + b);
     }
@@ -1202,6 +1276,13 @@ static cudaError_t gq_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
     }
     if (mm->norm.ctr != NULL)
         return cudaErrorInvalidValue;
+    if constexpr (XS && NT == 1) {   // (a deferred norm's copy: si_cu_gemvq_xr_ok)
+        if (mm->xr.part != NULL)
+            return cu_launch(gq_kernel<T, R, XS, NT, true>, dim3((unsigned)gx), dim3(32 * W),
+                             (size_t)mm->in + 8 * (size_t)mm->xr.n, s, *mm, xq, xd, xs);
+    }
+    if (mm->xr.part != NULL)
+        return cudaErrorInvalidValue;
     return cu_launch(gq_kernel<T, R, XS, NT>, dim3((unsigned)gx), dim3(32 * W),
                      XS ? (size_t)(mm->in * mm->ncols) : 0, s, *mm, xq, xd, xs);
 }
@@ -1504,6 +1585,59 @@ extern "C" bool si_cu_gemvq_norm_ok(const cu_mm *mm)
     return nt.f.q == NULL || (al16(nt.f.q) && al16(nt.f.qd) && al16(nt.f.qs));
 }
 
+// Knob norm_tail = defer (gqd_kernel).  Where a Q6_K or Q8_0 product runs
+// on its regrouped copy (rg_ok), gq_launch's choice, so the type's
+// bytes are those gq_body reads.
+extern "C" bool si_cu_gemvq_defer_ok(const cu_mm *mm)
+{
+    const cu_norm_tail &nt = mm->norm;
+    if (nt.part == NULL || nt.ctr != NULL || nt.w == NULL || nt.d.p == NULL || nt.f.q == NULL || !si_cu_gemvq_ok(mm) ||
+        mm->expert != NULL || mm->n_more != 0 || mm->ncols != 1 || mm->w2 != NULL || mm->xr.part != NULL)
+        return false;
+    if (mm->rows <= 0 || mm->rows % 32 != 0 || mm->rows > 32 * CU_DN_PART || mm->in > GQ_XS_MAX)
+        return false;
+    if (mm->type == SI_TYPE_Q8_0 || mm->type == SI_TYPE_Q6_K)
+        return rg_ok(mm) || (mm->type == SI_TYPE_Q6_K && !g6_ok(mm));
+    return true;
+}
+
+// The one-column forms si_cu_gemvq gives gq_body (gq_launch, rg_launch):
+// not gs_kernel's staged Q8_0, g6_kernel's Q6_K or the experts'.
+extern "C" bool si_cu_gemvq_xr_ok(const cu_mm *mm)
+{
+    if (!si_cu_gemvq_ok(mm) || mm->expert != NULL || mm->ncols != 1 || mm->norm.ctr != NULL || mm->norm.part != NULL ||
+        !gq_xs(mm))
+        return false;
+    if (mm->type == SI_TYPE_Q8_0 || mm->type == SI_TYPE_Q6_K)
+        return rg_ok(mm) || (mm->type == SI_TYPE_Q6_K && !g6_ok(mm));
+    return true;
+}
+
+template <int T>
+static cudaError_t gqd_go(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    return cu_launch(gqd_kernel<T>, dim3((unsigned)(mm->rows / 32)), dim3(1024), (size_t)mm->in, s, *mm, xq, xd, xs);
+}
+
+static cudaError_t gqd_launch(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, cudaStream_t s)
+{
+    if ((mm->type == SI_TYPE_Q8_0 || mm->type == SI_TYPE_Q6_K) && rg_ok(mm)) {
+        cu_mm m = *mm;
+        m.w = mm->w_rg;
+        if (mm->type == SI_TYPE_Q8_0) {
+            m.type = CU_TYPE_Q8R;
+            return gqd_go<CU_TYPE_Q8R>(&m, xq, xd, xs, s);
+        }
+        m.type = CU_TYPE_Q6R;
+        return gqd_go<CU_TYPE_Q6R>(&m, xq, xd, xs, s);
+    }
+    switch (mm->type) {
+    case SI_TYPE_Q4_K: return gqd_go<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);
+    case SI_TYPE_Q5_K: return gqd_go<SI_TYPE_Q5_K>(mm, xq, xd, xs, s);
+    default: return gqd_go<SI_TYPE_Q6_K>(mm, xq, xd, xs, s);
+    }
+}
+
 extern "C" bool si_cu_gemvq_glu_ok(const cu_mm *mm, const cu_glu *gl)
 {
     if (mm->type != SI_TYPE_Q4_K && mm->type != SI_TYPE_Q5_K && mm->type != SI_TYPE_Q6_K)
@@ -1511,7 +1645,7 @@ extern "C" bool si_cu_gemvq_glu_ok(const cu_mm *mm, const cu_glu *gl)
     if (mm->n_more != 1 || mm->ncols < 1 || mm->w2 != NULL || mm->norm.ctr != NULL || mm->in <= 0 ||
         mm->in % 2048 != 0 || mm->in > GQ_XS_MAX || mm->x_div < 1)
         return false;
-    if (mm->expert == NULL ? mm->ncols != 1 || gl->sh != NULL : mm->expert_bytes % 16 != 0)
+    if (mm->expert == NULL ? mm->ncols != 1 || gl->sh != NULL : mm->expert_bytes % 16 != 0 || mm->xr.part != NULL)
         return false;
     const int64_t n_sh = gl->sh != NULL ? gl->n_sh : 0;
     if (n_sh < 0 || mm->ncols + n_sh > 65535 || (n_sh > 0 && gl->sh_stride < 2 * mm->rows))
@@ -1527,6 +1661,11 @@ static cudaError_t gu_go(const cu_mm *mm, const int8_t *xq, const float *xd, con
 {
     const dim3 grid((unsigned)(mm->rows / 32), (unsigned)(mm->ncols + (gl->sh != NULL ? gl->n_sh : 0)));
     const size_t smem = (size_t)mm->in;
+    if (mm->xr.part != NULL)   // (a deferred norm's copy: si_cu_gemvq_glu_ok, one dense column)
+        return mm->in == 2048 ? cu_launch(gu_kernel<T, 16, true>, grid, dim3(32 * 16), smem + 8 * mm->xr.n, s, *mm, xq,
+                                          xd, xs, *gl)
+                              : cu_launch(gu_kernel<T, 8, true>, grid, dim3(32 * 8), smem + 8 * mm->xr.n, s, *mm, xq, xd,
+                                          xs, *gl);
     if (mm->in == 2048)
         return cu_launch(gu_kernel<T, 16>, grid, dim3(32 * 16), smem, s, *mm, xq, xd, xs, *gl);
     return cu_launch(gu_kernel<T, 8>, grid, dim3(32 * 8), smem, s, *mm, xq, xd, xs, *gl);
@@ -1547,9 +1686,12 @@ extern "C" int si_cu_gemvq_glu(const cu_mm *mm, const int8_t *xq, const float *x
 
 extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
-    if (!si_cu_gemvq_ok(mm) || (mm->norm.ctr != NULL && !si_cu_gemvq_norm_ok(mm)))
+    if (!si_cu_gemvq_ok(mm) || (mm->norm.ctr != NULL && !si_cu_gemvq_norm_ok(mm)) ||
+        (mm->norm.part != NULL && !si_cu_gemvq_defer_ok(mm)) || (mm->xr.part != NULL && !si_cu_gemvq_xr_ok(mm)))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
+    if (mm->norm.part != NULL)
+        return (int)gqd_launch(mm, xq, xd, xs, s);
     if (mm->expert != NULL) {
         switch (mm->type) {
         case SI_TYPE_Q4_K: return (int)gqe_launch<SI_TYPE_Q4_K>(mm, xq, xd, xs, s);

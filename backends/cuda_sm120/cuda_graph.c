@@ -379,6 +379,8 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
         for (; i < n_ops && rc == SI_OK; i += n)
             rc = cu_exec_ops(b, ops, n_ops, i, &n, &scratch);
         ran = rc != SI_OK ? i - n : i;   /* the failed op (or group) committed nothing */
+        if (rc == SI_OK)
+            rc = cu_dn_resolve(b, &scratch);   /* (a deferred norm leaves the list whole) */
         cu_up_end(b);
         cudaError_t ce2 = cudaStreamEndCapture(b->stream, &graph);
         if (ce == cudaSuccess)
@@ -401,6 +403,7 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
         cudaGetLastError();
         cu_attn_uncommit(ops, n_ops, ran);
         b->xq_key = NULL;
+        b->dn_on = false;
         graph_free(NULL, g);
         e->fails++;
         e->state = b->cap_grow && e->fails < GROW_RETRIES ? CU_G_SEEN : CU_G_NEVER;

@@ -95,8 +95,26 @@ typedef struct cu_norm_fuse {
  * column c = row c): the launch's last block to finish does it (a count of
  * finished blocks at *ctr, 0 between launches).  The same bits as
  * rms2_kernel (cuda_rms.cuh).  ctr == NULL: no tail. */
+/* Knob norm_tail = defer (cuda_ops.c mm_norm): instead of a last block,
+ * every block of 32 rows finishes its own rows: the ADD, t = sum * the
+ * norm's weight (stored to d, unscaled) and the int8 copy of t per 32
+ * (the block's rows), and its rows' sum of squares of the sum into
+ * part[block].  The norm's scale r = 1 / sqrt(sum of part / rows + eps)
+ * multiplies t, and so the copy's scales (an int8 block is the same for x
+ * and r x), in the products that read the copy (cu_mm.xr: they scale
+ * their sums by r) or in si_cu_xr_resolve for anyone else. */
+typedef struct cu_xr {
+    const double *part;          /* device [n] or NULL: x is no deferred
+                                  * norm's output                          */
+    int           n;
+    int64_t       ne;            /* the norm's row width                   */
+    float         eps;
+} cu_xr;
+
 typedef struct cu_norm_tail {
     unsigned     *ctr;           /* device, 0 between launches             */
+    double       *part;          /* norm_tail = defer: device [rows / 32];
+                                  * ctr NULL then                          */
     const float  *w;             /* device: the norm's weight [rows]       */
     cu_rows       d;             /* the norm's output                      */
     float         eps;
@@ -250,6 +268,9 @@ typedef struct cu_mm {
                                         * expert_bytes)                    */
     cu_norm_tail   norm;         /* knob norm_tail: cuda_gemvq.cu only
                                   * (si_cu_gemvq_norm_ok); ctr NULL: none */
+    cu_xr          xr;           /* x's copy is a deferred norm's: the sums
+                                  * times its scale (cuda_gemvq.cu only,
+                                  * si_cu_gemvq_xr_ok); part NULL: none   */
 } cu_mm;
 
 int si_cu_matmul(const cu_mm *mm, void *stream);
@@ -303,6 +324,15 @@ int  si_cu_gemvm(const cu_mm *mm, const int8_t *xq, const float *xd, const float
  * rms2_kernel wants them.  si_cu_gemvq refuses a cu_mm with a tail
  * otherwise. */
 bool si_cu_gemvq_norm_ok(const cu_mm *mm);
+/* Knob norm_tail = defer: whether si_cu_gemvq runs mm (mm->norm.part set)
+ * as the deferred norm's product (gqd_kernel: 32 rows a block): one
+ * column, one product, rows % 32 == 0 up to 32 * CU_DN_PART, x in shared
+ * memory, a K-quant or a regrouped Q8_0 (not g6_kernel's Q6_K). */
+#define CU_DN_PART 2048
+bool si_cu_gemvq_defer_ok(const cu_mm *mm);
+/* Whether si_cu_matmul_q8_v1 runs mm on a kernel that takes mm->xr (one
+ * column, gq_kernel's forms); it refuses a cu_mm with xr otherwise. */
+bool si_cu_gemvq_xr_ok(const cu_mm *mm);
 /* Knob gemv_glu: decode's ffn gate and up products (mm: the gate rows,
  * mm->more[0] the up rows) with the SwiGLU of their outputs and its int8
  * copy made by the same launch (gu_kernel, cuda_gemvq.cu): for column j,
@@ -440,6 +470,10 @@ int  si_cu_swiglu_q(const cu_rows *g, const cu_rows *u, const cu_rows *d, int64_
                     float *qd, float *qs, void *stream);
 int  si_cu_norm_fused(const cu_rows *a, const float *w, const cu_rows *d, int64_t ne0, int64_t nrows, float eps,
                       const cu_norm_fuse *f, bool norm_v2, void *stream);
+/* Knob norm_tail = defer: a deferred norm's output made whole where a
+ * reader cannot take xr: d[0..ne) and, with qd != NULL, the int8 copy's
+ * scales and sums (ne / 32 of each) times xr's scale, in place. */
+int  si_cu_xr_resolve(const cu_xr *xr, float *d, float *qd, float *qs, void *stream);
 
 /* ---- ATTN --------------------------------------------------------------- */
 /* Positions per page of the paged int8 KV cache (kv_type = i8). */

@@ -549,8 +549,9 @@ extern "C" int si_cu_matmul_q8_v1(const cu_mm *mm, const int8_t *xq, const float
         return (int)cudaErrorInvalidValue;
     if (mma_pick(mm))   // (knob gemv_mma: cuda_gemvm.cu)
         return si_cu_gemvm(mm, xq, xd, xs, stream);
-    if ((mm->gemv_quad && si_cu_gemvq_ok(mm)) || mm->norm.ctr != NULL)   // (knob gemv_quad: cuda_gemvq.cu;
-        return si_cu_gemvq(mm, xq, xd, xs, stream);                       //  a norm tail: there or refused)
+    if ((mm->gemv_quad && si_cu_gemvq_ok(mm)) || mm->norm.ctr != NULL ||   // (knob gemv_quad: cuda_gemvq.cu;
+        mm->norm.part != NULL || mm->xr.part != NULL)                        //  a norm tail or a deferred
+        return si_cu_gemvq(mm, xq, xd, xs, stream);                          //  norm: there or refused)
     cudaStream_t s = (cudaStream_t)stream;
     switch (mm->type) {
     CU_I8_TYPE_CASES(mmq_launch, mm, xq, xd, xs, s)

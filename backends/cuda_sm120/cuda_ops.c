@@ -108,11 +108,63 @@ bool cu_xq_hit(const si_backend *b, const float *x, int64_t x_stride, int64_t in
 int cu_xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot, int blk,
               int8_t **q, float **d, float **s, si_err *err)
 {
+    return cu_xq_get_r(b, x, x_stride, in, ncx, slot, blk, q, d, s, NULL, err);
+}
+
+/* ---- knob norm_tail = defer ---------------------------------------------
+ * mm_norm's deferred form leaves the norm's output d as t = (y + b) * w,
+ * its int8 copy in slot 0 as t's, and the scale r in the blocks' sums of
+ * squares (b->dn_sums): the products that read the copy next multiply
+ * their sums by r (cu_xq_get_r), and anything else that reads d, or
+ * writes part of it, first has d and the copy's scales multiplied by r
+ * in place (cu_dn_resolve), as does the end of the list. */
+static cu_xr dn_xr(const si_backend *b) { return (cu_xr){ b->dn_sums, (int)(b->dn_ne / 32), b->dn_ne, b->dn_eps }; }
+
+int cu_dn_resolve(si_backend *b, si_err *err)
+{
+    if (!b->dn_on)
+        return SI_OK;
+    b->dn_on = false;
+    int8_t *q;
+    float *qd = NULL, *qs = NULL;
+    if (b->xq_key == (const void *)b->dn_d)   /* (the copy still in slot 0) */
+        cu_xq_parts(b, b->dn_ne, 1, 0, &q, &qd, &qs);
+    const cu_xr xr = dn_xr(b);
+    return launched(si_cu_xr_resolve(&xr, b->dn_d, qd, qs, b->stream), "RMSNORM (norm_tail = defer, resolve)",
+                    err);
+}
+
+static bool dn_overlaps(const si_backend *b, uintptr_t lo, uintptr_t hi)
+{
+    const uintptr_t dlo = (uintptr_t)b->dn_d, dhi = (uintptr_t)(b->dn_d + b->dn_ne);
+    return b->dn_on && lo < dhi && dlo < hi;
+}
+
+int cu_dn_touch(si_backend *b, const float *x, int64_t n, si_err *err)
+{
+    return dn_overlaps(b, (uintptr_t)x, (uintptr_t)(x + n)) ? cu_dn_resolve(b, err) : SI_OK;
+}
+
+int cu_xq_get_r(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot, int blk,
+                int8_t **q, float **d, float **s, cu_xr *xr, si_err *err)
+{
     const size_t bytes = cu_xq_bytes(in, ncx);
     int rc = cu_xq_reserve(b, bytes, err);
     if (rc != SI_OK)
         return rc;
     int64_t j;
+    if (xr != NULL)
+        xr->part = NULL;
+    if (b->dn_on) {
+        /* the pending deferred norm's copy, taken whole by the caller's
+         * kernel, or made whole before anything else reads d or it */
+        const bool take = xr != NULL && slot == 0 && ncx == 1 && (const void *)x == b->dn_d &&
+                          b->xq_key == (const void *)b->dn_d && cu_xq_hit(b, x, x_stride, in, ncx, blk, &j) && j == 0;
+        if (take)
+            *xr = dn_xr(b);
+        else if ((rc = cu_dn_touch(b, x, (ncx - 1) * x_stride + in, err)) != SI_OK)
+            return rc;
+    }
     if (slot == 0 && cu_xq_hit(b, x, x_stride, in, ncx, blk, &j)) {
         const int64_t nb = in / 32;
         cu_xq_parts(b, in, b->xq_ncx, 0, q, d, s);   /* (the holder's layout) */
@@ -272,14 +324,20 @@ int cu_mm_run(si_backend *b, const cu_mm *mm, int slot, si_err *err)
         int rc = cu_mm_run(b, &m, slot, err);
         return rc == SI_OK ? cu_mm_run(b, &hi, slot, err) : rc;
     }
-    if (!wide && !mma && !dp4a)
-        return launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
     const int64_t ncx = (m.ncols - 1) / m.x_div + 1;
+    if (!wide && !mma && !dp4a) {
+        /* (x read as floats: a deferred norm's output made whole first) */
+        const int rc = cu_dn_touch(b, m.x, (ncx - 1) * m.x_stride + m.in, err);
+        return rc != SI_OK ? rc : launched(si_cu_matmul(&m, b->stream), "MATMUL", err);
+    }
     if (mma && b->mm_w8 && si_cu_w8_ok(&m))
         return mm_run_w8(b, &m, ncx, slot, err);
     int8_t *q;
     float *d, *s;
-    int rc = cu_xq_get(b, m.x, m.x_stride, m.in, ncx, slot, 32, &q, &d, &s, err);
+    /* (gemv_quad's one-column forms scale their sums by a deferred norm's
+     * scale themselves, knob norm_tail = defer) */
+    const bool xr_ok = !wide && !mma && !b->gemv_v2 && m.gemv_quad && si_cu_gemvq_xr_ok(&m);
+    int rc = cu_xq_get_r(b, m.x, m.x_stride, m.in, ncx, slot, 32, &q, &d, &s, xr_ok ? &m.xr : NULL, err);
     if (rc != SI_OK)
         return rc;
     if (wide)
@@ -564,12 +622,14 @@ int cu_glu_launch(si_backend *b, const cu_mm *mm, cu_glu *gl, int64_t ncx, int64
     int rc = cu_xq_reserve(b, cu_xq_bytes(F, R) > cu_xq_bytes(H, ncx) ? cu_xq_bytes(F, R) : cu_xq_bytes(H, ncx), err);
     int8_t *q;
     float *qd, *qs;
+    cu_mm m = *mm;   /* (one dense column: a deferred norm's scale taken, m.xr) */
     if (rc == SI_OK)
-        rc = cu_xq_get(b, mm->x, mm->x_stride, H, ncx, 0, 32, &q, &qd, &qs, err);
+        rc = cu_xq_get_r(b, m.x, m.x_stride, H, ncx, 0, 32, &q, &qd, &qs,
+                         m.expert == NULL && ncx == 1 ? &m.xr : NULL, err);
     if (rc != SI_OK)
         return rc;
     cu_xq_parts(b, F, R, 1, &gl->q, &gl->qd, &gl->qs);
-    rc = launched(si_cu_gemvq_glu(mm, q, qd, qs, gl, b->stream), what, err);
+    rc = launched(si_cu_gemvq_glu(&m, q, qd, qs, gl, b->stream), what, err);
     if (rc != SI_OK)
         return rc;
     b->xq_swap ^= 1;   /* slot 1's copy becomes slot 0's */
@@ -633,8 +693,14 @@ static cu_mm mm_norm_mm(si_backend *b, const si_op *ops)
     cu_mm m = matmul_mm(mo);
     cu_mm_knobs(b, &m);
     const si_tensor *res = same_tensor(add->src[0], &mo->dst) ? add->src[1] : add->src[0];
-    m.norm = (cu_norm_tail){ .ctr = b->norm_ctr, .w = (const float *)dptr(norm->src[1]), .d = rows_of(&norm->dst),
+    const bool defer = b->norm_tail == 3;
+    m.norm = (cu_norm_tail){ .ctr = defer ? NULL : b->norm_ctr,
+                             .part = defer ? b->dn_part + (size_t)b->dn_flip * CU_DN_PART : NULL,
+                             .w = (const float *)dptr(norm->src[1]), .d = rows_of(&norm->dst),
                              .eps = norm->p.norm.eps, .f = { .b = rows_of(res), .r = rows_of(&add->dst) } };
+    /* (defer: a Q6_K / Q8_0 product on its regrouped copy, as cu_mm_run) */
+    if (defer && m.ncols == 1 && cu_rg_on(b, m.type))
+        rg_copies(b, &m);
     return m;
 }
 
@@ -642,8 +708,9 @@ static cu_mm mm_norm_mm(si_backend *b, const si_op *ops)
  * quantises the norm's output. */
 static bool mm_norm_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, bool use_kernel, bool *quant)
 {
-    if (b->norm_tail == 0 || b->norm_ctr == NULL || !b->norm_v2 || b->gemv_v2 || !b->gemv_quad || !b->mm_dp4a ||
-        i + 2 >= n_ops)
+    const bool defer = b->norm_tail == 3;
+    if (b->norm_tail == 0 || (defer ? b->dn_part == NULL : b->norm_ctr == NULL) || !b->norm_v2 || b->gemv_v2 ||
+        !b->gemv_quad || !b->mm_dp4a || i + 2 >= n_ops)
         return false;
     const si_op *mo = &ops[i], *add = &ops[i + 1];
     if (mo->kind != SI_OP_MATMUL || add->kind != SI_OP_ADD ||
@@ -654,13 +721,51 @@ static bool mm_norm_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, 
         norm_fused_len(b, ops, n_ops, i + 1, use_kernel, quant) != 2)
         return false;
     const cu_mm m = mm_norm_mm(b, ops + i);
-    if (m.ncols > (b->norm_tail == 2 ? 1 : SI_CU_MMQ_MAX_COLS) || !si_cu_mmq_ok(&m))
+    if (m.ncols > (b->norm_tail == 1 ? SI_CU_MMQ_MAX_COLS : 1) || !si_cu_mmq_ok(&m))
         return false;
+    /* (defer: one row, the copy made: the products after take its scale) */
+    if (defer)
+        return *quant && ops[i + 2].dst.ne[0] == m.rows && si_cu_gemvq_defer_ok(&m);
     return si_cu_gemvq_norm_ok(&m);   /* (the int8 copy's place is aligned: cu_xq_parts) */
+}
+
+/* norm_tail = defer: the product reads x's copy from slot 0 while its
+ * blocks write the norm's to slot 1 (no block waits for another), then
+ * the halves trade places (as gemv_glu's); the norm is pending after. */
+static int mm_defer_exec(si_backend *b, const si_op *ops, si_err *err)
+{
+    cu_mm m = mm_norm_mm(b, ops);
+    const si_tensor *y = &ops[2].dst;
+    const int64_t H = m.rows;
+    const size_t need = cu_xq_bytes(H, 1) > cu_xq_bytes(m.in, 1) ? cu_xq_bytes(H, 1) : cu_xq_bytes(m.in, 1);
+    int rc = cu_xq_reserve(b, need, err);
+    int8_t *q;
+    float *d, *s;
+    if (rc == SI_OK)
+        rc = cu_xq_get(b, m.x, m.x_stride, m.in, 1, 0, 32, &q, &d, &s, err);
+    if (rc != SI_OK)
+        return rc;
+    cu_xq_parts(b, H, 1, 1, &m.norm.f.q, &m.norm.f.qd, &m.norm.f.qs);
+    rc = launched(si_cu_matmul_q8_v1(&m, q, d, s, b->stream), "MATMUL+ADD+RMSNORM (norm_tail = defer)", err);
+    if (rc != SI_OK)
+        return rc;
+    for (size_t k = 0; k < 3; k++)
+        cu_xq_after(b, &ops[k]);
+    b->xq_swap ^= 1;   /* slot 1's copy becomes slot 0's */
+    cu_xq_hold(b, (const float *)dptr(y), (int64_t)(row_stride(y) / 4), H, 1, 32);
+    b->dn_on = true;
+    b->dn_d = (float *)dptr(y);
+    b->dn_sums = m.norm.part;
+    b->dn_ne = H;
+    b->dn_eps = m.norm.eps;
+    b->dn_flip ^= 1;
+    return SI_OK;
 }
 
 static int mm_norm_exec(si_backend *b, const si_op *ops, bool quant, si_err *err)
 {
+    if (b->norm_tail == 3)
+        return mm_defer_exec(b, ops, err);
     cu_mm m = mm_norm_mm(b, ops);
     const si_tensor *y = &ops[2].dst;
     const int64_t ne0 = y->ne[0], nrows = m.ncols;
@@ -862,8 +967,48 @@ static cu_unit unit_at(si_backend *b, const si_op *ops, size_t n_ops, size_t i)
     return u;
 }
 
+/* Knob norm_tail = defer, before a unit: the pending norm's output made
+ * whole where the unit reads it other than through its products' int8
+ * copy (cu_xq_get_r sees to those), or writes part of it; forgotten
+ * where the unit writes all of it (its values are dead then). */
+static int dn_before(si_backend *b, const si_op *ops, const cu_unit *u, si_err *err)
+{
+    if (!b->dn_on)
+        return SI_OK;
+    const bool mm_unit = u->kind == CU_UNIT_ONE || u->kind == CU_UNIT_MM_GROUP || u->kind == CU_UNIT_GLU ||
+                         u->kind == CU_UNIT_MM_NORM;
+    const uintptr_t dlo = (uintptr_t)b->dn_d, dhi = (uintptr_t)(b->dn_d + b->dn_ne);
+    bool reads = false, other = false, covers = false, part = false;
+    uintptr_t lo, hi;
+    for (size_t k = 0; k < u->n; k++) {
+        const si_op *op = &ops[k];
+        for (int a = 0; a < SI_OP_MAX_SRC && op->src[a] != NULL; a++) {
+            t_range(op->src[a], &lo, &hi);
+            if (lo < dhi && dlo < hi) {
+                reads = true;
+                other |= !mm_unit || op->kind != SI_OP_MATMUL;
+            }
+        }
+        t_range(&op->dst, &lo, &hi);
+        if (lo < dhi && dlo < hi) {
+            if (lo <= dlo && dhi <= hi)
+                covers = true;
+            else
+                part = true;
+        }
+    }
+    if (part || (reads && (other || covers)))
+        return cu_dn_resolve(b, err);
+    if (covers)
+        b->dn_on = false;
+    return SI_OK;
+}
+
 static int unit_run(si_backend *b, const si_op *ops, const cu_unit *u, si_err *err)
 {
+    const int rc = dn_before(b, ops, u, err);
+    if (rc != SI_OK)
+        return rc;
     switch (u->kind) {
     case CU_UNIT_NORM: return norm_fused_exec(b, ops, u->n, u->quant, err);
     case CU_UNIT_SWIGLU_Q: return swiglu_q_exec(b, ops, err);
@@ -926,6 +1071,7 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     }
     /* Uploads between execs may have changed any input. */
     b->xq_key = NULL;
+    b->dn_on = false;
     si_cu_pdl_set(b->pdl);
     int rc = cu_attn_pages_early(b, ops, n_ops, err);
     /* Knob graph: a list seen before runs as one graph launch. */
@@ -945,6 +1091,8 @@ int cu_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
         rc = unit_run(b, ops + i, &u, err);
         i += u.n;
     }
+    if (rc == SI_OK)
+        rc = cu_dn_resolve(b, err);   /* (a deferred norm leaves the list whole) */
     cu_up_end(b);
     cu_prof_after(b);
     return cu_exec_end(b, rc, err);

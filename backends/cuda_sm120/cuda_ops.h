@@ -70,6 +70,16 @@ void   cu_xq_hold(si_backend *b, const float *x, int64_t x_stride, int64_t in, i
 bool   cu_xq_hit(const si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int blk, int64_t *j);
 int    cu_xq_get(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot, int blk,
                  int8_t **q, float **d, float **s, si_err *err);
+/* cu_xq_get for a product whose kernel takes cu_mm.xr (xr != NULL): where
+ * slot 0 holds the copy of the pending deferred norm's output (knob
+ * norm_tail = defer), *xr gets its scale instead of the values being
+ * made whole first (cu_dn_resolve). */
+int    cu_xq_get_r(si_backend *b, const float *x, int64_t x_stride, int64_t in, int64_t ncx, int slot, int blk,
+                   int8_t **q, float **d, float **s, cu_xr *xr, si_err *err);
+/* Knob norm_tail = defer: the pending deferred norm's output made whole
+ * (si_cu_xr_resolve, cuda_backend.h cu_dn_resolve) if x[0..n) floats
+ * overlaps it. */
+int    cu_dn_touch(si_backend *b, const float *x, int64_t n, si_err *err);
 /* Drops slot 0's copy when `op` wrote into its source. */
 void   cu_xq_after(si_backend *b, const si_op *op);
 

@@ -90,6 +90,29 @@ __device__ __forceinline__ float rms2_scale(const double *red, int64_t ne0, floa
     return (float)(1.0 / sqrt(ss / (double)ne0 + (double)eps));
 }
 
+// Knob norm_tail = defer: a deferred norm's scale from its blocks' sums
+// of squares (cu_xr), the same in every warp that asks: lane l adds parts
+// l, l + 32, ... in order, then the butterfly.  Every lane of the warp
+// calls it.  p: the parts, from the L2 (another launch wrote them), or a
+// block's copy in shared memory (cu_xr_stage).
+__device__ __forceinline__ float cu_xr_scale(const cu_xr &xr, const double *p)
+{
+    double ss = 0.0;
+    for (int i = (int)(threadIdx.x & 31); i < xr.n; i += 32)
+        ss += p == xr.part ? __ldcg(p + i) : p[i];
+    ss = cu_warp_sumd(ss);
+    return (float)(1.0 / sqrt(ss / (double)xr.ne + (double)xr.eps));
+}
+
+// The parts into the block's shared memory sp[xr.n], for cu_xr_scale
+// after a barrier: issued with the block's copy of x, so that the scale
+// costs no round trip, and no registers, across the product's loop.
+__device__ __forceinline__ void cu_xr_stage(const cu_xr &xr, double *sp)
+{
+    for (int i = (int)threadIdx.x; i < xr.n; i += (int)blockDim.x)
+        sp[i] = __ldcg(xr.part + i);
+}
+
 __device__ __forceinline__ uint32_t rms2_q4(const float *v, float id)
 {
     uint32_t word = 0;

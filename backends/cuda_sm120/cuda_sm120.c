@@ -484,7 +484,7 @@
  *                         (full graph edges, no programmatic overlap) and
  *                         the routed gate/up no longer reads its picks
  *                         early.
- *   norm_tail = false | true | one  (with fuse_norm, norm = v2, gemv = v1
+ *   norm_tail = false | true | one | defer  (with fuse_norm, norm = v2, gemv = v1
  *                         and gemv_quad) a decode product whose output the
  *                         residual ADD and an RMSNORM of hidden-size rows
  *                         follow (the out-projections and ffn downs) does
@@ -504,6 +504,18 @@
  *                         as long as the norm kernel's, and serialised
  *                         behind the product where the norm kernel's start
  *                         overlapped it (programmatic launch).
+ *                         defer (one column; cuda_ops.c mm_defer_exec,
+ *                         cuda_gemvq.cu gqd_kernel): the product's blocks
+ *                         of 32 rows each do the ADD, the norm's weight and
+ *                         the int8 copy of their own rows and store their
+ *                         rows' sum of squares; the norm's scale is taken
+ *                         by the products that read the copy (cu_mm.xr:
+ *                         their sums times it) and applied in place for
+ *                         any other reader (si_cu_xr_resolve, also at the
+ *                         list's end): no norm launch and no last block.
+ *                         The copy rounds t = (y + b) * w where false
+ *                         rounds the normalised values: the int8 path's
+ *                         tolerance, not the same bits.
  *   gemv_glu = true | false  (with gemv_quad, gemv = v1) decode's dense
  *                         ffn gate and up (one column, K-quants) and the
  *                         MOE's routed gate/up (the in-line path, with the
@@ -914,6 +926,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->flag_dev);
     cudaFree(b->route_ctr);
     cudaFree(b->norm_ctr);
+    cudaFree(b->dn_part);
     cudaFree(b->moe_ctr);
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->pin);
@@ -997,7 +1010,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool upload_staged = true, h2d_early = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
-    int norm_tail = 0;         /* norm_tail = false | true | one: 0, 1, 2 */
+    int norm_tail = 0;         /* norm_tail = false | true | one | defer: 0, 1, 2, 3 */
     int fa_tile_i = 2;         /* attn_fa_tile = v1 | v2 | v3: index 0, 1, 2 */
     int ring_i = 1;            /* attn_ring = false | true | small: 0, 1, 2 */
     int ring_pages_i = 1;      /* attn_ring_pages = each | ahead: 0, 1 */
@@ -1085,7 +1098,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
                              *const wrings[] = { "false", "true", "kquant" },
                              *const narrows[] = { "gm", "wide", "kquant" },
                              *const batches[] = { "false", "true", "batch" },
-                             *const ntails[] = { "false", "true", "one" },
+                             *const ntails[] = { "false", "true", "one", "defer" },
                              *const twices[] = { "false", "norm", "matmul", "glu", "moe", "empty" };
     if ((rc = knob_pick(h, section, "attn_fa_tile", fa_tiles, 3, &fa_tile_i, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile", profs, 3, &prof_i, err)) != SI_OK ||
@@ -1098,7 +1111,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         (rc = knob_pick(h, section, "gemv_staged_q6", st6s, 3, &gemv_st6, err)) != SI_OK ||
         (rc = knob_pick(h, section, "moe_overlap", batches, 3, &moe_ovl, err)) != SI_OK ||
         (rc = knob_pick(h, section, "route_fused", batches, 3, &route_fused, err)) != SI_OK ||
-        (rc = knob_pick(h, section, "norm_tail", ntails, 3, &norm_tail, err)) != SI_OK ||
+        (rc = knob_pick(h, section, "norm_tail", ntails, 4, &norm_tail, err)) != SI_OK ||
         (rc = knob_pick(h, section, "profile_twice", twices, 6, &twice_i, err)) != SI_OK ||
         (rc = knob_int(h, section, "attn_split_blocks", "a block count", 1, 32, &split_bps, err)) != SI_OK ||
         (rc = knob_int(h, section, "gemv_mma_cols", "a column count", 2, 8, &mma_cols, err)) != SI_OK ||
@@ -1290,7 +1303,14 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": route_fused counter: %s", cudaGetErrorString(e));
     }
     /* (norm_tail's count, as route_ctr's) */
-    if (b->norm_tail > 0 && ((e = cudaMalloc((void **)&b->norm_ctr, sizeof(unsigned))) != cudaSuccess ||
+    /* (norm_tail = defer's two arrays of block sums: written before read) */
+    if (b->norm_tail == 3 && (e = cudaMalloc((void **)&b->dn_part, 2 * CU_DN_PART * sizeof(double))) != cudaSuccess) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": norm_tail = defer sums: %s", cudaGetErrorString(e));
+    }
+    if (b->norm_tail > 0 && b->norm_tail < 3 &&
+        ((e = cudaMalloc((void **)&b->norm_ctr, sizeof(unsigned))) != cudaSuccess ||
                              (e = cudaMemset(b->norm_ctr, 0, sizeof(unsigned))) != cudaSuccess)) {
         cudaGetLastError();
         cuda_close(b);

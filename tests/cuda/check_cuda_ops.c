@@ -505,8 +505,8 @@ static void norm_list_case(pair *p, uint32_t wt, int64_t ne0, int64_t n, double 
  * launch does the ADD, the norm and the int8 copy).  tol < 0: the two
  * sides bit-identical (two cuda sections); else every output within the
  * dp4a tolerance of the cpu's int8 path. */
-static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64_t n, bool swap, double tol,
-                              const char *label)
+static void mm_norm_list_case_w2(pair *p, uint32_t wt, int64_t in, int64_t H, int64_t n, bool swap, uint32_t w2t,
+                                 double tol, const char *label)
 {
     dt x, Wo, y, r, h, w, z, W2, out;
     dt_rand(p, &x, SI_TYPE_F32, in, n, 1, 1.0f);
@@ -516,7 +516,7 @@ static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64
     dt_make(p, &h, SI_TYPE_F32, H, n, 1, NULL);
     dt_rand(p, &w, SI_TYPE_F32, H, 1, 1, 1.0f);
     dt_make(p, &z, SI_TYPE_F32, H, n, 1, NULL);
-    dt_rand(p, &W2, SI_TYPE_Q4_K, H, 96, 1, 1.0f);
+    dt_rand(p, &W2, w2t, H, 96, 1, 1.0f);
     dt_make(p, &out, SI_TYPE_F32, 96, n, 1, NULL);
     const dt *const src[4][2] = { { &Wo, &x }, { swap ? &r : &y, swap ? &y : &r }, { &h, &w }, { &W2, &z } };
     const dt *const dst[4] = { &y, &h, &z, &out };
@@ -546,6 +546,12 @@ static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64
         dt_free(p, (dt *)all[i]);
 }
 
+static void mm_norm_list_case(pair *p, uint32_t wt, int64_t in, int64_t H, int64_t n, bool swap, double tol,
+                              const char *label)
+{
+    mm_norm_list_case_w2(p, wt, in, H, n, swap, SI_TYPE_Q4_K, tol, label);
+}
+
 /* Knob norm_tail (true: up to 8 columns; default false) on the 9b's out-projection
  * (Q4_K 4096 -> 4096) and ffn down (Q6_K 12288 -> 4096), the 35b-a3b's
  * Q8_0 out-projection (4096 -> 2048), one token and a few, the ADD's
@@ -571,7 +577,23 @@ START_TEST(test_norm_tail)
     for (size_t k = 0; k < n_cs; k++)
         mm_norm_list_case(&p, cs[k].t, cs[k].in, cs[k].H, cs[k].n, cs[k].swap, -1, "norm_tail vs false");
     pair_close(&p);
-    /* a value that is none of false | true | one: refused, named */
+    /* norm_tail = defer (one column: the product's blocks each do their
+     * 32 rows, the norm's scale taken by the next product, or applied in
+     * place for a reader that cannot, here a float-stored W2, and at the
+     * list's end for the norm's output): against the cpu's int8 path, the
+     * deferred copy rounding its own way.  Several columns, or a width
+     * of no whole 32-row blocks, run as false. */
+    static const struct { uint32_t t; int64_t in, H, n; bool swap; uint32_t w2; } ds[] = {
+        { SI_TYPE_Q4_K, 4096, 4096, 1, false, SI_TYPE_Q4_K }, { SI_TYPE_Q6_K, 12288, 4096, 1, true, SI_TYPE_Q6_K },
+        { SI_TYPE_Q8_0, 4096, 2048, 1, false, SI_TYPE_Q8_0 }, { SI_TYPE_Q5_K, 2048, 1280, 1, false, SI_TYPE_F32 },
+        { SI_TYPE_Q4_K, 4096, 4096, 1, true, SI_TYPE_F32 }, { SI_TYPE_Q4_K, 4096, 4096, 3, false, SI_TYPE_Q4_K },
+        { SI_TYPE_Q5_K, 2048, 1296, 1, false, SI_TYPE_Q4_K },
+    };
+    pair_open(&p, "backend.cpu_fast", "backend.cuda_ndefer");
+    for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++)
+        mm_norm_list_case_w2(&p, ds[k].t, ds[k].in, ds[k].H, ds[k].n, ds[k].swap, ds[k].w2, 1.0, "norm_tail = defer vs cpu");
+    pair_close(&p);
+    /* a value that is none of false | true | one | defer: refused, named */
     si_backend *b = NULL;
     si_err err = { { 0 } };
     ck_assert_int_eq(((const struct si_backend_ops *)p_cu->ops)->open(&host, "backend.cuda_ntail_bad", &b, &err), SI_EINVAL);
@@ -3294,6 +3316,7 @@ int main(void)
     cfg_sec(&ct, "cuda_ntail_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "norm_tail = false\n",
             NULL);
     cfg_sec(&ct, "cuda_ntail_bad", "cuda_sm120.so", "norm_tail = two\n", NULL);
+    cfg_sec(&ct, "cuda_ndefer", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "norm_tail = defer\n", NULL);
     /* (gemv_glu = true | false: test_gemv_glu) */
     cfg_sec(&ct, "cuda_glu", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "gemv_glu = true\n", NULL);
     cfg_sec(&ct, "cuda_glu_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "gemv_glu = false\n",

@@ -20,9 +20,10 @@ mkdir -p "$out"
     sed -e 's/^#include "cuda_ptx.cuh"/#include "ptx_emu.h"/' \
         -e 's/extern __shared__ __align__(16) uint4 gq_xsm\[\];/uint4 *gq_xsm = (uint4 *)emu::dyn_smem();/' \
         "$src/cuda_gemvq.cu"
-    awk '/^__global__ void rms2_kernel\(/ { on = 1 } on { print } on && /^}/ { on = 0 }' "$src/cuda_elem.cu"
+    awk '/^__global__ void (rms2_kernel|xr_resolve_kernel)\(/ { on = 1 } on { print } on && /^}/ { on = 0 }' \
+        "$src/cuda_elem.cu"
 } > "$out/k.cc"
-for k in gq_norm_tail rms2_kernel si_cu_gemvq_norm_ok; do
+for k in gq_norm_tail rms2_kernel si_cu_gemvq_norm_ok gq_norm_defer xr_resolve_kernel; do
     grep -q "$k" "$out/k.cc" || { echo "run-normtail-emu: $k not found; update the sed/awk lines" >&2; exit 1; }
 done
 if grep -q '<<<\|extern __shared__' "$out/k.cc"; then
@@ -49,3 +50,15 @@ plant one-chunk 's/for \(int ch = t; ch < nch; ch \+= nthr\) \{\n            flo
 plant col-stride 's/const float \*a = mm\.y \+ c \* mm\.y_stride;/const float *a = mm.y;/'
 # a chunk a thread: every warp's sum in the first slot
 plant fast-red 's/red\[par\]\[t >> 5\] = sw;/red[par][0] = sw;/'
+# norm_tail = defer: every block's sum of squares in the first place
+plant defer-part 's/nt\.part\[y0 \/ 32\] = ss;/nt.part[0] = ss;/'
+# the sum not stored for the next residual
+plant defer-no-sum 's/\(\(float \*\)nt\.f\.r\.p\)\[row\] = x;/;/'
+# the copy's block at the scales' index
+plant defer-q-offset 's/cu_q8_block32\(t, lane, nt\.f\.q \+ y0,/cu_q8_block32(t, lane, nt.f.q + y0 \/ 32,/'
+# a reader that takes the scale and never applies it
+plant xr-unscaled 's/s = __fmul_rn\(s, xr\);/;/'
+# the parts never staged: the scale from garbage
+plant xr-unstaged 's/if \(XR\)\n        cu_xr_stage\(mm\.xr, xr_sp\);\n    if \(XS\) \{/if (XS) {/'
+# resolve leaves the block sums unscaled
+plant resolve-qs 's/qs\[g\] = __fmul_rn\(qs\[g\], r\);/;/'
