@@ -723,9 +723,12 @@ static bool mm_norm_ok(si_backend *b, const si_op *ops, size_t n_ops, size_t i, 
     const cu_mm m = mm_norm_mm(b, ops + i);
     if (m.ncols > (b->norm_tail == 1 ? SI_CU_MMQ_MAX_COLS : 1) || !si_cu_mmq_ok(&m))
         return false;
-    /* (defer: one row, the copy made: the products after take its scale) */
+    /* (defer: one row, the copy made for a MATMUL after, which takes its
+     * scale; an MOE's router reads the norm's output as floats, so a
+     * resolve launch would stand where the norm's was) */
     if (defer)
-        return *quant && ops[i + 2].dst.ne[0] == m.rows && si_cu_gemvq_defer_ok(&m);
+        return *quant && i + 3 < n_ops && ops[i + 3].kind == SI_OP_MATMUL && ops[i + 2].dst.ne[0] == m.rows &&
+               si_cu_gemvq_defer_ok(&m);
     return si_cu_gemvq_norm_ok(&m);   /* (the int8 copy's place is aligned: cu_xq_parts) */
 }
 
