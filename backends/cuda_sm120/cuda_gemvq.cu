@@ -1591,7 +1591,7 @@ extern "C" bool si_cu_gemvq_norm_ok(const cu_mm *mm)
 extern "C" bool si_cu_gemvq_defer_ok(const cu_mm *mm)
 {
     const cu_norm_tail &nt = mm->norm;
-    if (nt.part == NULL || nt.ctr != NULL || nt.w == NULL || nt.d.p == NULL || nt.f.q == NULL || !si_cu_gemvq_ok(mm) ||
+    if (nt.part == NULL || nt.ctr != NULL || nt.w == NULL || nt.d.p == NULL || !si_cu_gemvq_ok(mm) ||
         mm->expert != NULL || mm->n_more != 0 || mm->ncols != 1 || mm->w2 != NULL || mm->xr.part != NULL)
         return false;
     if (mm->rows <= 0 || mm->rows % 32 != 0 || mm->rows > 32 * CU_DN_PART || mm->in > GQ_XS_MAX)
@@ -1687,7 +1687,8 @@ extern "C" int si_cu_gemvq_glu(const cu_mm *mm, const int8_t *xq, const float *x
 extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, const float *xs, void *stream)
 {
     if (!si_cu_gemvq_ok(mm) || (mm->norm.ctr != NULL && !si_cu_gemvq_norm_ok(mm)) ||
-        (mm->norm.part != NULL && !si_cu_gemvq_defer_ok(mm)) || (mm->xr.part != NULL && !si_cu_gemvq_xr_ok(mm)))
+        (mm->norm.part != NULL && (!si_cu_gemvq_defer_ok(mm) || mm->norm.f.q == NULL)) ||
+        (mm->xr.part != NULL && !si_cu_gemvq_xr_ok(mm)))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     if (mm->norm.part != NULL)

@@ -327,7 +327,8 @@ bool si_cu_gemvq_norm_ok(const cu_mm *mm);
 /* Knob norm_tail = defer: whether si_cu_gemvq runs mm (mm->norm.part set)
  * as the deferred norm's product (gqd_kernel: 32 rows a block): one
  * column, one product, rows % 32 == 0 up to 32 * CU_DN_PART, x in shared
- * memory, a K-quant or a regrouped Q8_0 (not g6_kernel's Q6_K). */
+ * memory, a K-quant or a regrouped Q8_0 (not g6_kernel's Q6_K); the int8
+ * copy's place (norm.f.q) may come later, si_cu_gemvq wants it. */
 #define CU_DN_PART 2048
 bool si_cu_gemvq_defer_ok(const cu_mm *mm);
 /* Whether si_cu_matmul_q8_v1 runs mm on a kernel that takes mm->xr (one

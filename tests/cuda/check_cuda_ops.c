@@ -587,7 +587,7 @@ START_TEST(test_norm_tail)
         { SI_TYPE_Q4_K, 4096, 4096, 1, false, SI_TYPE_Q4_K }, { SI_TYPE_Q6_K, 12288, 4096, 1, true, SI_TYPE_Q6_K },
         { SI_TYPE_Q8_0, 4096, 2048, 1, false, SI_TYPE_Q8_0 }, { SI_TYPE_Q5_K, 2048, 1280, 1, false, SI_TYPE_F32 },
         { SI_TYPE_Q4_K, 4096, 4096, 1, true, SI_TYPE_F32 }, { SI_TYPE_Q4_K, 4096, 4096, 3, false, SI_TYPE_Q4_K },
-        { SI_TYPE_Q5_K, 2048, 1296, 1, false, SI_TYPE_Q4_K },
+        { SI_TYPE_Q5_K, 2048, 1296, 1, false, SI_TYPE_F32 },
     };
     pair_open(&p, "backend.cpu_fast", "backend.cuda_ndefer");
     for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++)
