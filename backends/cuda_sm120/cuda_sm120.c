@@ -515,7 +515,20 @@
  *                         list's end): no norm launch and no last block.
  *                         The copy rounds t = (y + b) * w where false
  *                         rounds the normalised values: the int8 path's
- *                         tolerance, not the same bits.
+ *                         tolerance, not the same bits.  Only where a
+ *                         MATMUL reads the norm next (the 9b's norms; the
+ *                         35b-a3b's MOE routers read theirs as floats).
+ *                         Not a gain (H100, 9b ctx 4096 bs 1, same binary,
+ *                         twice): graph device time 2,585.6 / 2,584.9 us a
+ *                         step vs 2,539.0 / 2,539.3 (false), 372.8 / 375.1
+ *                         vs 382.0 / 380.0 tok/s, though the 64 norms it
+ *                         removes cost ~200 us of the chain (profile_twice,
+ *                         H200).  Likely (not yet measured alone): a block
+ *                         of 1024 threads starts only on an SM the kernel
+ *                         before has left, so the product's weights are no
+ *                         longer requested before its programmatic-launch
+ *                         wait; a 32-row block of 256 threads would keep
+ *                         that.
  *   gemv_glu = true | false  (with gemv_quad, gemv = v1) decode's dense
  *                         ffn gate and up (one column, K-quants) and the
  *                         MOE's routed gate/up (the in-line path, with the
