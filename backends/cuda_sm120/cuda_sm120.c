@@ -523,12 +523,15 @@
  *                         step vs 2,539.0 / 2,539.3 (false), 372.8 / 375.1
  *                         vs 382.0 / 380.0 tok/s, though the 64 norms it
  *                         removes cost ~200 us of the chain (profile_twice,
- *                         H200).  Likely (not yet measured alone): a block
- *                         of 1024 threads starts only on an SM the kernel
- *                         before has left, so the product's weights are no
- *                         longer requested before its programmatic-launch
- *                         wait; a 32-row block of 256 threads would keep
- *                         that.
+ *                         H200).  Not the programmatic launch's early start
+ *                         of the 1024-thread blocks: with pdl = false on
+ *                         both arms defer lost more (2,823 / 2,833 vs
+ *                         2,725 / 2,721 us), so its products or readers
+ *                         themselves cost ~250-300 us more a step (the
+ *                         9b's gate/up reader gu_kernel<Q4_K, 8, XR> has 80
+ *                         registers and 24 bytes of spill where the plain
+ *                         form has 73 and none: the first suspect; ncu of
+ *                         each form next).
  *   gemv_glu = true | false  (with gemv_quad, gemv = v1) decode's dense
  *                         ffn gate and up (one column, K-quants) and the
  *                         MOE's routed gate/up (the in-line path, with the
