@@ -43,7 +43,7 @@ plant no-clear 's/ag = au = 0\.0f;/au = 0.0f;/'
 # no barrier before warp 0 reads the block's sums
 plant no-barrier 's/__syncthreads\(\);   \/\/ the block.s 32 gate and up sums in sg \/ su/;/'
 # silu of the up, times the gate
-plant swapped 's/cu_silu\(sg\[lane\]\), su\[lane\]/cu_silu(su[lane]), sg[lane]/'
+plant swapped 's/cu_silu\(g\), u\)/cu_silu(u), g)/'
 # the block's scale written at block 0's place (the routed rows')
 plant scale-place 's/gl\.qd \+ j \* nbf \+ b, gl\.qs \+ j \* nbf \+ b\);\n    \}\n\}/gl.qd + j * nbf, gl.qs + j * nbf + b);\n    }\n}/'
 # every column on the first token's x
