@@ -126,6 +126,10 @@ struct si_backend {
     bool           moe_dec_fuse;    /* knob moe_dec_fuse (moe_exec's tails)  */
     bool           moe_dec_fuse_gu; /* knob moe_dec_fuse_gu (one gate/up)    */
     bool           moe_sdc;         /* knob moe_sdc (shared down + combine)  */
+    bool           moe_persist;     /* knob moe_persist (one-launch MOE)     */
+    unsigned      *pm_bar;          /* moe_persist: its grid barrier word
+                                     * (device, 0; each launch leaves it so) */
+    bool           pm_said;         /* moe_persist: its first run logged     */
     unsigned      *moe_ctr;         /* moe_dec_fuse: 2 * CU_MOE_CTR groups'
                                      * counts (device, 0 between launches)  */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */

@@ -257,7 +257,14 @@ __device__ __forceinline__ float q8_pair_dot(const uint32_t qa[8], const uint32_
     return acc;
 }
 
-template <int T, bool XS>
+// SD: x's scales and sums (xd, xs) are in shared memory (cuda_pmoe.cuh's
+// SwiGLU copy), read with plain loads (__ldg is for global memory only).
+template <bool SD, class V> __device__ __forceinline__ V gq_ldx(const float *p)
+{
+    return SD ? *(const V *)p : __ldg((const V *)p);
+}
+
+template <int T, bool XS, bool SD = false>
 __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const int8_t *xq, const uint4 *xsm,
                                         const float *xd, const float *xs, float acc)
 {
@@ -270,7 +277,7 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
         gq_x16<XS>(xq, xsm, e + 16, xl + 4);
         gq_x16<XS>(xq, xsm, e + 32, xh);
         gq_x16<XS>(xq, xsm, e + 48, xh + 4);
-        const float2 dx = __ldg((const float2 *)(xd + xb)), sx = __ldg((const float2 *)(xs + xb));
+        const float2 dx = gq_ldx<SD, float2>(xd + xb), sx = gq_ldx<SD, float2>(xs + xb);
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -294,7 +301,7 @@ __device__ __forceinline__ float gq_dot(const gq_part &w, int b, int p, const in
 #pragma unroll
         for (int j = 0; j < 4; j++)
             gq_x16<XS>(xq, xsm, e + 32 * j, x[j]);
-        const float4 dx = __ldg((const float4 *)(xd + 8 * b + 4 * h));
+        const float4 dx = gq_ldx<SD, float4>(xd + 8 * b + 4 * h);
         int s[4] = { 0, 0, 0, 0 }, sx[4] = { 0, 0, 0, 0 };
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -1717,3 +1724,14 @@ extern "C" int si_cu_gemvq(const cu_mm *mm, const int8_t *xq, const float *xd, c
     default: return (int)cudaErrorInvalidValue;
     }
 }
+
+// Knob moe_persist's kernel (cuda_pmoe.cuh) runs this file's device
+// functions, so it is part of this translation unit.  Its dynamic shared
+// memory comes from here (the emulators' sed lines rewrite this line).
+__device__ __forceinline__ uint4 *gq_dyn_smem()
+{
+    extern __shared__ __align__(16) uint4 gq_xsm[];
+    return gq_xsm;
+}
+
+#include "cuda_pmoe.cuh"

@@ -727,6 +727,45 @@ int  si_cu_moe_sdc(const cu_mm *sd, const int8_t *xq, const float *xd, const flo
 int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y, const float *wts,
                       const float *ys, const float *gamma, int64_t n, int K, int64_t H, void *stream);
 
+/* Knob moe_persist (cuda_pmoe.cuh, in cuda_gemvq.cu): one token's MOE with
+ * a shared expert in ONE launch of one block an SM, its three phases
+ * (router; top-K + gate/up; SwiGLU + downs + combine) apart by grid-wide
+ * barriers on *bar, where the in-line path runs six launches.  The same
+ * bits as that path (the same row sums in the same order).  The caller
+ * owns every buffer; the launch writes logits [E], gamma [1], sel/wts [K],
+ * gu [K + 1][2F] (routed rows, then the shared expert's) and dst [H].
+ * bar: a device word, 0 when first used; each launch leaves it as it
+ * found it.  _ok: the shapes and types the kernel takes (F == 512,
+ * H % 2048 == 0, E <= 256, K <= 8, router and shared gate F32, routed
+ * gate/up Q4_K/Q5_K/Q6_K, down Q4_K/Q5_K/Q6_K, shared expert Q8_0 (its
+ * gate/up regrouped or not), 16-byte aligned K-quant rows). */
+typedef struct cu_pmoe {
+    const float   *h;                  /* [H] the router's input            */
+    const int8_t  *xq;                 /* h's int8 copy (quant_x layout)    */
+    const float   *xd, *xs;
+    const float   *wr;                 /* router [E][wr_stride] (F32)       */
+    const float   *wsg;                /* shared gate row [H] (F32)         */
+    int64_t        wr_stride;          /* floats                            */
+    const uint8_t *wg, *wu;            /* routed gate / up rows, expert 0   */
+    uint64_t       gu_rb, gu_eb;       /* their row and expert bytes        */
+    const uint8_t *wd;                 /* routed down [E][H][F]             */
+    uint64_t       wd_rb, wd_eb;
+    const uint8_t *sg, *su;            /* shared gate / up [F][H] (Q8_0)   */
+    uint64_t       s_rb;
+    bool           s_rg;               /* sg/su are CU_TYPE_Q8R copies      */
+    const uint8_t *sd;                 /* shared down [H][F] (Q8_0)         */
+    uint64_t       sd_rb;
+    float         *logits, *gamma, *wts, *gu, *dst;
+    int32_t       *sel;
+    unsigned      *bar;
+    int            H, F, E, K;
+    uint32_t       t_gu, t_dn;         /* routed gate/up and down types     */
+} cu_pmoe;
+bool si_cu_moe_persist_ok(const cu_pmoe *p);   /* (x's copy: checked at launch) */
+/* grid: blocks (the device's multiprocessors: every block must be
+ * resident at once). */
+int  si_cu_moe_persist(const cu_pmoe *p, int grid, void *stream);
+
 /* ---- TOPK (cuda_topk.cu) ---------------------------------------------------
  * Per row r < n of x (V floats, x_stride apart): dst row r (dst_stride
  * floats apart) = the k best values then their ids (plugin.h semantics).

@@ -449,6 +449,13 @@
  *                         is the launch before).  false: its own launch
  *                         (A/B; same bits; H200 35b-a3b bs 1: 344.3 with
  *                         false, 346.3 with true).
+ *   moe_persist = false | true  MOE decode of one token (int8 path, in
+ *                         line, a Q8_0 shared expert as wide as the routed
+ *                         ones, 512): true: the whole MOE in one launch of
+ *                         one block an SM, its phases (router; top-K and
+ *                         gate/up; SwiGLU, downs and combine) apart by two
+ *                         grid-wide barriers (cuda_pmoe.cuh), where false
+ *                         runs six launches (A/B, same bits).
  *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
  *                         a shared expert as wide as the routed ones whose
  *                         down runs on v1's mmq_kernel): the combine's
@@ -944,6 +951,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->norm_ctr);
     cudaFree(b->dn_part);
     cudaFree(b->moe_ctr);
+    cudaFree(b->pm_bar);
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->pin);
     if (b->pin_ev != NULL)
@@ -1023,6 +1031,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
+    bool moe_persist = false;
     bool upload_staged = true, h2d_early = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
@@ -1060,6 +1069,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "moe_dec_fuse", "true", "false", &moe_dec_fuse },
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
         { "moe_sdc", "true", "false", &moe_sdc },
+        { "moe_persist", "true", "false", &moe_persist },
         { "gemv_q6r", "true", "false", &gemv_q6r },
         { "gemv_q8r", "true", "false", &gemv_q8r },
         { "gemv_regroup_cols", "true", "false", &gemv_rg_cols },
@@ -1200,6 +1210,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->moe_dec_fuse = moe_dec_fuse;
     b->moe_dec_fuse_gu = moe_dec_fuse_gu;
     b->moe_sdc = moe_sdc;
+    b->moe_persist = moe_persist;
     b->gemv_q6r = gemv_q6r;
     b->gemv_q8r = gemv_q8r;
     b->upload_staged = upload_staged;
@@ -1340,6 +1351,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cudaGetLastError();
         cuda_close(b);
         return si_err_set(err, SI_ENOMEM, CU_NAME ": moe_dec_fuse counters: %s", cudaGetErrorString(e));
+    }
+    /* (moe_persist's barrier word: its launches leave it as they find it) */
+    if (b->moe_persist && ((e = cudaMalloc((void **)&b->pm_bar, sizeof(unsigned))) != cudaSuccess ||
+                           (e = cudaMemset(b->pm_bar, 0, sizeof(unsigned))) != cudaSuccess)) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": moe_persist barrier: %s", cudaGetErrorString(e));
     }
     h->log(h, SI_LOG_INFO, CU_NAME,
            "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s%s, prefill_mm %s%s, attn %s, attn_prefill %s, "

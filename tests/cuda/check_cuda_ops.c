@@ -1990,6 +1990,8 @@ START_TEST(test_gdn_prefill_knob)
                   err.msg);
     ck_assert_int_eq(ops->open(&host, "backend.cuda_sb_bad", &b, &err), SI_EINVAL);
     ck_assert_msg(strstr(err.msg, "mm_block_cols") != NULL && strstr(err.msg, "'1'") != NULL, "message: %s", err.msg);
+    ck_assert_int_eq(ops->open(&host, "backend.cuda_pm_bad", &b, &err), SI_EINVAL);
+    ck_assert_msg(strstr(err.msg, "moe_persist") != NULL && strstr(err.msg, "'yes'") != NULL, "message: %s", err.msg);
     static const char *const sb_bad[] = { "backend.cuda_sb_bad0", "backend.cuda_sb_bad33", "backend.cuda_sb_badx" };
     static const char *const sb_val[] = { "'0'", "'33'", "'2x'" };
     for (int i = 0; i < 3; i++) {
@@ -2518,6 +2520,45 @@ START_TEST(test_moe_sdc)
     moe_ab_35b("backend.cuda_sdc_off", "backend.cuda_sdc", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_sdc");
     moe_ab_35b("backend.cuda_sdc_off", "backend.cuda_sdc", SI_TYPE_Q4_K, SI_TYPE_Q4_K, ns, 2, "moe_sdc");
     moe_ab_35b("backend.cuda_sdc_off", "backend.cuda_sdc", SI_TYPE_Q5_K, SI_TYPE_Q6_K, ns, 1, "moe_sdc");
+}
+END_TEST
+
+/* Knob moe_persist: one token's MOE in one launch (cuda_pmoe.cuh: the
+ * router, top-K + gate/up, SwiGLU + downs + combine, apart by grid-wide
+ * barriers) against the default six launches (cuda_sdc), bit for bit, at
+ * Qwen3.6-35B-A3B's MOE: Q5_K (UD-Q4_K_M's) and Q4_K down experts with a
+ * Q8_0 shared expert (taken: the backend's log line says so, once an
+ * open), then Q6_K downs (512-wide rows of 420 bytes, which the expert
+ * GEMV does not take either) and a Q4_K shared expert (not taken: the six
+ * launches); 1 token, 3 (not taken), 1 again (each launch must leave its
+ * barrier word as it found it, or the next would not wait or never end). */
+static int pm_said;
+static void pm_log(const si_host *h, int level, const char *who, const char *fmt, ...)
+{
+    (void)h;
+    (void)level;
+    (void)who;
+    if (strstr(fmt, "moe_persist") != NULL)
+        pm_said++;
+}
+
+START_TEST(test_moe_persist)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob A/B */
+    static const int64_t ns[] = { 1, 3, 1 };
+    void (*keep)(const si_host *, int, const char *, const char *, ...) = host.log;
+    host.log = pm_log;
+    pm_said = 0;
+    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
+    const int q5 = pm_said;
+    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q4_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
+    const int q8 = pm_said;
+    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q6_K, SI_TYPE_Q8_0, ns, 1, "moe_persist");
+    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q4_K, ns, 1, "moe_persist");
+    host.log = keep;
+    ck_assert_msg(q5 == 1 && q8 == 2 && pm_said == 2, "moe_persist ran in %d / %d / %d of 1 / 2 / 4 opens", q5, q8,
+                  pm_said);
 }
 END_TEST
 
@@ -3282,6 +3323,7 @@ int main(void)
     cfg_sec(&ct, "cuda_v1_sb2", "cuda_sm120.so",
             "kv_type = f32\nmatmul = dp4a\nprefill_mm = gemv\ngemv = v1\nmm_block_cols = 2\n", NULL);
     cfg_sec(&ct, "cuda_sb_bad", "cuda_sm120.so", "mm_block_cols = 1\n", NULL);
+    cfg_sec(&ct, "cuda_pm_bad", "cuda_sm120.so", "moe_persist = yes\n", NULL);
     cfg_sec(&ct, "cuda16_gqa_fma", "cuda_sm120.so", "kv_type = f16\n", cu_extra, gqa,
             as_cpu ? "" : "attn_mma = false\n", NULL);
     cfg_sec(&ct, "cuda_w8_mmasync", "cuda_sm120.so", "kv_type = f32\n", w8_extra, as_cpu ? "" : "w8_wgmma = false\n",
@@ -3325,6 +3367,7 @@ int main(void)
     /* (moe_sdc = true | false: test_moe_sdc) */
     cfg_sec(&ct, "cuda_sdc", "cuda_sm120.so", "kv_type = f32\n", dq_extra, NULL);
     cfg_sec(&ct, "cuda_sdc_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_sdc = false\n", NULL);
+    cfg_sec(&ct, "cuda_pm", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_persist = true\n", NULL);
     /* (gemv_q6r, gemv_q8r = true | false: test_gemv_regroup) */
     cfg_sec(&ct, "cuda_rg", "cuda_sm120.so", "kv_type = f32\n", as_cpu ? "" : "matmul = dp4a\n", NULL);
     cfg_sec(&ct, "cuda_rg_off", "cuda_sm120.so", "kv_type = f32\n",
@@ -3448,6 +3491,7 @@ int main(void)
     single_case(s, "gemv_glu", test_gemv_glu);
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     single_case(s, "moe_sdc", test_moe_sdc);
+    single_case(s, "moe_persist", test_moe_persist);
     single_case(s, "gemv_regroup", test_gemv_regroup);
     single_case(s, "attn_ring", test_attn_long_ring);
     single_case(s, "attn_i8_ring", test_attn_i8_ring);

@@ -1,0 +1,389 @@
+// backends/cuda_sm120/cuda_pmoe.cuh — knob moe_persist: one token's MOE
+// (router, top-K, the routed and shared experts' gate/up, SwiGLU, downs,
+// combine) in ONE launch.  Part of cuda_gemvq.cu's translation unit (it is
+// included at that file's end): it runs gq_load / gq_dot / gs_dot, which
+// without -rdc only that unit can call.
+//
+// Why: at one token the in-line path is six launches a layer (router
+// product, route, shared gate/up, routed gate/up + SwiGLU, routed down,
+// shared down + combine), ~26 us of the 35b-a3b's chain for ~17 MB of
+// weights (~6 us at the HBM's rate): every launch is a ramp, a drain and a
+// link of ~1.3 us.  Here one block an SM (every block resident at once)
+// runs three phases apart by two grid-wide barriers (an L2 counter each):
+//  1. the router's E rows and the shared gate row, a quarter block a row
+//     (mm_kernel<F32, 1, 4>'s order: the same logits); the block's static
+//     weights (router rows, shared expert rows) asked of the L2 before the
+//     programmatic-launch wait;
+//  2. every block routes the token itself (route_token over the logits,
+//     no launch for it), then does its share of the K * F routed gate/up
+//     index pairs (gu_kernel's sums) and of the F shared ones (gs_kernel's
+//     or the regrouped gq_kernel's sums), raw into gu;
+//  3. every block makes the whole SwiGLU int8 copy ((K + 1) * F values,
+//     swiglu_q_kernel's arithmetic) in its shared memory, then owns rows
+//     of the output: each row's K routed down sums (gqe_kernel's lanes and
+//     shuffles at 512-wide rows), its shared down sum (mmq_kernel's 8
+//     lanes) and their combine (cb_sum, sdc_kernel's) in one warp, so no
+//     combine pass and no count of finished blocks.
+// The phases are functions of their own so that the host emulation
+// (tests/cuda/emu/pmoe_emu.cc) runs them as three launches.
+#ifndef SI_CUDA_PMOE_CUH
+#define SI_CUDA_PMOE_CUH
+
+#include "cuda_combine.cuh"
+#include "cuda_route.cuh"
+
+#define PM_WARPS 16
+#define PM_F 512    // the experts' width it takes (the downs' lanes: gqe's BS 2)
+
+// Grid-wide barrier: every block adds to *bar, block 0 so much that the
+// total of one barrier is 2^31, so the top bit flips once per barrier and
+// the word is back where it was after every second one (a launch has two:
+// a graph replays it as captured).  Only correct with every block of the
+// grid resident (one block an SM, the grid no larger than the SMs).
+__device__ __forceinline__ void pm_grid_sync(unsigned *bar)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        __threadfence();   // this block's writes before its arrival
+        const unsigned old = atomicAdd(bar, add);
+        while (((old ^ *(volatile unsigned *)bar) & 0x80000000u) == 0)
+            ;
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// [lo, hi) of n items for block b of g, in order.
+__device__ __forceinline__ void pm_share(int n, int b, int g, int &lo, int &hi)
+{
+    lo = (int)((int64_t)n * b / g);
+    hi = (int)((int64_t)n * (b + 1) / g);
+}
+
+// Phase 1: logits[r] (r < E) and *gamma (r == E), a quarter block (4
+// warps) a row: warp w of it takes 8-float groups 32 w + lane, + 128, ...,
+// fmaf in element order, the warp sums, then the 4 in warp order.
+__device__ __forceinline__ void pm_router(const cu_pmoe &p)
+{
+    __shared__ float part[PM_WARPS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = warp >> 2, w4 = warp & 3;
+    const int rows = p.E + 1, slots = 4 * (int)gridDim.x, n8 = p.H / 8;
+    // (the block's static weights asked of the L2 first: its router rows,
+    // the shared gate/up rows of phase 2 and the shared down rows of 3)
+    if (lane == 0 && w4 == 0) {
+        for (int r = (int)blockIdx.x * 4 + q; r < rows; r += slots)
+            cu_prefetch_l2(r < p.E ? p.wr + (int64_t)r * p.wr_stride : p.wsg, (uint64_t)p.H * 4);
+    }
+    if (threadIdx.x == 32) {
+        int lo, hi;
+        pm_share(p.F, (int)blockIdx.x, (int)gridDim.x, lo, hi);
+        if (hi > lo) {
+            cu_prefetch_l2(p.sg + (uint64_t)lo * p.s_rb, (uint64_t)(hi - lo) * p.s_rb);
+            cu_prefetch_l2(p.su + (uint64_t)lo * p.s_rb, (uint64_t)(hi - lo) * p.s_rb);
+        }
+        pm_share(p.H, (int)blockIdx.x, (int)gridDim.x, lo, hi);
+        if (hi > lo)
+            cu_prefetch_l2(p.sd + (uint64_t)lo * p.sd_rb, (uint64_t)(hi - lo) * p.sd_rb);
+    }
+    cu_pdl_enter();   // (h and its copy come from the kernel before)
+    for (int r0 = 0; r0 < rows; r0 += slots) {   // (uniform: the barriers below)
+        const int r = r0 + (int)blockIdx.x * 4 + q;
+        float acc = 0.0f;
+        if (r < rows) {
+            const float *w = r < p.E ? p.wr + (int64_t)r * p.wr_stride : p.wsg;
+#pragma unroll 4
+            for (int g = 32 * w4 + lane; g < n8; g += 128) {
+                float wv[8];
+                cu_deq8<SI_TYPE_F32>((const uint8_t *)w, (int64_t)g * 8, wv);
+                const float4 a = ((const float4 *)(p.h + 8 * g))[0], c = ((const float4 *)(p.h + 8 * g))[1];
+                const float xv[8] = { a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w };
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc = fmaf(wv[j], xv[j], acc);
+            }
+        }
+        const float s = cu_warp_sum(acc);
+        if (lane == 0)
+            part[warp] = s;
+        __syncthreads();
+        if (w4 == 0 && lane == 0 && r < rows) {
+            float t = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                t += part[4 * q + k];
+            if (r < p.E)
+                p.logits[r] = t;
+            else
+                *p.gamma = t;
+        }
+        __syncthreads();   // (part is rewritten by the next rows)
+    }
+}
+
+// One shared gate or up row (Q8_0, H wide) against h's copy in xsm:
+// gs_kernel's sum (plain rows), or gq_kernel's on the regrouped copy (the
+// same bits, cuda_gemvq.cu's q8_pair_dot).
+__device__ __forceinline__ float pm_q8_row(const cu_pmoe &p, const uint8_t *row, const uint4 *xsm)
+{
+    const int lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2, steps = p.H / 2048;
+    float acc = 0.0f;
+    for (int st = 0; st < steps; st++) {
+        if (p.s_rg) {
+            gq_part w;
+            gq_ld<CU_TYPE_Q8R>(row + (size_t)st * GS_UNIT + (size_t)bl * gq_traits<CU_TYPE_Q8R>::bytes, pp, bl, w);
+            acc = gq_dot<CU_TYPE_Q8R, true>(w, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, acc);
+        } else {
+            uint32_t w[17];
+            gs_words(row + (size_t)st * GS_UNIT, lane, w);
+            acc = gs_dot(w, st, lane, xsm, p.xd, acc);
+        }
+    }
+    return cu_warp_sum(acc);
+}
+
+// Phase 2: the picks (every block routes the token; block 0 stores them),
+// then this block's routed index pairs t of [0, K F) (expert slot t / F,
+// index t % F: its gate row and its up row), warp w taking t0 + w, + 16,
+// ..., a unit's weights loaded while the one before is multiplied; and
+// its shared ones.  The sums go raw into gu ([K + 1][2F]: gate, up).
+template <int T>
+__device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
+{
+    uint4 *xsm = gq_dyn_smem();
+    __shared__ int32_t s_sel[8];
+    __shared__ float s_wts[8];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2;
+    const int F = p.F, K = p.K, steps = p.H / 2048;
+    if (warp == 0) {
+        route_token<8, true>(p.logits, p.E, K, s_sel, s_wts);   // (logits: other blocks')
+        __syncwarp();
+        if (blockIdx.x == 0 && lane < K) {
+            p.sel[lane] = s_sel[lane];
+            p.wts[lane] = s_wts[lane];
+        }
+    }
+    gq_fill_x(xsm, p.xq, p.H);   // (its barrier also publishes the picks)
+    // this block's rows of phase 3, asked of the L2 now that the picks are known
+    {
+        int lo, hi;
+        pm_share(p.H, (int)blockIdx.x, (int)gridDim.x, lo, hi);
+        if (lane < K && lo + warp < hi)
+            cu_prefetch_l2(p.wd + (size_t)s_sel[lane] * p.wd_eb + (size_t)(lo + warp) * p.wd_rb, p.wd_rb);
+    }
+    int t0, t1;
+    pm_share(K * F, (int)blockIdx.x, (int)gridDim.x, t0, t1);
+    const int nt = t1 - t0 > warp ? (t1 - t0 - warp + PM_WARPS - 1) / PM_WARPS : 0, units = nt * steps;
+    const uint32_t SB = 8 * gq_traits<T>::bytes;   // bytes of a step of a row
+    auto load = [&](int k, gq_part w[2]) {
+        const int i = k / steps, st = k - i * steps, t = t0 + warp + PM_WARPS * i, kk = t / F;
+        const size_t o = (size_t)s_sel[kk] * p.gu_eb + (size_t)(t - kk * F) * p.gu_rb + (size_t)st * SB +
+                         (size_t)bl * gq_traits<T>::bytes;
+        gq_load<T>(p.wg + o, pp, bl & 1, w[0]);
+        gq_load<T>(p.wu + o, pp, bl & 1, w[1]);
+    };
+    gq_part cur[2], nxt[2];
+    if (units > 0)
+        load(0, cur);
+    float ag = 0.0f, au = 0.0f;
+    for (int k = 0; k < units; k++) {
+        const int i = k / steps, st = k - i * steps;
+        if (k + 1 < units)
+            load(k + 1, nxt);
+        ag = gq_dot<T, true>(cur[0], 8 * st + bl, pp, NULL, xsm, p.xd, p.xs, ag);
+        au = gq_dot<T, true>(cur[1], 8 * st + bl, pp, NULL, xsm, p.xd, p.xs, au);
+        cur[0] = nxt[0];
+        cur[1] = nxt[1];
+        if (st == steps - 1) {
+            const float g = cu_warp_sum(ag), u = cu_warp_sum(au);
+            const int t = t0 + warp + PM_WARPS * i, kk = t / F, idx = t - kk * F;
+            if (lane == 0) {
+                p.gu[(size_t)kk * 2 * F + idx] = g;
+                p.gu[(size_t)kk * 2 * F + F + idx] = u;
+            }
+            ag = au = 0.0f;
+        }
+    }
+    // the shared expert's pairs, from the last warp down (the routed
+    // shares leave the last warps one pair fewer)
+    int s0, s1;
+    pm_share(F, (int)blockIdx.x, (int)gridDim.x, s0, s1);
+    for (int idx = s0 + (PM_WARPS - 1 - warp); idx < s1; idx += PM_WARPS) {
+        const float g = pm_q8_row(p, p.sg + (size_t)idx * p.s_rb, xsm);
+        const float u = pm_q8_row(p, p.su + (size_t)idx * p.s_rb, xsm);
+        if (lane == 0) {
+            p.gu[(size_t)K * 2 * F + idx] = g;
+            p.gu[(size_t)K * 2 * F + F + idx] = u;
+        }
+    }
+}
+
+// Dynamic shared memory of phase 3 (and 2: h's copy, H <= its x part).
+__host__ __device__ __forceinline__ size_t pm_smem(int H, int K)
+{
+    const size_t n = (size_t)(K + 1) * PM_F, x = (size_t)H > n ? (size_t)H : n;
+    return x + n + 2 * (n / 32) * sizeof(float);
+}
+
+// Phase 3: the SwiGLU copy of all K + 1 rows (slot k's 512 values at xsm
+// + 32 k, swizzled as gq_fill_x's; its scales and sums in shared memory
+// too), then this block's output rows, a warp a row: lanes 8 s .. 8 s + 7
+// make slot s's and s + 4's routed down sums (gqe_kernel<T, 2, R>'s), lanes
+// 0..7 the shared down sum (mmq_kernel<Q8_0, 1, U, false, 8>'s units in
+// order), lane 0 the combine (sdc_kernel's cb_sum).
+template <int T>
+__device__ __forceinline__ void pm_down(const cu_pmoe &p)
+{
+    uint4 *xsm = gq_dyn_smem();
+    __shared__ int32_t s_sel[8];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int F = PM_F, K = p.K, S = K + 1, nbk = F / 32, upk = F / 16;
+    const int xu = (p.H > S * F ? p.H : S * F) / 16;   // (pm_smem's x part, in 16-byte units)
+    int8_t *lin = (int8_t *)(xsm + xu);
+    float *qd = (float *)(lin + (size_t)S * F), *qs = qd + S * nbk;
+    if ((int)threadIdx.x < K)
+        s_sel[threadIdx.x] = __ldcg(p.sel + threadIdx.x);
+    for (int grp = warp; grp < S * nbk; grp += PM_WARPS) {
+        const int k = grp / nbk, b = grp - k * nbk;
+        const float *g = p.gu + (size_t)k * 2 * F + 32 * b;
+        const float v = __fmul_rn(cu_silu(__ldcg(g + lane)), __ldcg(g + F + lane));
+        cu_q8_block32(v, lane, lin + 32 * grp, qd + grp, qs + grp);
+    }
+    __syncthreads();
+    for (int u = (int)threadIdx.x; u < S * upk; u += (int)blockDim.x) {
+        const int k = u / upk;
+        xsm[k * upk + gq_swz(u - k * upk)] = ((const uint4 *)lin)[u];
+    }
+    __syncthreads();
+    const int sub = lane >> 3, sl = lane & 7, pp = lane & 3, bl = sl >> 2;
+    const float gm = cb_gate(__ldcg(p.gamma));
+    int h0, h1;
+    pm_share(p.H, (int)blockIdx.x, (int)gridDim.x, h0, h1);
+    for (int h = h0 + warp; h < h1; h += PM_WARPS) {
+        gq_part w[2];
+#pragma unroll
+        for (int ps = 0; ps < 2; ps++) {
+            const int k = 4 * ps + sub;
+            if (k < K)
+                gq_load<T>(p.wd + (size_t)s_sel[k] * p.wd_eb + (size_t)h * p.wd_rb +
+                               (size_t)bl * gq_traits<T>::bytes,
+                           pp, bl & 1, w[ps]);
+        }
+        // the shared row's units (Q8_0: 34-byte blocks, 16 weights a unit)
+        const uint8_t *srow = p.sd + (size_t)h * p.sd_rb;
+        float sacc = 0.0f;
+        if (sub == 0) {
+#pragma unroll
+            for (int m = 0; m < PM_F / 16 / 8; m++) {
+                const int v = sl + 8 * m, blk = v >> 1, hh = v & 1;
+                const uint8_t *B = srow + (size_t)blk * 34;
+                uint32_t wv[4];
+                cu_ld16_a2(B + 2 + 16 * hh, wv);
+                const float dw = gq_h2f(__ldg((const unsigned short *)B));
+                const uint4 x4 = xsm[K * upk + gq_swz(v)];
+                const uint32_t xv[4] = { x4.x, x4.y, x4.z, x4.w };
+                int s = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    s = __dp4a((int)wv[j], (int)xv[j], s);
+                sacc += dw * qd[K * nbk + blk] * (float)s;
+            }
+        }
+        float yk[2];
+#pragma unroll
+        for (int ps = 0; ps < 2; ps++) {
+            const int k = 4 * ps + sub;
+            float a = 0.0f;
+            if (k < K)
+                a = gq_dot<T, true, true>(w[ps], bl, pp, NULL, xsm + k * upk, qd + k * nbk, qs + k * nbk, 0.0f);
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1)
+                a += __shfl_xor_sync(0xffffffffu, a, o);
+            yk[ps] = a;
+        }
+#pragma unroll
+        for (int o = 4; o > 0; o >>= 1)
+            sacc += __shfl_xor_sync(0xffffffffu, sacc, o);
+        float yv[CB_K], wv[CB_K];
+#pragma unroll
+        for (int k = 0; k < CB_K; k++)
+            yv[k] = __shfl_sync(0xffffffffu, yk[k >> 2], 8 * (k & 3));
+        if (lane == 0) {
+#pragma unroll
+            for (int k = 0; k < CB_K; k++) {
+                wv[k] = k < K ? __ldcg(p.wts + k) : 0.0f;
+                yv[k] = k < K ? yv[k] : 0.0f;
+            }
+            p.dst[h] = cb_sum(wv, yv, K, true, gm, sacc);
+        }
+    }
+}
+
+template <int TG, int TD>
+__global__ void __launch_bounds__(32 * PM_WARPS, 1) pm_kernel(cu_pmoe p)
+{
+    pm_router(p);
+    pm_grid_sync(p.bar);
+    pm_gate_up<TG>(p);
+    pm_grid_sync(p.bar);
+    pm_down<TD>(p);
+}
+
+static bool pm_kq(uint32_t t) { return t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K || t == SI_TYPE_Q6_K; }
+
+static bool pm_a16(const void *w, uint64_t rb, uint64_t eb)
+{
+    return w != NULL && (uintptr_t)w % 16 == 0 && rb % 16 == 0 && eb % 16 == 0;
+}
+
+extern "C" bool si_cu_moe_persist_ok(const cu_pmoe *p)
+{
+    if (p->F != PM_F || p->H <= 0 || p->H % 2048 != 0 || p->H > GQ_XS_MAX || p->E < 1 || p->E > 256 ||
+        p->K < 1 || p->K > 8 || p->K > p->E || !pm_kq(p->t_gu) || !pm_kq(p->t_dn))
+        return false;
+    if (p->h == NULL || (uintptr_t)p->h % 16 != 0 || p->wr == NULL || (uintptr_t)p->wr % 16 != 0 ||
+        p->wr_stride % 4 != 0 || p->wr_stride < p->H || p->wsg == NULL || (uintptr_t)p->wsg % 16 != 0)
+        return false;
+    if (!pm_a16(p->wg, p->gu_rb, p->gu_eb) || !pm_a16(p->wu, p->gu_rb, p->gu_eb) ||
+        !pm_a16(p->wd, p->wd_rb, p->wd_eb))
+        return false;
+    // (shared gate/up: plain Q8_0 rows 4-byte aligned for gs_words, the
+    // regrouped ones 16; the shared down's blocks are read 2-byte aligned)
+    const uint64_t sa = p->s_rg ? 16 : 4;
+    if (p->sg == NULL || p->su == NULL || (uintptr_t)p->sg % sa != 0 || (uintptr_t)p->su % sa != 0 ||
+        p->s_rb % sa != 0 || p->s_rb < (uint64_t)p->H / 32 * 34 || p->sd == NULL || (uintptr_t)p->sd % 2 != 0 ||
+        p->sd_rb % 2 != 0 || p->sd_rb < (uint64_t)PM_F / 32 * 34)
+        return false;
+    return p->logits != NULL && p->gamma != NULL && p->wts != NULL && p->gu != NULL && p->dst != NULL &&
+           p->sel != NULL && p->bar != NULL;
+}
+
+template <int TG, int TD> static cudaError_t pm_go(const cu_pmoe *p, int grid, cudaStream_t s)
+{
+    const size_t smem = pm_smem(p->H, p->K);
+    return cu_launch(pm_kernel<TG, TD>, dim3((unsigned)grid), dim3(32 * PM_WARPS), smem, s, *p);
+}
+
+template <int TG> static cudaError_t pm_go_d(const cu_pmoe *p, int grid, cudaStream_t s)
+{
+    switch (p->t_dn) {
+    case SI_TYPE_Q4_K: return pm_go<TG, SI_TYPE_Q4_K>(p, grid, s);
+    case SI_TYPE_Q5_K: return pm_go<TG, SI_TYPE_Q5_K>(p, grid, s);
+    default: return pm_go<TG, SI_TYPE_Q6_K>(p, grid, s);
+    }
+}
+
+extern "C" int si_cu_moe_persist(const cu_pmoe *p, int grid, void *stream)
+{
+    if (!si_cu_moe_persist_ok(p) || grid < 1 || p->xq == NULL || (uintptr_t)p->xq % 16 != 0 || p->xd == NULL ||
+        (uintptr_t)p->xd % 8 != 0 || p->xs == NULL || (uintptr_t)p->xs % 8 != 0)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (p->t_gu) {
+    case SI_TYPE_Q4_K: return (int)pm_go_d<SI_TYPE_Q4_K>(p, grid, s);
+    case SI_TYPE_Q5_K: return (int)pm_go_d<SI_TYPE_Q5_K>(p, grid, s);
+    default: return (int)pm_go_d<SI_TYPE_Q6_K>(p, grid, s);
+    }
+}
+
+#endif
