@@ -457,7 +457,7 @@ static int moe_persist(si_backend *b, const si_op *op, const si_oc_moe_dims *d, 
         .wts = wts, .gu = gu, .dst = (float *)dptr(&op->dst), .sel = sel, .bar = b->pm_bar, .H = (int)H,
         .F = (int)F, .E = (int)d->E, .K = (int)d->K, .t_gu = g.type, .t_dn = dn.type,
     };
-    if (W[1]->nb[1] % 4 != 0 || hs != H)
+    if (W[1]->nb[1] % 4 != 0)
         return SI_OK;
     /* (the regrouped copies, as cu_mm_run's rg_copies would take them) */
     const uint64_t span = cu_weight_span(SI_TYPE_Q8_0, H, F, p.s_rb);

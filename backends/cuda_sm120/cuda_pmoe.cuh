@@ -121,25 +121,33 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p)
     }
 }
 
-// One shared gate or up row (Q8_0, H wide) against h's copy in xsm:
-// gs_kernel's sum (plain rows), or gq_kernel's on the regrouped copy (the
-// same bits, cuda_gemvq.cu's q8_pair_dot).
-__device__ __forceinline__ float pm_q8_row(const cu_pmoe &p, const uint8_t *row, const uint4 *xsm)
+// A shared gate row and its up row (Q8_0, H wide) against h's copy in
+// xsm, both rows' words loaded before either is multiplied: gs_kernel's
+// sums (plain rows), or gq_kernel's on the regrouped copies (the same
+// bits, cuda_gemvq.cu's q8_pair_dot).
+__device__ __forceinline__ void pm_q8_pair(const cu_pmoe &p, const uint8_t *rg, const uint8_t *ru, const uint4 *xsm,
+                                           float &g, float &u)
 {
     const int lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2, steps = p.H / 2048;
-    float acc = 0.0f;
+    float ag = 0.0f, au = 0.0f;
     for (int st = 0; st < steps; st++) {
         if (p.s_rg) {
-            gq_part w;
-            gq_ld<CU_TYPE_Q8R>(row + (size_t)st * GS_UNIT + (size_t)bl * gq_traits<CU_TYPE_Q8R>::bytes, pp, bl, w);
-            acc = gq_dot<CU_TYPE_Q8R, true>(w, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, acc);
+            const size_t o = (size_t)st * GS_UNIT + (size_t)bl * gq_traits<CU_TYPE_Q8R>::bytes;
+            gq_part wg, wu;
+            gq_ld<CU_TYPE_Q8R>(rg + o, pp, bl, wg);
+            gq_ld<CU_TYPE_Q8R>(ru + o, pp, bl, wu);
+            ag = gq_dot<CU_TYPE_Q8R, true>(wg, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, ag);
+            au = gq_dot<CU_TYPE_Q8R, true>(wu, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, au);
         } else {
-            uint32_t w[17];
-            gs_words(row + (size_t)st * GS_UNIT, lane, w);
-            acc = gs_dot(w, st, lane, xsm, p.xd, acc);
+            uint32_t wg[17], wu[17];
+            gs_words(rg + (size_t)st * GS_UNIT, lane, wg);
+            gs_words(ru + (size_t)st * GS_UNIT, lane, wu);
+            ag = gs_dot(wg, st, lane, xsm, p.xd, ag);
+            au = gs_dot(wu, st, lane, xsm, p.xd, au);
         }
     }
-    return cu_warp_sum(acc);
+    g = cu_warp_sum(ag);
+    u = cu_warp_sum(au);
 }
 
 // Phase 2: the picks (every block routes the token; block 0 stores them),
@@ -209,8 +217,8 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
     int s0, s1;
     pm_share(F, (int)blockIdx.x, (int)gridDim.x, s0, s1);
     for (int idx = s0 + (PM_WARPS - 1 - warp); idx < s1; idx += PM_WARPS) {
-        const float g = pm_q8_row(p, p.sg + (size_t)idx * p.s_rb, xsm);
-        const float u = pm_q8_row(p, p.su + (size_t)idx * p.s_rb, xsm);
+        float g, u;
+        pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
         if (lane == 0) {
             p.gu[(size_t)K * 2 * F + idx] = g;
             p.gu[(size_t)K * 2 * F + F + idx] = u;
@@ -243,11 +251,21 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p)
     float *qd = (float *)(lin + (size_t)S * F), *qs = qd + S * nbk;
     if ((int)threadIdx.x < K)
         s_sel[threadIdx.x] = __ldcg(p.sel + threadIdx.x);
-    for (int grp = warp; grp < S * nbk; grp += PM_WARPS) {
-        const int k = grp / nbk, b = grp - k * nbk;
+    // (a warp's groups of 32 all loaded first: one L2 round trip, not 9)
+    constexpr int GPW = (9 * PM_F / 32 + PM_WARPS - 1) / PM_WARPS;   // groups a warp at K = 8
+    float gv[GPW], uv[GPW];
+#pragma unroll
+    for (int i = 0; i < GPW; i++) {
+        const int grp = warp + PM_WARPS * i, k = grp / nbk, b = grp - k * nbk;
         const float *g = p.gu + (size_t)k * 2 * F + 32 * b;
-        const float v = __fmul_rn(cu_silu(__ldcg(g + lane)), __ldcg(g + F + lane));
-        cu_q8_block32(v, lane, lin + 32 * grp, qd + grp, qs + grp);
+        gv[i] = grp < S * nbk ? __ldcg(g + lane) : 0.0f;
+        uv[i] = grp < S * nbk ? __ldcg(g + F + lane) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < GPW; i++) {
+        const int grp = warp + PM_WARPS * i;
+        if (grp < S * nbk)
+            cu_q8_block32(__fmul_rn(cu_silu(gv[i]), uv[i]), lane, lin + 32 * grp, qd + grp, qs + grp);
     }
     __syncthreads();
     for (int u = (int)threadIdx.x; u < S * upk; u += (int)blockDim.x) {
