@@ -2525,7 +2525,7 @@ END_TEST
 
 /* Knob moe_persist: one token's MOE in one launch (cuda_pmoe.cuh: the
  * router, top-K + gate/up, SwiGLU + downs + combine, apart by grid-wide
- * barriers) against the default six launches (cuda_sdc), bit for bit, at
+ * barriers) against the six launches (moe_persist = false), bit for bit, at
  * Qwen3.6-35B-A3B's MOE: Q5_K (UD-Q4_K_M's) and Q4_K down experts with a
  * Q8_0 shared expert (taken: the backend's log line says so, once an
  * open), then Q6_K downs (512-wide rows of 420 bytes, which the expert
@@ -2550,12 +2550,12 @@ START_TEST(test_moe_persist)
     void (*keep)(const si_host *, int, const char *, const char *, ...) = host.log;
     host.log = pm_log;
     pm_said = 0;
-    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
+    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
     const int q5 = pm_said;
-    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q4_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
+    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q4_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
     const int q8 = pm_said;
-    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q6_K, SI_TYPE_Q8_0, ns, 1, "moe_persist");
-    moe_ab_35b("backend.cuda_sdc", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q4_K, ns, 1, "moe_persist");
+    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q6_K, SI_TYPE_Q8_0, ns, 1, "moe_persist");
+    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q4_K, ns, 1, "moe_persist");
     host.log = keep;
     ck_assert_msg(q5 == 1 && q8 == 2 && pm_said == 2, "moe_persist ran in %d / %d / %d of 1 / 2 / 4 opens", q5, q8,
                   pm_said);
@@ -3368,6 +3368,7 @@ int main(void)
     cfg_sec(&ct, "cuda_sdc", "cuda_sm120.so", "kv_type = f32\n", dq_extra, NULL);
     cfg_sec(&ct, "cuda_sdc_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_sdc = false\n", NULL);
     cfg_sec(&ct, "cuda_pm", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_persist = true\n", NULL);
+    cfg_sec(&ct, "cuda_pm_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_persist = false\n", NULL);
     /* (gemv_q6r, gemv_q8r = true | false: test_gemv_regroup) */
     cfg_sec(&ct, "cuda_rg", "cuda_sm120.so", "kv_type = f32\n", as_cpu ? "" : "matmul = dp4a\n", NULL);
     cfg_sec(&ct, "cuda_rg_off", "cuda_sm120.so", "kv_type = f32\n",
