@@ -39,7 +39,10 @@
 // total of one barrier is 2^31, so the top bit flips once per barrier and
 // the word is back where it was after every second one (a launch has two:
 // a graph replays it as captured).  Only correct with every block of the
-// grid resident (one block an SM, the grid no larger than the SMs).
+// grid resident (one block an SM, the grid no larger than the SMs): where
+// blocks are missing (a device shared with other work) the launch traps
+// after ~2^32 cycles (a second or two) instead of hanging, and the
+// backend reports the failed launch.
 __device__ __forceinline__ void pm_grid_sync(unsigned *bar)
 {
     __syncthreads();
@@ -47,8 +50,15 @@ __device__ __forceinline__ void pm_grid_sync(unsigned *bar)
         const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
         __threadfence();   // this block's writes before its arrival
         const unsigned old = atomicAdd(bar, add);
-        while (((old ^ *(volatile unsigned *)bar) & 0x80000000u) == 0)
-            ;
+#ifdef __CUDA_ARCH__
+        const long long t0 = clock64();
+#endif
+        while (((old ^ *(volatile unsigned *)bar) & 0x80000000u) == 0) {
+#ifdef __CUDA_ARCH__
+            if (clock64() - t0 > (1ll << 32))
+                __trap();
+#endif
+        }
         __threadfence();
     }
     __syncthreads();

@@ -455,7 +455,11 @@
  *                         one block an SM, its phases (router; top-K and
  *                         gate/up; SwiGLU, downs and combine) apart by two
  *                         grid-wide barriers (cuda_pmoe.cuh), where false
- *                         runs six launches (A/B, same bits).
+ *                         runs six launches (A/B, same bits).  Its grid is
+ *                         one block an SM, every block resident at once:
+ *                         not for a device shared with other work (MPS
+ *                         limits, another process's kernels), where the
+ *                         barriers would wait for SMs that never come.
  *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
  *                         a shared expert as wide as the routed ones whose
  *                         down runs on v1's mmq_kernel): the combine's
