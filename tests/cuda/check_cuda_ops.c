@@ -2529,9 +2529,10 @@ END_TEST
  * Qwen3.6-35B-A3B's MOE: Q5_K (UD-Q4_K_M's) and Q4_K down experts with a
  * Q8_0 shared expert (taken: the backend's log line says so, once an
  * open), then Q6_K downs (512-wide rows of 420 bytes, which the expert
- * GEMV does not take either) and a Q4_K shared expert (not taken: the six
- * launches); 1 token, 3 (not taken), 1 again (each launch must leave its
- * barrier word as it found it, or the next would not wait or never end). */
+ * GEMV does not take either: not taken, the six launches); 1 token, 3
+ * (not taken), 1 again (each launch must leave its barrier word as it
+ * found it, or the next would not wait or never end).  (Each pair of
+ * opens makes ~0.5 GB of random expert weights: minutes on a GPU host.) */
 static int pm_said;
 static void pm_log(const si_host *h, int level, const char *who, const char *fmt, ...)
 {
@@ -2552,12 +2553,11 @@ START_TEST(test_moe_persist)
     pm_said = 0;
     moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
     const int q5 = pm_said;
-    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q4_K, SI_TYPE_Q8_0, ns, 3, "moe_persist");
+    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q4_K, SI_TYPE_Q8_0, ns, 1, "moe_persist");
     const int q8 = pm_said;
     moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q6_K, SI_TYPE_Q8_0, ns, 1, "moe_persist");
-    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm", SI_TYPE_Q5_K, SI_TYPE_Q4_K, ns, 1, "moe_persist");
     host.log = keep;
-    ck_assert_msg(q5 == 1 && q8 == 2 && pm_said == 2, "moe_persist ran in %d / %d / %d of 1 / 2 / 4 opens", q5, q8,
+    ck_assert_msg(q5 == 1 && q8 == 2 && pm_said == 2, "moe_persist ran in %d / %d / %d of 1 / 2 / 3 opens", q5, q8,
                   pm_said);
 }
 END_TEST
