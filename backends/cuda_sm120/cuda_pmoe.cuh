@@ -15,9 +15,10 @@
 //     weights (router rows, shared expert rows) asked of the L2 before the
 //     programmatic-launch wait;
 //  2. every block routes the token itself (route_token over the logits,
-//     no launch for it), then does its share of the K * F routed gate/up
-//     index pairs (gu_kernel's sums) and of the F shared ones (gs_kernel's
-//     or the regrouped gq_kernel's sums), raw into gu;
+//     no launch for it) while its other warps make its share of the F
+//     shared gate/up index pairs (gs_kernel's or the regrouped gq_kernel's
+//     sums), then its share of the K * F routed ones (gu_kernel's sums),
+//     raw into gu;
 //  3. every block makes the whole SwiGLU int8 copy ((K + 1) * F values,
 //     swiglu_q_kernel's arithmetic) in its shared memory, then owns rows
 //     of the output: each row's K routed down sums (gqe_kernel's lanes and
@@ -160,11 +161,14 @@ __device__ __forceinline__ void pm_q8_pair(const cu_pmoe &p, const uint8_t *rg, 
     u = cu_warp_sum(au);
 }
 
-// Phase 2: the picks (every block routes the token; block 0 stores them),
-// then this block's routed index pairs t of [0, K F) (expert slot t / F,
-// index t % F: its gate row and its up row), warp w taking t0 + w, + 16,
-// ..., a unit's weights loaded while the one before is multiplied; and
-// its shared ones.  The sums go raw into gu ([K + 1][2F]: gate, up).
+// Phase 2: h's copy into shared memory; warp 0 routes the token (every
+// block routes it; block 0 stores the picks) while the block's shared
+// index pairs are made (gate and up rows, from the last warp down: the
+// routed shares below leave the last warps one pair fewer), so the route
+// hides behind their loads; then this block's routed index pairs t of [0,
+// K F) (expert slot t / F, index t % F: its gate row and its up row),
+// warp w taking t0 + w, + 16, ..., a unit's weights loaded while the one
+// before is multiplied.  The sums go raw into gu ([K + 1][2F]: gate, up).
 template <int T>
 __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
 {
@@ -173,6 +177,7 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
     __shared__ float s_wts[8];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2;
     const int F = p.F, K = p.K, steps = p.H / 2048;
+    gq_fill_x(xsm, p.xq, p.H);
     if (warp == 0) {
         route_token<8, true>(p.logits, p.E, K, s_sel, s_wts);   // (logits: other blocks')
         __syncwarp();
@@ -181,7 +186,17 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
             p.wts[lane] = s_wts[lane];
         }
     }
-    gq_fill_x(xsm, p.xq, p.H);   // (its barrier also publishes the picks)
+    int s0, s1;
+    pm_share(F, (int)blockIdx.x, (int)gridDim.x, s0, s1);
+    for (int idx = s0 + (PM_WARPS - 1 - warp); idx < s1; idx += PM_WARPS) {
+        float g, u;
+        pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
+        if (lane == 0) {
+            p.gu[(size_t)K * 2 * F + idx] = g;
+            p.gu[(size_t)K * 2 * F + F + idx] = u;
+        }
+    }
+    __syncthreads();   // (the picks)
     // this block's rows of phase 3, asked of the L2 now that the picks are known
     {
         int lo, hi;
@@ -222,18 +237,6 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
             ag = au = 0.0f;
         }
     }
-    // the shared expert's pairs, from the last warp down (the routed
-    // shares leave the last warps one pair fewer)
-    int s0, s1;
-    pm_share(F, (int)blockIdx.x, (int)gridDim.x, s0, s1);
-    for (int idx = s0 + (PM_WARPS - 1 - warp); idx < s1; idx += PM_WARPS) {
-        float g, u;
-        pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
-        if (lane == 0) {
-            p.gu[(size_t)K * 2 * F + idx] = g;
-            p.gu[(size_t)K * 2 * F + F + idx] = u;
-        }
-    }
 }
 
 // Dynamic shared memory of phase 3 (and 2: h's copy, H <= its x part).
@@ -243,12 +246,13 @@ __host__ __device__ __forceinline__ size_t pm_smem(int H, int K)
     return x + n + 2 * (n / 32) * sizeof(float);
 }
 
-// Phase 3: the SwiGLU copy of all K + 1 rows (slot k's 512 values at xsm
-// + 32 k, swizzled as gq_fill_x's; its scales and sums in shared memory
-// too), then this block's output rows, a warp a row: lanes 8 s .. 8 s + 7
-// make slot s's and s + 4's routed down sums (gqe_kernel<T, 2, R>'s), lanes
-// 0..7 the shared down sum (mmq_kernel<Q8_0, 1, U, false, 8>'s units in
-// order), lane 0 the combine (sdc_kernel's cb_sum).
+// Phase 3: the SwiGLU copy of all K + 1 rows (swiglu_q_kernel's bits;
+// slot k's 512 values at xsm + 32 k, swizzled as gq_fill_x's; its scales
+// and sums in shared memory too), then this block's output rows, a warp a
+// row: lanes 8 s .. 8 s + 7 make slot s's and s + 4's routed down sums
+// (gqe_kernel<T, 2, R>'s), lanes 0..7 the shared down sum (mmq_kernel<Q8_0,
+// 1, U, false, 8>'s units in order), lane 0 the combine (sdc_kernel's
+// cb_sum).
 template <int T>
 __device__ __forceinline__ void pm_down(const cu_pmoe &p)
 {
@@ -261,21 +265,20 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p)
     float *qd = (float *)(lin + (size_t)S * F), *qs = qd + S * nbk;
     if ((int)threadIdx.x < K)
         s_sel[threadIdx.x] = __ldcg(p.sel + threadIdx.x);
-    // (a warp's groups of 32 all loaded first: one L2 round trip, not 9)
-    constexpr int GPW = (9 * PM_F / 32 + PM_WARPS - 1) / PM_WARPS;   // groups a warp at K = 8
-    float gv[GPW], uv[GPW];
+    // the copy in rms2_q8's chunks: thread c the 16 values 16 c .. 16 c + 15
+    // of the S rows, a block of 32 on two lanes, so one shuffle passes its
+    // sum on (ncu, H100: the copy made of cu_q8_block32's blocks, 9 a warp
+    // in turn, each with 32 serial shuffles, held ~23% of this launch's
+    // warp stalls); S * F / 16 is a multiple of 32: whole warps take part
+    if ((int)threadIdx.x < S * (F / RMS2_E)) {
+        const int c = (int)threadIdx.x, k = c / (F / RMS2_E), j = RMS2_E * (c - k * (F / RMS2_E));
+        float gv[RMS2_E], uv[RMS2_E], yv[RMS2_E];
+        rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, gv);
+        rms2_ld<true>(p.gu + (size_t)k * 2 * F + F + j, uv);
 #pragma unroll
-    for (int i = 0; i < GPW; i++) {
-        const int grp = warp + PM_WARPS * i, k = grp / nbk, b = grp - k * nbk;
-        const float *g = p.gu + (size_t)k * 2 * F + 32 * b;
-        gv[i] = grp < S * nbk ? __ldcg(g + lane) : 0.0f;
-        uv[i] = grp < S * nbk ? __ldcg(g + F + lane) : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < GPW; i++) {
-        const int grp = warp + PM_WARPS * i;
-        if (grp < S * nbk)
-            cu_q8_block32(__fmul_rn(cu_silu(gv[i]), uv[i]), lane, lin + 32 * grp, qd + grp, qs + grp);
+        for (int e = 0; e < RMS2_E; e++)
+            yv[e] = __fmul_rn(cu_silu(gv[e]), uv[e]);
+        rms2_q8(yv, c, lin, qd, qs);
     }
     __syncthreads();
     for (int u = (int)threadIdx.x; u < S * upk; u += (int)blockDim.x) {
@@ -382,7 +385,8 @@ extern "C" bool si_cu_moe_persist_ok(const cu_pmoe *p)
         p->s_rb % sa != 0 || p->s_rb < (uint64_t)p->H / 32 * 34 || p->sd == NULL || (uintptr_t)p->sd % 2 != 0 ||
         p->sd_rb % 2 != 0 || p->sd_rb < (uint64_t)PM_F / 32 * 34)
         return false;
-    return p->logits != NULL && p->gamma != NULL && p->wts != NULL && p->gu != NULL && p->dst != NULL &&
+    return p->logits != NULL && p->gamma != NULL && p->wts != NULL && p->gu != NULL && (uintptr_t)p->gu % 16 == 0 &&
+           p->dst != NULL &&
            p->sel != NULL && p->bar != NULL;
 }
 

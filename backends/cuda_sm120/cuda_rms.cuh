@@ -125,23 +125,15 @@ __device__ __forceinline__ uint32_t rms2_q4(const float *v, float id)
     return word;
 }
 
-// Chunk c of a row out: y = x * scale * w into d (the chunk's 16), and
-// with q != NULL its int8 copy (q, qd, qs: the row's), a block of 32 being
-// chunks 2g and 2g + 1 on lanes 2g', 2g' + 1 of one warp: one shuffle for
-// its max and one to pass the first half's sum on (the cpu's order:
-// element 0 first, as cu_q8_block32), its 32 values stored as two 16-byte
-// words.  Every lane of the warp calls it (the shuffles).
-__device__ __forceinline__ void rms2_out(const float xv[RMS2_E], const float wv[RMS2_E], float scale, float *d,
-                                         int c, int8_t *q, float *qd, float *qs)
+// Chunk c (16 values yv) of a row to int8 (q, qd, qs: the row's), a block
+// of 32 being chunks 2g and 2g + 1 on lanes 2g', 2g' + 1 of one warp: one
+// shuffle for its max and one to pass the first half's sum on (the cpu's
+// order: element 0 first, as cu_q8_block32, whose 32 serial shuffles a
+// block this avoids), its 32 values stored as two 16-byte words.  Every
+// lane of the warp calls it (the shuffles).
+__device__ __forceinline__ void rms2_q8(const float yv[RMS2_E], int c, int8_t *q, float *qd, float *qs)
 {
     const int lane = threadIdx.x & 31;
-    float yv[RMS2_E];
-#pragma unroll
-    for (int k = 0; k < RMS2_E; k++)
-        yv[k] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
-    rms2_st(d, yv);
-    if (q == NULL)
-        return;
     float amax = fabsf(yv[0]), s = 0.0f;   // (NaNs drop out of fmaxf as in cu_q8_block32)
 #pragma unroll
     for (int k = 1; k < RMS2_E; k++)
@@ -170,5 +162,19 @@ __device__ __forceinline__ void rms2_out(const float xv[RMS2_E], const float wv[
         qd[c >> 1] = dd + (s - s);
         qs[c >> 1] = s;
     }
+}
+
+// Chunk c of a row out: y = x * scale * w into d (the chunk's 16), and
+// with q != NULL its int8 copy (rms2_q8).  Every lane of the warp calls it.
+__device__ __forceinline__ void rms2_out(const float xv[RMS2_E], const float wv[RMS2_E], float scale, float *d,
+                                         int c, int8_t *q, float *qd, float *qs)
+{
+    float yv[RMS2_E];
+#pragma unroll
+    for (int k = 0; k < RMS2_E; k++)
+        yv[k] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
+    rms2_st(d, yv);
+    if (q != NULL)
+        rms2_q8(yv, c, q, qd, qs);
 }
 #endif

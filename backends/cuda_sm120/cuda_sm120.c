@@ -464,10 +464,19 @@
  *                         bs 1, same binary, alternated: 330.2 / 333.3 vs
  *                         354.6 / 361.1 tok/s, graph device time a step
  *                         2,878 vs 2,657 us (+5.5 us a MOE layer: the one
- *                         launch takes longer than the six it replaces;
- *                         where, unmeasured: the barriers, the one block
- *                         an SM, the routed weights read only after the
- *                         route); greedy tokens the same.
+ *                         launch takes longer than the six it replaces);
+ *                         greedy tokens the same.  ncu (stop 45, H100,
+ *                         isolated, cold L2): 36.8 us a launch against
+ *                         43.9 us for the six alone (which overlap to
+ *                         ~26.6 us in the graph), 17% of DRAM bandwidth,
+ *                         one issue every 4.5 cycles a scheduler: latency
+ *                         bound; ~30% of warp stalls at block barriers
+ *                         (the grid barriers, warp 0's route), ~23% in the
+ *                         SwiGLU copy (half of it its 32 serial shuffles
+ *                         a block of 32, 9 blocks a warp in turn).
+ *                         Since then the copy takes rms2_q8's two-lane
+ *                         blocks and the route runs beside the shared
+ *                         pairs: the same bits (emulator), not yet timed.
  *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
  *                         a shared expert as wide as the routed ones whose
  *                         down runs on v1's mmq_kernel): the combine's

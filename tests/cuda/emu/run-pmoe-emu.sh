@@ -44,6 +44,10 @@ plant gu-expert 's/const size_t o = \(size_t\)s_sel\[kk\] \* p\.gu_eb/const size
 plant up-from-gate 's/gq_load<T>\(p\.wu \+ o,/gq_load<T>(p.wg + o,/'
 # the shared pairs one index off
 plant shared-index 's/for \(int idx = s0 \+ \(PM_WARPS - 1 - warp\); idx < s1;/for (int idx = s0 + (PM_WARPS - 1 - warp) + 1; idx < s1;/'
+# the SwiGLU copy's up values read from the gate row
+plant swiglu-up 's/rms2_ld<true>\(p\.gu \+ \(size_t\)k \* 2 \* F \+ F \+ j, uv\);/rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, uv);/'
+# the SwiGLU copy's chunks for the first slot's rows only
+plant swiglu-slot 's/if \(\(int\)threadIdx\.x < S \* \(F \/ RMS2_E\)\) \{/if ((int)threadIdx.x < F \/ RMS2_E) {/'
 # the SwiGLU copy not swizzled
 plant no-swizzle 's/xsm\[k \* upk \+ gq_swz\(u - k \* upk\)\]/xsm[u]/'
 # a down row's second pass on the first slots
