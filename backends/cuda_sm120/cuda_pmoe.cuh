@@ -243,7 +243,7 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
 __host__ __device__ __forceinline__ size_t pm_smem(int H, int K)
 {
     const size_t n = (size_t)(K + 1) * PM_F, x = (size_t)H > n ? (size_t)H : n;
-    return x + n + 2 * (n / 32) * sizeof(float);
+    return x + 2 * (n / 32) * sizeof(float);
 }
 
 // Phase 3: the SwiGLU copy of all K + 1 rows (swiglu_q_kernel's bits;
@@ -261,15 +261,16 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int F = PM_F, K = p.K, S = K + 1, nbk = F / 32, upk = F / 16;
     const int xu = (p.H > S * F ? p.H : S * F) / 16;   // (pm_smem's x part, in 16-byte units)
-    int8_t *lin = (int8_t *)(xsm + xu);
-    float *qd = (float *)(lin + (size_t)S * F), *qs = qd + S * nbk;
+    float *qd = (float *)(xsm + xu), *qs = qd + S * nbk;
     if ((int)threadIdx.x < K)
         s_sel[threadIdx.x] = __ldcg(p.sel + threadIdx.x);
     // the copy in rms2_q8's chunks: thread c the 16 values 16 c .. 16 c + 15
     // of the S rows, a block of 32 on two lanes, so one shuffle passes its
     // sum on (ncu, H100: the copy made of cu_q8_block32's blocks, 9 a warp
     // in turn, each with 32 serial shuffles, held ~23% of this launch's
-    // warp stalls); S * F / 16 is a multiple of 32: whole warps take part
+    // warp stalls); S * F / 16 is a multiple of 32: whole warps take part.
+    // Chunk c is 16-byte unit c - k upk of slot k, stored straight to its
+    // swizzled place (no second pass through a linear copy)
     if ((int)threadIdx.x < S * (F / RMS2_E)) {
         const int c = (int)threadIdx.x, k = c / (F / RMS2_E), j = RMS2_E * (c - k * (F / RMS2_E));
         float gv[RMS2_E], uv[RMS2_E], yv[RMS2_E];
@@ -278,12 +279,7 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p)
 #pragma unroll
         for (int e = 0; e < RMS2_E; e++)
             yv[e] = __fmul_rn(cu_silu(gv[e]), uv[e]);
-        rms2_q8(yv, c, lin, qd, qs);
-    }
-    __syncthreads();
-    for (int u = (int)threadIdx.x; u < S * upk; u += (int)blockDim.x) {
-        const int k = u / upk;
-        xsm[k * upk + gq_swz(u - k * upk)] = ((const uint4 *)lin)[u];
+        rms2_q8(yv, c, xsm + k * upk + gq_swz(c - k * upk), qd, qs);
     }
     __syncthreads();
     const int sub = lane >> 3, sl = lane & 7, pp = lane & 3, bl = sl >> 2;

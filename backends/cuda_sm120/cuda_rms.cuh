@@ -125,13 +125,14 @@ __device__ __forceinline__ uint32_t rms2_q4(const float *v, float id)
     return word;
 }
 
-// Chunk c (16 values yv) of a row to int8 (q, qd, qs: the row's), a block
-// of 32 being chunks 2g and 2g + 1 on lanes 2g', 2g' + 1 of one warp: one
-// shuffle for its max and one to pass the first half's sum on (the cpu's
-// order: element 0 first, as cu_q8_block32, whose 32 serial shuffles a
-// block this avoids), its 32 values stored as two 16-byte words.  Every
-// lane of the warp calls it (the shuffles).
-__device__ __forceinline__ void rms2_q8(const float yv[RMS2_E], int c, int8_t *q, float *qd, float *qs)
+// Chunk c (16 values yv) of a row to int8: its 16 bytes to *qc (where the
+// caller keeps chunk c: the row's q + 16 c, or a swizzled shared copy),
+// the block scales and sums to qd, qs (the row's), a block of 32 being
+// chunks 2g and 2g + 1 on lanes 2g', 2g' + 1 of one warp: one shuffle for
+// its max and one to pass the first half's sum on (the cpu's order:
+// element 0 first, as cu_q8_block32, whose 32 serial shuffles a block this
+// avoids).  Every lane of the warp calls it (the shuffles).
+__device__ __forceinline__ void rms2_q8(const float yv[RMS2_E], int c, uint4 *qc, float *qd, float *qs)
 {
     const int lane = threadIdx.x & 31;
     float amax = fabsf(yv[0]), s = 0.0f;   // (NaNs drop out of fmaxf as in cu_q8_block32)
@@ -157,7 +158,7 @@ __device__ __forceinline__ void rms2_q8(const float yv[RMS2_E], int c, int8_t *q
     qw.y = rms2_q4(yv + 4, id);
     qw.z = rms2_q4(yv + 8, id);
     qw.w = rms2_q4(yv + 12, id);
-    *(uint4 *)(q + (int64_t)c * RMS2_E) = qw;
+    *qc = qw;
     if (lane & 1) {
         qd[c >> 1] = dd + (s - s);
         qs[c >> 1] = s;
@@ -175,6 +176,6 @@ __device__ __forceinline__ void rms2_out(const float xv[RMS2_E], const float wv[
         yv[k] = __fmul_rn(__fmul_rn(xv[k], scale), wv[k]);
     rms2_st(d, yv);
     if (q != NULL)
-        rms2_q8(yv, c, q, qd, qs);
+        rms2_q8(yv, c, (uint4 *)(q + (int64_t)c * RMS2_E), qd, qs);
 }
 #endif

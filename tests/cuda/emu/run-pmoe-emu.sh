@@ -49,7 +49,7 @@ plant swiglu-up 's/rms2_ld<true>\(p\.gu \+ \(size_t\)k \* 2 \* F \+ F \+ j, uv\)
 # the SwiGLU copy's chunks for the first slot's rows only
 plant swiglu-slot 's/if \(\(int\)threadIdx\.x < S \* \(F \/ RMS2_E\)\) \{/if ((int)threadIdx.x < F \/ RMS2_E) {/'
 # the SwiGLU copy not swizzled
-plant no-swizzle 's/xsm\[k \* upk \+ gq_swz\(u - k \* upk\)\]/xsm[u]/'
+plant no-swizzle 's/xsm \+ k \* upk \+ gq_swz\(c - k \* upk\)/xsm + c/'
 # a down row's second pass on the first slots
 plant down-slot 's/const int k = 4 \* ps \+ sub;\n            if \(k < K\)\n                gq_load/const int k = sub;\n            if (k < K)\n                gq_load/'
 # the shared value not gated
