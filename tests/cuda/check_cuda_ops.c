@@ -155,12 +155,12 @@ static void dt_rand(pair *p, dt *t, uint32_t type, int64_t ne0, int64_t ne1, int
  * the types those tests name (the scale offsets are the GGUF layouts). */
 static void dt_rand_raw(pair *p, dt *t, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2)
 {
-    int o0, o1;   /* byte offsets of the block's f16 scales (-1: none) */
+    int o[2];   /* byte offsets of the block's f16 scales (-1: none) */
     switch (type) {
     case SI_TYPE_Q4_K:
-    case SI_TYPE_Q5_K: o0 = 0, o1 = 2; break;
-    case SI_TYPE_Q6_K: o0 = 208, o1 = -1; break;
-    case SI_TYPE_Q8_0: o0 = 0, o1 = -1; break;
+    case SI_TYPE_Q5_K: o[0] = 0, o[1] = 2; break;
+    case SI_TYPE_Q6_K: o[0] = 208, o[1] = -1; break;
+    case SI_TYPE_Q8_0: o[0] = 0, o[1] = -1; break;
     default: ck_abort_msg("test bug: dt_rand_raw takes no %s", host.type_name(type)); return;
     }
     const size_t bb = host.type_block_bytes(type), nb = row_bytes(type, ne0) / bb * (size_t)(ne1 * ne2);
@@ -173,12 +173,10 @@ static void dt_rand_raw(pair *p, dt *t, uint32_t type, int64_t ne0, int64_t ne1,
     }
     rng_state = (uint32_t)x;
     for (size_t b = 0; b < nb; b++) {
-        uint8_t *B = q + b * bb;
-        const uint16_t h0 = (uint16_t)(0x1000u | (B[o0] | (B[o0 + 1] << 8)) >> 6);
-        memcpy(B + o0, &h0, 2);
-        if (o1 >= 0) {
-            const uint16_t h1 = (uint16_t)(0x1000u | (B[o1] | (B[o1 + 1] << 8)) >> 6);
-            memcpy(B + o1, &h1, 2);
+        for (int k = 0; k < 2 && o[k] >= 0; k++) {
+            uint8_t *B = q + b * bb + o[k];
+            const uint16_t h = (uint16_t)(0x1000u | (B[0] | (B[1] << 8)) >> 6);
+            memcpy(B, &h, 2);
         }
     }
     dt_make(p, t, type, ne0, ne1, ne2, q);
