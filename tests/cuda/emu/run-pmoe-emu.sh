@@ -48,6 +48,8 @@ plant shared-index 's/for \(int idx = s0 \+ \(PM_WARPS - 1 - warp\); idx < s1;/f
 plant swiglu-up 's/rms2_ld<true>\(p\.gu \+ \(size_t\)k \* 2 \* F \+ F \+ j, uv\);/rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, uv);/'
 # the SwiGLU copy's chunks for the first slot's rows only
 plant swiglu-slot 's/if \(\(int\)threadIdx\.x < S \* \(F \/ RMS2_E\)\) \{/if ((int)threadIdx.x < F \/ RMS2_E) {/'
+# the combine's weights all slot 0's
+plant wts-slot 's/wv\[k\] = k < K \? s_wts\[k\] : 0\.0f;/wv[k] = k < K ? s_wts[0] : 0.0f;/'
 # the SwiGLU copy not swizzled
 plant no-swizzle 's/xsm \+ k \* upk \+ gq_swz\(c - k \* upk\)/xsm + c/'
 # a down row's second pass on the first slots
