@@ -11,14 +11,15 @@
 // link of ~1.3 us.  Here one block an SM (every block resident at once)
 // runs three phases apart by two grid-wide barriers (an L2 counter each):
 //  1. the router's E rows and the shared gate row, a quarter block a row
-//     (mm_kernel<F32, 1, 4>'s order: the same logits); the block's static
+//     (mm_kernel<F32, 1, 4>'s order: the same logits), and on the blocks
+//     the router leaves idle the F shared gate/up index pairs (gs_kernel's
+//     or the regrouped gq_kernel's sums, raw into gu); the block's static
 //     weights (router rows, shared expert rows) asked of the L2 before the
 //     programmatic-launch wait;
 //  2. every block routes the token itself (route_token over the logits,
-//     no launch for it) while its other warps make its share of the F
-//     shared gate/up index pairs (gs_kernel's or the regrouped gq_kernel's
-//     sums), then its share of the K * F routed ones (gu_kernel's sums),
-//     raw into gu;
+//     no launch for it) while its first warps copy h's int8 copy into
+//     shared memory, then makes its share of the K * F routed index pairs
+//     (gu_kernel's sums), raw into gu;
 //  3. every block makes the whole SwiGLU int8 copy ((K + 1) * F values,
 //     swiglu_q_kernel's arithmetic) in its shared memory, then owns rows
 //     of the output: each row's K routed down sums (gqe_kernel's lanes and
@@ -72,9 +73,57 @@ __device__ __forceinline__ void pm_share(int n, int b, int g, int &lo, int &hi)
     hi = (int)((int64_t)n * (b + 1) / g);
 }
 
+// Phase 1's split: the router's E + 1 rows take a quarter block each, so
+// at 257 rows only blocks [0, 65) of 132 have rows; the F shared index
+// pairs (gate and up rows) go to the blocks past them ([lo, hi) of block
+// b; nb: the blocks with router rows) where those are at least half as
+// many, else to every block, after its router rows.
+__device__ __forceinline__ void pm_pair_share(const cu_pmoe &p, int b, int g, int &lo, int &hi)
+{
+    const int nb = (p.E + 1 + 3) / 4;
+    if (nb < g && 2 * (g - nb) >= nb) {
+        lo = hi = 0;
+        if (b >= nb)
+            pm_share(p.F, b - nb, g - nb, lo, hi);
+    } else
+        pm_share(p.F, b, g, lo, hi);
+}
+
+// A shared gate row and its up row (Q8_0, H wide) against h's copy in
+// xsm, both rows' words loaded before either is multiplied: gs_kernel's
+// sums (plain rows), or gq_kernel's on the regrouped copies (the same
+// bits, cuda_gemvq.cu's q8_pair_dot).
+__device__ __forceinline__ void pm_q8_pair(const cu_pmoe &p, const uint8_t *rg, const uint8_t *ru, const uint4 *xsm,
+                                           float &g, float &u)
+{
+    const int lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2, steps = p.H / 2048;
+    float ag = 0.0f, au = 0.0f;
+    for (int st = 0; st < steps; st++) {
+        if (p.s_rg) {
+            const size_t o = (size_t)st * GS_UNIT + (size_t)bl * gq_traits<CU_TYPE_Q8R>::bytes;
+            gq_part wg, wu;
+            gq_ld<CU_TYPE_Q8R>(rg + o, pp, bl, wg);
+            gq_ld<CU_TYPE_Q8R>(ru + o, pp, bl, wu);
+            ag = gq_dot<CU_TYPE_Q8R, true>(wg, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, ag);
+            au = gq_dot<CU_TYPE_Q8R, true>(wu, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, au);
+        } else {
+            uint32_t wg[17], wu[17];
+            gs_words(rg + (size_t)st * GS_UNIT, lane, wg);
+            gs_words(ru + (size_t)st * GS_UNIT, lane, wu);
+            ag = gs_dot(wg, st, lane, xsm, p.xd, ag);
+            au = gs_dot(wu, st, lane, xsm, p.xd, au);
+        }
+    }
+    g = cu_warp_sum(ag);
+    u = cu_warp_sum(au);
+}
+
 // Phase 1: logits[r] (r < E) and *gamma (r == E), a quarter block (4
 // warps) a row: warp w of it takes 8-float groups 32 w + lane, + 128, ...,
-// fmaf in element order, the warp sums, then the 4 in warp order.
+// fmaf in element order, the warp sums, then the 4 in warp order.  The
+// blocks of pm_pair_share then make their shared index pairs (h's copy
+// in their shared memory, a warp a pair), raw into gu's row K: they need
+// no route, and phase 2 then has only the route before its routed pairs.
 __device__ __forceinline__ void pm_router(const cu_pmoe &p)
 {
     __shared__ float part[PM_WARPS];
@@ -88,7 +137,7 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p)
     }
     if (threadIdx.x == 32) {
         int lo, hi;
-        pm_share(p.F, (int)blockIdx.x, (int)gridDim.x, lo, hi);
+        pm_pair_share(p, (int)blockIdx.x, (int)gridDim.x, lo, hi);
         if (hi > lo) {
             cu_prefetch_l2(p.sg + (uint64_t)lo * p.s_rb, (uint64_t)(hi - lo) * p.s_rb);
             cu_prefetch_l2(p.su + (uint64_t)lo * p.s_rb, (uint64_t)(hi - lo) * p.s_rb);
@@ -130,45 +179,31 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p)
         }
         __syncthreads();   // (part is rewritten by the next rows)
     }
-}
-
-// A shared gate row and its up row (Q8_0, H wide) against h's copy in
-// xsm, both rows' words loaded before either is multiplied: gs_kernel's
-// sums (plain rows), or gq_kernel's on the regrouped copies (the same
-// bits, cuda_gemvq.cu's q8_pair_dot).
-__device__ __forceinline__ void pm_q8_pair(const cu_pmoe &p, const uint8_t *rg, const uint8_t *ru, const uint4 *xsm,
-                                           float &g, float &u)
-{
-    const int lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2, steps = p.H / 2048;
-    float ag = 0.0f, au = 0.0f;
-    for (int st = 0; st < steps; st++) {
-        if (p.s_rg) {
-            const size_t o = (size_t)st * GS_UNIT + (size_t)bl * gq_traits<CU_TYPE_Q8R>::bytes;
-            gq_part wg, wu;
-            gq_ld<CU_TYPE_Q8R>(rg + o, pp, bl, wg);
-            gq_ld<CU_TYPE_Q8R>(ru + o, pp, bl, wu);
-            ag = gq_dot<CU_TYPE_Q8R, true>(wg, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, ag);
-            au = gq_dot<CU_TYPE_Q8R, true>(wu, 8 * st + bl, pp, NULL, xsm, p.xd, NULL, au);
-        } else {
-            uint32_t wg[17], wu[17];
-            gs_words(rg + (size_t)st * GS_UNIT, lane, wg);
-            gs_words(ru + (size_t)st * GS_UNIT, lane, wu);
-            ag = gs_dot(wg, st, lane, xsm, p.xd, ag);
-            au = gs_dot(wu, st, lane, xsm, p.xd, au);
+    int s0, s1;
+    pm_pair_share(p, (int)blockIdx.x, (int)gridDim.x, s0, s1);
+    if (s1 > s0) {   // (block-uniform: gq_fill_x's barrier)
+        uint4 *xsm = gq_dyn_smem();
+        const int K = p.K, F = p.F;
+        gq_fill_x(xsm, p.xq, p.H);
+        for (int idx = s0 + warp; idx < s1; idx += PM_WARPS) {
+            float g, u;
+            pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
+            if (lane == 0) {
+                p.gu[(size_t)K * 2 * F + idx] = g;
+                p.gu[(size_t)K * 2 * F + F + idx] = u;
+            }
         }
     }
-    g = cu_warp_sum(ag);
-    u = cu_warp_sum(au);
 }
 
-// Phase 2: h's copy into shared memory; warp 0 routes the token (every
-// block routes it; block 0 stores the picks) while the block's shared
-// index pairs are made (gate and up rows, from the last warp down: the
-// routed shares below leave the last warps one pair fewer), so the route
-// hides behind their loads; then this block's routed index pairs t of [0,
-// K F) (expert slot t / F, index t % F: its gate row and its up row),
-// warp w taking t0 + w, + 16, ..., a unit's weights loaded while the one
-// before is multiplied.  The sums go raw into gu ([K + 1][2F]: gate, up).
+// Phase 2: the last warp routes the token (every block routes it; block
+// 0 stores the picks) while the first warps copy h into shared memory
+// (gq_fill_x: H / 16 threads, so the last warp has no part in it below H
+// = 7680), one barrier for both; then this block's routed index pairs t
+// of [0, K F) (expert slot t / F, index t % F: its gate row and its up
+// row), warp w taking t0 + w, + 16, ..., a unit's weights loaded while
+// the one before is multiplied.  The sums go raw into gu ([K + 1][2F]:
+// gate, up; row K, the shared expert's, made in phase 1).
 template <int T>
 __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
 {
@@ -177,8 +212,7 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
     __shared__ float s_wts[8];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, pp = lane & 3, bl = lane >> 2;
     const int F = p.F, K = p.K, steps = p.H / 2048;
-    gq_fill_x(xsm, p.xq, p.H);
-    if (warp == 0) {
+    if (warp == PM_WARPS - 1) {
         route_token<8, true>(p.logits, p.E, K, s_sel, s_wts);   // (logits: other blocks')
         __syncwarp();
         if (blockIdx.x == 0 && lane < K) {
@@ -186,17 +220,7 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
             p.wts[lane] = s_wts[lane];
         }
     }
-    int s0, s1;
-    pm_share(F, (int)blockIdx.x, (int)gridDim.x, s0, s1);
-    for (int idx = s0 + (PM_WARPS - 1 - warp); idx < s1; idx += PM_WARPS) {
-        float g, u;
-        pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
-        if (lane == 0) {
-            p.gu[(size_t)K * 2 * F + idx] = g;
-            p.gu[(size_t)K * 2 * F + F + idx] = u;
-        }
-    }
-    __syncthreads();   // (the picks)
+    gq_fill_x(xsm, p.xq, p.H);   // (its barrier: the picks too)
     // this block's rows of phase 3, asked of the L2 now that the picks are known
     {
         int lo, hi;

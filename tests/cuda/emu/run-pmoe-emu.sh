@@ -43,7 +43,9 @@ plant gu-expert 's/const size_t o = \(size_t\)s_sel\[kk\] \* p\.gu_eb/const size
 # the up rows read from the gate's matrix
 plant up-from-gate 's/gq_load<T>\(p\.wu \+ o,/gq_load<T>(p.wg + o,/'
 # the shared pairs one index off
-plant shared-index 's/for \(int idx = s0 \+ \(PM_WARPS - 1 - warp\); idx < s1;/for (int idx = s0 + (PM_WARPS - 1 - warp) + 1; idx < s1;/'
+plant shared-index 's/for \(int idx = s0 \+ warp; idx < s1;/for (int idx = s0 + warp + 1; idx < s1;/'
+# the shared pairs' last block's share dropped
+plant pair-share 's/pm_share\(p\.F, b - nb, g - nb, lo, hi\);/pm_share(p.F, b - nb, g - nb + 1, lo, hi);/'
 # the SwiGLU copy's up values read from the gate row
 plant swiglu-up 's/rms2_ld<true>\(p\.gu \+ \(size_t\)k \* 2 \* F \+ F \+ j, uv\);/rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, uv);/'
 # the SwiGLU copy's chunks for the first slot's rows only
