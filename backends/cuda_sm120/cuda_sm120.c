@@ -476,7 +476,17 @@
  *                         a block of 32, 9 blocks a warp in turn).
  *                         Since then the copy takes rms2_q8's two-lane
  *                         blocks and the route runs beside the shared
- *                         pairs: the same bits (emulator), not yet timed.
+ *                         pairs.  Stop 46, H200 (alternated, ctx 4096
+ *                         bs 1): 403 / 417 vs 412 / 399 tok/s, even;
+ *                         with pdl = false on both 398 vs 355 (+12%).
+ *                         ncu: 27.3 us alone; by SASS address 10% of
+ *                         the warp samples in phase 1, 44% in 2, 46% in
+ *                         3; 12% waiting on the route, 8.5% on the
+ *                         combine's per-row reads of the pick weights.
+ *                         Since then: those weights read once a block,
+ *                         the shared gate/up pairs in phase 1 (blocks
+ *                         the router leaves idle), the route beside h's
+ *                         copy: same bits (emulator), not yet timed.
  *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
  *                         a shared expert as wide as the routed ones whose
  *                         down runs on v1's mmq_kernel): the combine's
