@@ -17,17 +17,25 @@
 
 // With thread-block clusters of cl blocks along x where cl > 1 (sm_90+;
 // grid.x a multiple of cl; cluster_emu.h has the host emulation's).
+// coop: a cooperative launch, which the driver starts only with every
+// block of the grid resident at once (or refuses: too large a grid for
+// the SMs this context may use), for kernels with grid-wide barriers.
 template <typename... P, typename... A>
-static inline cudaError_t cu_launch_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                            int cl, A... args)
+static inline cudaError_t cu_launch_attrs(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                          int cl, bool coop, A... args)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute at[2];
+    cudaLaunchAttribute at[3];
     unsigned n = 0;
+    if (coop) {
+        at[n].id = cudaLaunchAttributeCooperative;
+        at[n].val.cooperative = 1;
+        n++;
+    }
     if (cl > 1) {
         at[n].id = cudaLaunchAttributeClusterDimension;
         at[n].val.clusterDim.x = (unsigned)cl;
@@ -46,9 +54,21 @@ static inline cudaError_t cu_launch_cluster(void (*k)(P...), dim3 grid, dim3 blo
 }
 
 template <typename... P, typename... A>
+static inline cudaError_t cu_launch_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                            int cl, A... args)
+{
+    return cu_launch_attrs(k, grid, block, smem, s, cl, false, args...);
+}
+template <typename... P, typename... A>
 static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
 {
-    return cu_launch_cluster(k, grid, block, smem, s, 1, args...);
+    return cu_launch_attrs(k, grid, block, smem, s, 1, false, args...);
+}
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch_coop(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                         A... args)
+{
+    return cu_launch_attrs(k, grid, block, smem, s, 1, true, args...);
 }
 #endif
 #endif

@@ -421,9 +421,9 @@ static int moe_sdc(si_backend *b, const si_op *op, const si_oc_moe_dims *d, cons
     return rc;
 }
 
-/* Knob moe_persist (default false): a one-token MOE with a shared expert
- * as wide as the routed ones, on the int8 in-line path, in one launch
- * (cuda_pmoe.cuh) instead of the six of the path below (router product,
+/* Knob moe_persist (default true): a one-token MOE with a shared expert
+ * as wide as the routed ones, on the int8 in-line path, in one cooperative
+ * launch (cuda_pmoe.cuh) instead of the six of the path below (router product,
  * route, shared gate/up, routed gate/up + SwiGLU, routed down, shared
  * down + combine): the same bits.  Where the kernel does not take the
  * shapes or types (si_cu_moe_persist_ok) the path below runs.  The shared
@@ -477,7 +477,18 @@ static int moe_persist(si_backend *b, const si_op *op, const si_oc_moe_dims *d, 
     p.xq = q;
     p.xd = qd;
     p.xs = qs;
-    rc = launched(si_cu_moe_persist(&p, b->n_sm, b->stream), "MOE (persistent, one launch)", err);
+    const int e = si_cu_moe_persist(&p, b->n_sm, b->stream);
+    if (e == (int)cudaErrorCooperativeLaunchTooLarge || e == (int)cudaErrorNotSupported) {
+        /* The driver would not have every block resident at once (another
+         * process's kernels under MPS, an SM limit): the six launches run,
+         * now and for the rest of the open. */
+        cudaGetLastError();
+        b->moe_persist = false;
+        b->host->log(b->host, SI_LOG_WARN, CU_NAME, "moe_persist: the cooperative launch of %d blocks was refused "
+                     "(%s); the MOE runs as six launches", b->n_sm, si_cu_errstr(e));
+        return SI_OK;
+    }
+    rc = launched(e, "MOE (persistent, one launch)", err);
     *done = rc == SI_OK;
     if (*done && !b->pm_said) {   /* (once an open: tests see that it ran) */
         b->pm_said = true;

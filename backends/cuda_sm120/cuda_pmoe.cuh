@@ -41,10 +41,11 @@
 // total of one barrier is 2^31, so the top bit flips once per barrier and
 // the word is back where it was after every second one (a launch has two:
 // a graph replays it as captured).  Only correct with every block of the
-// grid resident (one block an SM, the grid no larger than the SMs): where
-// blocks are missing (a device shared with other work) the launch traps
-// after ~2^32 cycles (a second or two) instead of hanging, and the
-// backend reports the failed launch.
+// grid resident (one block an SM, the grid no larger than the SMs): the
+// launch is cooperative (the driver refuses a grid it cannot hold at
+// once); should blocks still be missing, the launch traps after ~2^32
+// cycles (a second or two) instead of hanging, and the backend reports
+// the failed launch.
 __device__ __forceinline__ void pm_grid_sync(unsigned *bar)
 {
     __syncthreads();
@@ -418,7 +419,7 @@ extern "C" bool si_cu_moe_persist_ok(const cu_pmoe *p)
 template <int TG, int TD> static cudaError_t pm_go(const cu_pmoe *p, int grid, cudaStream_t s)
 {
     const size_t smem = pm_smem(p->H, p->K);
-    return cu_launch(pm_kernel<TG, TD>, dim3((unsigned)grid), dim3(32 * PM_WARPS), smem, s, *p);
+    return cu_launch_coop(pm_kernel<TG, TD>, dim3((unsigned)grid), dim3(32 * PM_WARPS), smem, s, *p);
 }
 
 template <int TG> static cudaError_t pm_go_d(const cu_pmoe *p, int grid, cudaStream_t s)

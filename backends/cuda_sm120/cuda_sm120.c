@@ -449,44 +449,36 @@
  *                         is the launch before).  false: its own launch
  *                         (A/B; same bits; H200 35b-a3b bs 1: 344.3 with
  *                         false, 346.3 with true).
- *   moe_persist = false | true  MOE decode of one token (int8 path, in
+ *   moe_persist = true | false  MOE decode of one token (int8 path, in
  *                         line, a Q8_0 shared expert as wide as the routed
- *                         ones, 512): true: the whole MOE in one launch of
- *                         one block an SM, its phases (router; top-K and
- *                         gate/up; SwiGLU, downs and combine) apart by two
- *                         grid-wide barriers (cuda_pmoe.cuh), where false
- *                         runs six launches (A/B, same bits).  Its grid is
- *                         one block an SM, every block resident at once:
- *                         not for a device shared with other work (MPS
- *                         limits, another process's kernels), where the
- *                         barriers would wait for SMs that never come.
- *                         Measured a loss, so off: H100 35b-a3b ctx 4096
- *                         bs 1, same binary, alternated: 330.2 / 333.3 vs
- *                         354.6 / 361.1 tok/s, graph device time a step
- *                         2,878 vs 2,657 us (+5.5 us a MOE layer: the one
- *                         launch takes longer than the six it replaces);
- *                         greedy tokens the same.  ncu (stop 45, H100,
- *                         isolated, cold L2): 36.8 us a launch against
- *                         43.9 us for the six alone (which overlap to
- *                         ~26.6 us in the graph), 17% of DRAM bandwidth,
- *                         one issue every 4.5 cycles a scheduler: latency
- *                         bound; ~30% of warp stalls at block barriers
- *                         (the grid barriers, warp 0's route), ~23% in the
- *                         SwiGLU copy (half of it its 32 serial shuffles
- *                         a block of 32, 9 blocks a warp in turn).
- *                         Since then the copy takes rms2_q8's two-lane
- *                         blocks and the route runs beside the shared
- *                         pairs.  Stop 46, H200 (alternated, ctx 4096
- *                         bs 1): 403 / 417 vs 412 / 399 tok/s, even;
- *                         with pdl = false on both 398 vs 355 (+12%).
- *                         ncu: 27.3 us alone; by SASS address 10% of
- *                         the warp samples in phase 1, 44% in 2, 46% in
- *                         3; 12% waiting on the route, 8.5% on the
- *                         combine's per-row reads of the pick weights.
- *                         Since then: those weights read once a block,
- *                         the shared gate/up pairs in phase 1 (blocks
- *                         the router leaves idle), the route beside h's
- *                         copy: same bits (emulator), not yet timed.
+ *                         ones, 512): the whole MOE in one launch of one
+ *                         block an SM, its phases (router and the shared
+ *                         gate/up; top-K and the routed gate/up; SwiGLU,
+ *                         downs and combine) apart by two grid-wide
+ *                         barriers (cuda_pmoe.cuh), where false runs six
+ *                         launches (A/B, same bits).  The launch is
+ *                         cooperative: the driver starts it only with
+ *                         every block resident (the barriers need that)
+ *                         or refuses it (MPS limits, another process's
+ *                         kernels on the SMs): then the six launches run
+ *                         for the rest of the open, with a warning.
+ *                         History: stop 44 (H100) lost 5.5 us a layer
+ *                         (the six overlap under programmatic launch);
+ *                         ncu (stop 45/46) found it latency bound, its
+ *                         warps waiting at block barriers on the route,
+ *                         the SwiGLU copy's serial shuffles and the
+ *                         combine's per-row weight reads; those were
+ *                         removed (the copy on rms2_q8's two-lane blocks,
+ *                         stored straight to its swizzled place; the
+ *                         shared gate/up moved to phase 1's idle blocks;
+ *                         the route beside h's copy; the weights read
+ *                         once a block).  Stop 46, H200: even (403 / 417
+ *                         vs 412 / 399 tok/s).  Stop 47, H100 35b-a3b
+ *                         ctx 4096 bs 1, same binary, alternated, the
+ *                         cooperative launch: 383.9 / 383.9 vs 365.6 /
+ *                         366.0 tok/s (+5%); in the graph (profile_twice
+ *                         = moe) ~20.6 us a layer against ~27 us for the
+ *                         six; greedy tokens the same.  So on.
  *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
  *                         a shared expert as wide as the routed ones whose
  *                         down runs on v1's mmq_kernel): the combine's
@@ -1062,7 +1054,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
-    bool moe_persist = false;
+    bool moe_persist = true;
     bool upload_staged = true, h2d_early = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */

@@ -85,6 +85,11 @@ static inline void emu_launch_s(dim3 grid, dim3 block, size_t smem, cudaStream_t
 template <typename... P, typename... A>
 static inline cudaError_t cu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)
 { emu_launch_s(grid, block, smem, s, [&] { k(static_cast<P>(args)...); }); return cudaSuccess; }
+// (cooperative: every block resident at once; here blocks run one after
+// another, so a grid-wide barrier cannot be emulated in one launch)
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch_coop(void (*)(P...), dim3, dim3, size_t, cudaStream_t, A...)
+{ return cudaErrorInvalidValue; }
 #endif
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
