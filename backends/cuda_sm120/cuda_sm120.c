@@ -844,15 +844,19 @@
  *                         339.5 vs 326.8 tok/s at bs 1 (733.6 vs 727.2 at
  *                         bs 8), 35b-a3b 350.1 vs 340.2 (1,049.8 vs
  *                         1,038.5).
- *   gdn_early = false | true  (gdn_dec = fused) true: each block loads its
+ *   gdn_early = true | false  (gdn_dec = fused) true: each block loads its
  *                         state rows (16 KB) before the programmatic-launch
  *                         wait, overlapping that round trip with the drain
  *                         of the product before it (every input that
  *                         product writes is read after the wait).  Same
- *                         bits.  Default false: H200, ctx 4096, same
- *                         binary: 9b 340.9 vs 340.6 tok/s at bs 1, 35b-a3b
- *                         346.4 vs 346.0 (noise); check_cuda_ops:gdn_early
- *                         passes there.
+ *                         bits; false: after the wait (A/B).  Off until
+ *                         stop 47 (H200, older chain: 9b 340.9 vs 340.6
+ *                         tok/s, 35b-a3b 346.4 vs 346.0, noise).  Stop 47,
+ *                         H100, ctx 4096 bs 1, same binary, alternated,
+ *                         with moe_persist on: 35b-a3b 389.8 / 389.9 vs
+ *                         384.7 / 385.5 tok/s (+1.2%), 9b 385.9 / 385.9
+ *                         vs 382.8 / 382.6 (+0.8%), each arm's range
+ *                         within 1%: on.
  *   graph   = true | false  true (default): an exec whose op list (kinds,
  *                         tensors, parameters, batch shape) was seen before
  *                         runs as one CUDA graph launch, captured the
@@ -1052,7 +1056,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, gemv_rg_cols = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
          gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
          attn_fa3_ov = true;
-    bool gdn_dec = true, gdn_early = false, norm_v2 = true, gemv_glu = true;
+    bool gdn_dec = true, gdn_early = true, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
     bool moe_persist = true;
     bool upload_staged = true, h2d_early = true;

@@ -1868,8 +1868,9 @@ START_TEST(test_gdn_dec_fused)
 }
 END_TEST
 
-/* Knob gdn_early (fused_kernel's state rows loaded before the
- * programmatic-launch wait) against the default fused kernel: bit for bit,
+/* Knob gdn_early (default true: fused_kernel's state rows loaded before
+ * the programmatic-launch wait) against the fused kernel without it
+ * (cuda_gdn_fused: gdn_early = false): bit for bit,
  * GDN output, state and the out projection, over decode steps of 1..8
  * sequences on the 9b/35b heads.  (The early loads read only what earlier
  * launches wrote; the whole-model checks run it behind real products.) */
@@ -3368,7 +3369,8 @@ int main(void)
     cfg_sec(&ct, "cuda_gdn_f32", "cuda_sm120.so", "kv_type = f32\n", cu_extra, as_cpu ? "" : "gdn_tc = false\n", NULL);
     /* (gdn_dec: test_gdn_dec_fused) */
     cfg_sec(&ct, "cuda_gdn_split", "cuda_sm120.so", "kv_type = f32\n", gdn_split, NULL);
-    cfg_sec(&ct, "cuda_gdn_fused", "cuda_sm120.so", "kv_type = f32\n", gdn_fused, NULL);
+    cfg_sec(&ct, "cuda_gdn_fused", "cuda_sm120.so", "kv_type = f32\n", gdn_fused, as_cpu ? "" : "gdn_early = false\n",
+            NULL);
     cfg_sec(&ct, "cuda_gdn_early", "cuda_sm120.so", "kv_type = f32\n", gdn_fused, as_cpu ? "" : "gdn_early = true\n",
             NULL);
     /* (attn_fa3_overlap: test_attn_fa3_overlap) */
