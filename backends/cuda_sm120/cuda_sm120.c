@@ -593,7 +593,7 @@
  *                         32-step shuffle sums a warp now runs in series
  *                         (cu_q8_block32) against one block a warp in
  *                         quant_x_kernel; true for the dense family.
- *   fuse_attn_q = false | true  (with fuse_norm) an ATTN whose output the
+ *   fuse_attn_q = true | false  (with fuse_norm) an ATTN whose output the
  *                         next product quantises (the out projection) makes
  *                         that int8 copy in combine_kernel where its core
  *                         splits the context (decode; prefill's flash
@@ -601,10 +601,21 @@
  *                         exactly one block of 32 of the copy, so unlike
  *                         fuse_gdn_q no warp runs blocks in series; one
  *                         launch (quant_x) fewer an attention layer, the
- *                         same bits.  Off: no clear gain on the H200
- *                         (ctx 4096, tok/s off -> on: 9b bs 1 411.6 ->
- *                         405.4, bs 8 1,240.8 -> 1,257.4; 35b-a3b bs 1
- *                         370.9 -> 377.4, bs 8 1,194.5 -> 1,204.7).
+ *                         same bits; false: quant_x's launch (A/B).  Off
+ *                         until stop 47 (H200, ctx 4096, tok/s off -> on:
+ *                         9b bs 1 411.6 -> 405.4, bs 8 1,240.8 -> 1,257.4;
+ *                         35b-a3b bs 1 370.9 -> 377.4, bs 8 1,194.5 ->
+ *                         1,204.7: no clear gain).  Stop 47, H100, ctx
+ *                         4096 bs 1, same binary, alternated, with
+ *                         moe_persist and gdn_early on: 35b-a3b 389.7 /
+ *                         389.8 vs 387.6 / 387.6, 9b 380.7 / 380.7 vs
+ *                         379.0 / 379.1 (+0.5%); another call: bs 1
+ *                         35b-a3b 391.7 / 390.1 vs 389.7 / 389.3, 9b
+ *                         386.8 / 385.0 vs 383.3 / 385.6; bs 8 35b-a3b
+ *                         1,326.7 / 1,326.0 vs 1,306.8 / 1,307.4 (+1.5%),
+ *                         9b 1,502.0 / 1,501.8 vs 1,495.0 / 1,494.9;
+ *                         quant_x_kernel is 3.5 us alone (ncu), 10 a
+ *                         35b-a3b step: on.
  *   gemv_warps = 8 | 4    warps a block of gemv_quad's K-quant kernel: 8
  *                         halves the blocks and so the copies of x a
  *                         product makes (gemv_xsmem: 4 KB of x a block
@@ -1054,7 +1065,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          gdn_chunked = true, gdn_rows = true, gdn_tc = true;
     bool graph = true, gemv_fuse = true, fuse_norm = true, mma_w8 = true, w8_128 = true, w8_cache = true, pdl = true,
          f32_tiled = true, gemv_quad = true, gemv_qe = true, gemv_qn = true, gemv_mma = true, gemv_mma_wide = true, gemv_wide_db = false, gemv_wide_split = false, gemv_ring_ks8 = true, gemv_rg_cols = true, expert_early = true, gemv_prefetch = true, kt128 = true, w8_wg = true, w8_pp = true, gemv_xs = true, gemv_st = true,
-         gemv_w8 = true, fuse_gdn = false, fuse_attn = false,
+         gemv_w8 = true, fuse_gdn = false, fuse_attn = true,
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = true, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
