@@ -130,6 +130,8 @@ struct si_backend {
     unsigned      *pm_bar;          /* moe_persist: its grid barrier word
                                      * (device, 0; each launch leaves it so) */
     bool           pm_said;         /* moe_persist: its first run logged     */
+    bool           graph_retry;     /* a knob turned itself off: captures
+                                     * that failed are tried again (next exec) */
     unsigned      *moe_ctr;         /* moe_dec_fuse: 2 * CU_MOE_CTR groups'
                                      * counts (device, 0 between launches)  */
     bool           gemv_xs;         /* knob gemv_xsmem (cuda_gemvq.cu)       */

@@ -438,6 +438,10 @@ int cu_graph_exec(si_backend *b, const si_op *ops, size_t n_ops, si_err *err)
     cu_graphs *G = b->graphs;
     if (G != NULL && G->t0 != NULL)
         G->host_ms = ms_now();
+    if (G != NULL && b->graph_retry) {
+        cu_gcache_retry(&G->cache);
+        b->graph_retry = false;
+    }
     if (G == NULL || n_ops == 0 || scan(b, G, ops, n_ops) != SI_OK)
         return CU_GRAPH_DECLINED;
     cu_gentry *e = cu_gcache_find(&G->cache, &G->sig);

@@ -199,6 +199,15 @@ void cu_gcache_invalidate(cu_gcache *c)
     }
 }
 
+void cu_gcache_retry(cu_gcache *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->e[i].state == CU_G_NEVER) {
+            c->e[i].state = CU_G_SEEN;
+            c->e[i].fails = 0;
+        }
+}
+
 void cu_gcache_clear(cu_gcache *c)
 {
     for (size_t i = 0; i < c->n; i++) {

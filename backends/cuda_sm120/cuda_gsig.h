@@ -71,6 +71,10 @@ cu_gentry *cu_gcache_find(cu_gcache *c, const cu_gsig *s);
 cu_gentry *cu_gcache_add(cu_gcache *c, const cu_gsig *s);
 /* Drops every payload (READY entries go back to SEEN, NEVER stays). */
 void       cu_gcache_invalidate(cu_gcache *c);
+/* NEVER entries back to SEEN with no failures counted: the backend's path
+ * changed (a knob turned itself off), so a list whose capture failed may
+ * capture now. */
+void       cu_gcache_retry(cu_gcache *c);
 void       cu_gcache_clear(cu_gcache *c);
 
 #endif

@@ -484,6 +484,7 @@ static int moe_persist(si_backend *b, const si_op *op, const si_oc_moe_dims *d, 
          * now and for the rest of the open. */
         cudaGetLastError();
         b->moe_persist = false;
+        b->graph_retry = true;   /* (a capture this failed is tried again) */
         b->host->log(b->host, SI_LOG_WARN, CU_NAME, "moe_persist: the cooperative launch of %d blocks was refused "
                      "(%s); the MOE runs as six launches", b->n_sm, si_cu_errstr(e));
         return SI_OK;

@@ -246,6 +246,38 @@ START_TEST(test_cache_invalidate)
 }
 END_TEST
 
+/* A list whose capture failed for good is tried again after the backend's
+ * path changed (moe_persist turning itself off); other entries keep their
+ * state and payload. */
+START_TEST(test_cache_retry)
+{
+    cu_gcache c = { .drop = drop };
+    cu_gsig s = { 0 };
+    memset(dropped, 0, sizeof dropped);
+    sig_n(&s, 1);
+    cu_gentry *r = cu_gcache_add(&c, &s);
+    r->payload = (void *)(intptr_t)1;
+    r->state = CU_G_READY;
+    sig_n(&s, 2);
+    cu_gentry *nv = cu_gcache_add(&c, &s);
+    nv->state = CU_G_NEVER;
+    nv->fails = 3;
+    sig_n(&s, 3);
+    cu_gentry *seen = cu_gcache_add(&c, &s);
+    cu_gcache_retry(&c);
+    ck_assert_int_eq(nv->state, CU_G_SEEN);
+    ck_assert_uint_eq(nv->fails, 0);
+    ck_assert_int_eq(r->state, CU_G_READY);
+    ck_assert_ptr_eq(r->payload, (void *)(intptr_t)1);
+    ck_assert_int_eq(seen->state, CU_G_SEEN);
+    ck_assert_int_eq(dropped[1], 0);
+    sig_n(&s, 2);
+    ck_assert_ptr_eq(cu_gcache_find(&c, &s), nv);
+    cu_gcache_clear(&c);
+    cu_gsig_free(&s);
+}
+END_TEST
+
 START_TEST(test_attn_bucket)
 {
     ck_assert_int_eq(si_cu_attn_bucket(0), 0);
@@ -277,6 +309,7 @@ int main(void)
     tcase_add_test(tc, test_cache_find_add);
     tcase_add_test(tc, test_cache_lru_evicts);
     tcase_add_test(tc, test_cache_invalidate);
+    tcase_add_test(tc, test_cache_retry);
     tcase_add_test(tc, test_attn_bucket);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
