@@ -221,18 +221,27 @@ START_TEST(test_cache_lru_evicts)
 }
 END_TEST
 
+/* A cache holding a READY entry (key 1, payload 1) and a NEVER one (key 2,
+ * `fails` failed captures), the drop counts cleared. */
+static void ready_and_never(cu_gcache *c, cu_gsig *s, unsigned fails, cu_gentry **r, cu_gentry **nv)
+{
+    memset(dropped, 0, sizeof dropped);
+    sig_n(s, 1);
+    *r = cu_gcache_add(c, s);
+    (*r)->payload = (void *)(intptr_t)1;
+    (*r)->state = CU_G_READY;
+    sig_n(s, 2);
+    *nv = cu_gcache_add(c, s);
+    (*nv)->state = CU_G_NEVER;
+    (*nv)->fails = fails;
+}
+
 START_TEST(test_cache_invalidate)
 {
     cu_gcache c = { .drop = drop };
     cu_gsig s = { 0 };
-    memset(dropped, 0, sizeof dropped);
-    sig_n(&s, 1);
-    cu_gentry *r = cu_gcache_add(&c, &s);
-    r->payload = (void *)(intptr_t)1;
-    r->state = CU_G_READY;
-    sig_n(&s, 2);
-    cu_gentry *nv = cu_gcache_add(&c, &s);
-    nv->state = CU_G_NEVER;
+    cu_gentry *r, *nv;
+    ready_and_never(&c, &s, 0, &r, &nv);
     cu_gcache_invalidate(&c);
     ck_assert_int_eq(dropped[1], 1);
     ck_assert_ptr_null(r->payload);
@@ -253,15 +262,8 @@ START_TEST(test_cache_retry)
 {
     cu_gcache c = { .drop = drop };
     cu_gsig s = { 0 };
-    memset(dropped, 0, sizeof dropped);
-    sig_n(&s, 1);
-    cu_gentry *r = cu_gcache_add(&c, &s);
-    r->payload = (void *)(intptr_t)1;
-    r->state = CU_G_READY;
-    sig_n(&s, 2);
-    cu_gentry *nv = cu_gcache_add(&c, &s);
-    nv->state = CU_G_NEVER;
-    nv->fails = 3;
+    cu_gentry *r, *nv;
+    ready_and_never(&c, &s, 3, &r, &nv);
     sig_n(&s, 3);
     cu_gentry *seen = cu_gcache_add(&c, &s);
     cu_gcache_retry(&c);
