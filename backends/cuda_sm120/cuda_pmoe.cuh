@@ -46,23 +46,50 @@
 // once); should blocks still be missing, the launch traps after ~2^32
 // cycles (a second or two) instead of hanging, and the backend reports
 // the failed launch.
+// The arrival is a release at GPU scope and the polling acquires (the
+// PTX memory model's pairing: the block's writes, ordered before thread
+// 0's arrival by the block barrier, are visible to every block whose
+// acquire reads a value at or after it), where a full __threadfence before
+// the add and after the wait cost two fences a barrier.  The host
+// emulation runs the phases as separate launches: plain operations there.
+__device__ __forceinline__ unsigned pm_arrive(unsigned *bar, unsigned add)
+{
+#ifdef __CUDA_ARCH__
+    unsigned old;
+    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(bar), "r"(add) : "memory");
+    return old;
+#else
+    __threadfence();
+    return atomicAdd(bar, add);
+#endif
+}
+
+__device__ __forceinline__ unsigned pm_poll(const unsigned *bar)
+{
+#ifdef __CUDA_ARCH__
+    unsigned v;
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+    return v;
+#else
+    return *(const volatile unsigned *)bar;
+#endif
+}
+
 __device__ __forceinline__ void pm_grid_sync(unsigned *bar)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
         const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        __threadfence();   // this block's writes before its arrival
-        const unsigned old = atomicAdd(bar, add);
+        const unsigned old = pm_arrive(bar, add);
 #ifdef __CUDA_ARCH__
         const long long t0 = clock64();
 #endif
-        while (((old ^ *(volatile unsigned *)bar) & 0x80000000u) == 0) {
+        while (((old ^ pm_poll(bar)) & 0x80000000u) == 0) {
 #ifdef __CUDA_ARCH__
             if (clock64() - t0 > (1ll << 32))
                 __trap();
 #endif
         }
-        __threadfence();
     }
     __syncthreads();
 }
