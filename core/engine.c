@@ -195,6 +195,33 @@ int si_engine_forward_topk(si_engine *e, const si_batch *b, const si_topk_params
     return ops->forward_topk(e->model, b, tp, vals, ids, err);
 }
 
+static bool has_ahead(const struct si_model_ops *ops)
+{
+    return SI_HAS_MEMBER(ops, struct si_model_ops, topk_collect) && ops->topk_submit != NULL &&
+           ops->topk_collect != NULL;
+}
+
+bool si_engine_decode_ahead(const si_engine *e)
+{
+    return has_ahead(model_ops(e)) && si_config_get_bool(e->cfg, "runtime", "decode_ahead", true);
+}
+
+int si_engine_topk_submit(si_engine *e, const si_batch *b, const si_topk_params *tp, uint32_t flags, si_err *err)
+{
+    if (!has_ahead(model_ops(e)))
+        return si_err_set(err, SI_EUNSUPPORTED, "model plugin '%s' has no topk_submit (ABI < 1.3)",
+                          e->model_plugin->name);
+    return model_ops(e)->topk_submit(e->model, b, tp, flags, err);
+}
+
+int si_engine_topk_collect(si_engine *e, float *vals, int32_t *ids, si_err *err)
+{
+    if (!has_ahead(model_ops(e)))
+        return si_err_set(err, SI_EUNSUPPORTED, "model plugin '%s' has no topk_collect (ABI < 1.3)",
+                          e->model_plugin->name);
+    return model_ops(e)->topk_collect(e->model, vals, ids, err);
+}
+
 bool si_engine_device_sampling(const si_engine *e)
 {
     return si_config_get_bool(e->cfg, "runtime", "device_sampling", true);

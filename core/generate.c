@@ -122,6 +122,98 @@ static int decode_forward(si_engine *e, si_sampler *s, topk_path *t, const si_ba
     return si_engine_forward(e, b, logits, err);
 }
 
+/* The decode step of token id at *pos (then advanced). */
+static int forward_one(si_engine *e, si_sampler *s, topk_path *t, const si_gen_opts *o, int32_t id, uint32_t *pos,
+                       float *logits, si_err *err)
+{
+    int32_t p = (int32_t)*pos, sq = (int32_t)o->seq;
+    uint8_t w1 = 1;
+    si_batch b = { .n = 1, .tokens = &id, .pos = &p, .seq = &sq, .want_logits = &w1 };
+    int rc = decode_forward(e, s, t, &b, logits, err);
+    (*pos)++;
+    return rc;
+}
+
+/* What the decode loop does with a token just picked: count it, stop on
+ * end of generation or at the callback's word (true), else go on. */
+static bool took_token(const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o, si_gen_token_cb cb, void *ctx,
+                       int32_t id, si_gen_stats *stats)
+{
+    si_sampler_accept(s, id);
+    stats->n_gen++;
+    if (o->stop_at_eog && tok != NULL && si_token_is_eog(tok, id)) {
+        stats->stopped_eog = true;
+        return true;
+    }
+    return cb != NULL && cb(ctx, id) != 0;
+}
+
+/* Decode ahead (si_gen_opts.ahead; greedy, no penalties): while the step
+ * that makes pick j runs, the step that feeds pick j (on the backend, from
+ * the first step's TOPK slot) is queued behind it, so the GPU does not idle
+ * while the host reads a pick, samples, and plans and launches the next
+ * step.  The steps and picks are the loop's in si_generate (the greedy
+ * pick is ids[0] there too), except that a pick the run stops on (end of
+ * generation, the callback) was fed by one step more, which is collected
+ * and dropped.  *pos: the position after the last token fed.
+ * SI_EUNSUPPORTED when the model or backend refuses the first submit
+ * (before anything ran): the first pick was taken, not fed (*unfed). */
+static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,
+                          uint32_t n_ctx, int32_t id, si_gen_token_cb cb, void *ctx, uint32_t *pos,
+                          si_gen_stats *stats, int32_t *unfed, si_err *err)
+{
+    const si_topk_params tp = { .k = 1, .repeat_penalty = 1.0f };
+    const int32_t sq = (int32_t)o->seq;
+    const uint8_t w1 = 1;
+    uint32_t queued = 0;
+    int rc = SI_OK;
+    if (took_token(tok, s, o, cb, ctx, id, stats) || *pos >= n_ctx)
+        return SI_OK;
+    int32_t p = (int32_t)*pos;
+    si_batch b = { .n = 1, .tokens = &id, .pos = &p, .seq = &sq, .want_logits = &w1 };
+    rc = si_engine_topk_submit(e, &b, &tp, 0, err);
+    if (rc == SI_EUNSUPPORTED) {   /* (refused before running: the caller feeds it its way) */
+        *unfed = id;
+        return rc;
+    }
+    queued += rc == SI_OK;
+    *pos += rc == SI_OK;
+    while (rc == SI_OK && queued > 0) {
+        /* the oldest queued step makes the next pick, if one is wanted;
+         * the step feeding that pick is queued before it is read */
+        if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
+            break;
+        if (*pos < n_ctx) {
+            p = (int32_t)*pos;
+            rc = si_engine_topk_submit(e, &b, &tp, SI_SUBMIT_FEED, err);
+            if (rc != SI_OK)
+                break;
+            queued++;
+            (*pos)++;
+        }
+        float val;
+        int32_t got;
+        rc = si_engine_topk_collect(e, &val, &got, err);
+        queued--;
+        if (rc == SI_OK)
+            rc = si_sampler_sample_topk(s, &val, &got, 1, &id, err);
+        if (rc != SI_OK || took_token(tok, s, o, cb, ctx, id, stats))
+            break;
+    }
+    /* steps still queued (a stop, an error): collected, their picks dropped */
+    for (; queued > 0; queued--) {
+        float val;
+        int32_t got;
+        si_err scratch = { { 0 } };
+        int r2 = si_engine_topk_collect(e, &val, &got, &scratch);
+        if (rc == SI_OK && r2 != SI_OK) {
+            rc = r2;
+            *err = scratch;
+        }
+    }
+    return rc;
+}
+
 int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,
                 const int32_t *prompt, uint32_t n_prompt, si_gen_token_cb cb, void *ctx,
                 uint32_t *pos_out, si_gen_stats *stats, si_err *err)
@@ -155,7 +247,24 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
     topk_path tk;
     topk_path_init(e, s, o, &tk);
     t0 = si_now_seconds();
-    while (rc == SI_OK) {
+    const bool ahead = rc == SI_OK && o->ahead && tk.k == 1 && si_sampler_penalty_cap(s) == 0 &&
+                       si_engine_decode_ahead(e) && o->n_predict != 0;
+    bool ahead_done = false;
+    if (ahead) {
+        const si_host *h = si_engine_host(e);
+        int32_t id = -1, unfed = -1;
+        rc = si_sampler_sample(s, logits, &id, err);
+        if (rc == SI_OK)
+            rc = generate_ahead(e, tok, s, o, info.n_ctx, id, cb, ctx, &pos, stats, &unfed, err);
+        ahead_done = rc != SI_EUNSUPPORTED;
+        if (ahead_done) {
+            h->log(h, SI_LOG_INFO, "core", "decode: ahead (each step queued before the previous pick is read)");
+        } else {
+            h->log(h, SI_LOG_INFO, "core", "decode: one step at a time: %s", err != NULL ? err->msg : "");
+            rc = forward_one(e, s, &tk, o, unfed, &pos, logits, err);
+        }
+    }
+    while (rc == SI_OK && !ahead_done) {
         if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
             break;
         int32_t id = -1;
@@ -163,21 +272,11 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
                      : si_sampler_sample(s, logits, &id, err);
         if (rc != SI_OK)
             break;
-        si_sampler_accept(s, id);
-        stats->n_gen++;
-        if (o->stop_at_eog && tok != NULL && si_token_is_eog(tok, id)) {
-            stats->stopped_eog = true;
-            break;
-        }
-        if (cb != NULL && cb(ctx, id) != 0)
+        if (took_token(tok, s, o, cb, ctx, id, stats))
             break;
         if (pos >= info.n_ctx)
             break;   /* context full: stop cleanly, the text so far stands */
-        int32_t p = (int32_t)pos, sq = (int32_t)o->seq;
-        uint8_t w1 = 1;
-        si_batch b = { .n = 1, .tokens = &id, .pos = &p, .seq = &sq, .want_logits = &w1 };
-        rc = decode_forward(e, s, &tk, &b, logits, err);
-        pos++;
+        rc = forward_one(e, s, &tk, o, id, &pos, logits, err);
     }
     stats->gen_s = si_now_seconds() - t0;
     topk_path_free(&tk);

@@ -35,6 +35,13 @@ typedef struct si_gen_opts {
      * pick the token (SI_OP_TOPK); otherwise [runtime] device_sampling
      * decides.  The tokens are the same either way. */
     bool     full_logits;
+    /* The caller does not go on with the sequence after this call (run,
+     * bench; not chat): greedy decode without penalties may then queue
+     * each step before the previous one's token is read ([runtime]
+     * decode_ahead, si_engine_decode_ahead).  The tokens are the same;
+     * a run that stops on a token (end of generation, the callback) has
+     * fed it already, so the sequence holds it (*pos_out counts it). */
+    bool     ahead;
 } si_gen_opts;
 
 /* Feeds prompt[0, n_prompt) then samples up to n_predict tokens with s.

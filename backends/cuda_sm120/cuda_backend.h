@@ -154,6 +154,7 @@ struct si_backend {
     bool           attn_ring_ahead; /* knob attn_ring_pages = ahead          */
     int            attn_ring_chains; /* knob attn_ring_chains: 1 or 2        */
     bool           upload_staged;   /* knob upload_staged (cuda_upload)      */
+    bool           download_pinned; /* knob download_pinned (cuda_download)  */
     /* Knob h2d_early (cuda_h2d.c): the exec's ATTN/GDN uploads, copied
      * once before its first op into up_dev (owned, grown after a sync);
      * op up_ops[i]'s at up_dev + up_off[i] (SIZE_MAX: it copies its own).
@@ -184,6 +185,24 @@ struct si_backend {
     unsigned      *flag_dev;
     unsigned      *flag_host;
     bool           flag_pending;    /* a GET_ROWS ran since the last check   */
+    /* download_pinned: CU_DOWNLOAD_PINNED bytes (pinned) that small
+     * downloads land in before the caller's memory; NULL: none. */
+    void          *dl_host;
+#define CU_DOWNLOAD_PINNED ((size_t)64 << 10)
+    /* download_start's copies in flight (cuda_sm120.c): pinned landing
+     * space (SI_DOWNLOAD_START_MAX bytes and the error flag's 4 words
+     * each, allocated at the first start), an event after each copy; a
+     * ticket is the slot's index and its generation. */
+    struct cu_dl_slot {
+        uint8_t    *host;
+        unsigned   *flag;
+        cudaEvent_t ev;
+        void       *dst;
+        uint64_t    n;
+        uint32_t    gen;
+        bool        busy, flagged;
+    } dl[SI_DOWNLOADS_IN_FLIGHT];
+    uint8_t       *dl_pin;
     /* Pinned staging for the small per-op uploads (positions, sequence
      * runs) and small upload() calls between execs: from pinned memory
      * cudaMemcpyAsync never waits for the stream.  Bump-allocated; pin_ev

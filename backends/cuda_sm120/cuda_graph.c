@@ -54,6 +54,11 @@ typedef struct cu_graph {
     uint8_t        *stage;       /* pinned: the per-step uploads             */
     size_t          stage_bytes;
     cudaEvent_t     done;        /* recorded after each launch              */
+    /* recorded INSIDE the graph right after its one per-step upload (knob
+     * h2d_early), so a replay waits only until the previous launch has
+     * copied stage out, not for all of it: with decode ahead the next
+     * step is launched while this one runs.  NULL: wait for done. */
+    cudaEvent_t     staged;
     uint64_t        gen;         /* b->ws_gen at capture                     */
     bool            get_rows;    /* sets b->flag_pending when run            */
 } cu_graph;
@@ -82,6 +87,8 @@ static void graph_free(void *ctx, void *payload)
         cudaEventSynchronize(g->done);   /* its last launch may still read stage */
         cudaEventDestroy(g->done);
     }
+    if (g->staged != NULL)
+        cudaEventDestroy(g->staged);
     if (g->exec != NULL)
         cudaGraphExecDestroy(g->exec);
     cudaFreeHost(g->stage);
@@ -271,7 +278,7 @@ static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, s
     if (cu_attn_commit_all(b, ops, n_ops, true, &scratch) != SI_OK)
         return CU_GRAPH_DECLINED;   /* op by op reports the bad position itself */
     /* The previous launch of this graph has copied its staging out. */
-    cudaError_t ce = cudaEventSynchronize(g->done);
+    cudaError_t ce = cudaEventSynchronize(g->staged != NULL ? g->staged : g->done);
     if (ce == cudaSuccess) {
         if (G->up.used > 0)
             memcpy(g->stage, G->up.host, G->up.used);
@@ -356,6 +363,9 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     cudaError_t ce = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
     if (ce != cudaSuccess)
         g->done = NULL;
+    else if (b->h2d_early && g->stage_bytes > 0 &&
+             (ce = cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming)) != cudaSuccess)
+        g->staged = NULL;
     else if (g->stage_bytes > 0 && (ce = cudaMallocHost((void **)&g->stage, g->stage_bytes)) != cudaSuccess)
         g->stage = NULL;
     if (ce != cudaSuccess) {
@@ -376,6 +386,18 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
     if (ce == cudaSuccess) {
         size_t n = 0;
         rc = cu_up_begin(b, ops, n_ops, &scratch);
+        /* (all of stage went up in that one copy when it made one; an
+         * external record is a node of the graph, a plain one would only
+         * mark the capture) */
+        const bool whole = rc == SI_OK && b->up_ops != NULL && b->cap_stage_used == g->stage_bytes;
+        if (!whole && g->staged != NULL) {
+            cudaEventDestroy(g->staged);
+            g->staged = NULL;
+        }
+        cudaError_t ce3;
+        if (whole && g->staged != NULL &&
+            (ce3 = cudaEventRecordWithFlags(g->staged, b->stream, cudaEventRecordExternal)) != cudaSuccess)
+            rc = si_err_set(&scratch, SI_EDEVICE, CU_NAME ": an event in the graph: %s", cudaGetErrorString(ce3));
         for (; i < n_ops && rc == SI_OK; i += n)
             rc = cu_exec_ops(b, ops, n_ops, i, &n, &scratch);
         ran = rc != SI_OK ? i - n : i;   /* the failed op (or group) committed nothing */

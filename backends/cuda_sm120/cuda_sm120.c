@@ -180,6 +180,13 @@
  *                         passes on the H100; 9b bs 1 ctx 4096 358.6 vs
  *                         358.3 tok/s with false (the same; the GPU idles
  *                         through less host time on slower hosts).
+ *   download_pinned = true | false  download() of up to 64 KiB (a decode
+ *                         step's top-K rows) copied into a pinned buffer,
+ *                         with the GET_ROWS error flag behind it, one
+ *                         stream sync for both, then to the caller's
+ *                         memory; false: a pageable copy (which waits for
+ *                         the stream itself) and then the flag's copy and
+ *                         a second sync: two round trips a step.
  *   h2d_early = true | false  the per-step numbers of an exec's ATTN ops
  *                         (positions, sequences) and GDN ops (sequence
  *                         runs) copied to the device once, before its
@@ -991,6 +998,11 @@ static void cuda_close(si_backend *b)
     cudaFree(b->moe_ctr);
     cudaFree(b->pm_bar);
     cudaFreeHost(b->flag_host);
+    cudaFreeHost(b->dl_host);
+    cudaFreeHost(b->dl_pin);
+    for (int i = 0; i < SI_DOWNLOADS_IN_FLIGHT; i++)
+        if (b->dl[i].ev != NULL)
+            cudaEventDestroy(b->dl[i].ev);
     cudaFreeHost(b->pin);
     if (b->pin_ev != NULL)
         cudaEventDestroy(b->pin_ev);
@@ -1070,7 +1082,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool gdn_dec = true, gdn_early = true, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
     bool moe_persist = true;
-    bool upload_staged = true, h2d_early = true;
+    bool upload_staged = true, h2d_early = true, download_pinned = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one | defer: 0, 1, 2, 3 */
@@ -1112,6 +1124,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_q8r", "true", "false", &gemv_q8r },
         { "gemv_regroup_cols", "true", "false", &gemv_rg_cols },
         { "upload_staged", "true", "false", &upload_staged },
+        { "download_pinned", "true", "false", &download_pinned },
         { "h2d_early", "true", "false", &h2d_early },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
@@ -1252,6 +1265,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     b->gemv_q6r = gemv_q6r;
     b->gemv_q8r = gemv_q8r;
     b->upload_staged = upload_staged;
+    b->download_pinned = download_pinned;
     b->h2d_early = h2d_early;
     b->mm_block_cols = (int)block_cols;
     b->prof_twice = twice_i;
@@ -1359,6 +1373,10 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
+    if (b->download_pinned && cudaMallocHost((void **)&b->dl_host, CU_DOWNLOAD_PINNED) != cudaSuccess) {
+        cudaGetLastError();
+        b->dl_host = NULL;   /* downloads take the pageable path */
+    }
     /* (route_fused's count of finished blocks: zero between launches,
      * each launch's last block puts it back, so graphs replay it as is) */
     if (b->route_fused && ((e = cudaMalloc((void **)&b->route_ctr, sizeof(unsigned))) != cudaSuccess ||
@@ -1707,10 +1725,102 @@ static int cuda_download(si_backend *b, void *dst, si_buf *src, uint64_t off, ui
     int rc = check_range(src, off, n, err);
     if (rc != SI_OK || n == 0)
         return rc;
-    cudaError_t e = cudaMemcpyAsync(dst, (const char *)src->dev + off, n, cudaMemcpyDeviceToHost, b->stream);
+    /* Knob download_pinned: from pinned memory the copy is only enqueued,
+     * so the flag's copy follows it and one sync waits for both. */
+    const bool pinned = b->dl_host != NULL && n <= CU_DOWNLOAD_PINNED;
+    cudaError_t e = cudaMemcpyAsync(pinned ? b->dl_host : dst, (const char *)src->dev + off, n,
+                                    cudaMemcpyDeviceToHost, b->stream);
     if (e != cudaSuccess)
         return si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
-    return sync_checked(b, "download", err);
+    rc = sync_checked(b, "download", err);
+    if (pinned && rc != SI_EDEVICE)   /* (a bad GET_ROWS id: the bytes still as the device has them) */
+        memcpy(dst, b->dl_host, n);
+    return rc;
+}
+
+/* download_start / download_wait (plugin.h 1.3): the copy, and the error
+ * flag's behind it when a GET_ROWS ran, land in the slot's pinned space;
+ * the wait syncs the slot's event, not the stream, so ops enqueued after
+ * the copy (the next decode step) keep running. */
+static int dl_slots_alloc(si_backend *b, si_err *err)
+{
+    const size_t per = SI_DOWNLOAD_START_MAX + 4 * sizeof(unsigned);
+    cudaError_t e = cudaMallocHost((void **)&b->dl_pin, per * SI_DOWNLOADS_IN_FLIGHT);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        b->dl_pin = NULL;
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": pinned memory for downloads in flight: %s", cudaGetErrorString(e));
+    }
+    for (int i = 0; i < SI_DOWNLOADS_IN_FLIGHT; i++) {
+        struct cu_dl_slot *d = &b->dl[i];
+        d->host = b->dl_pin + per * (size_t)i;
+        d->flag = (unsigned *)(d->host + SI_DOWNLOAD_START_MAX);
+        if (d->ev == NULL && (e = cudaEventCreateWithFlags(&d->ev, cudaEventDisableTiming)) != cudaSuccess) {
+            cudaGetLastError();
+            d->ev = NULL;
+            return si_err_set(err, SI_EDEVICE, CU_NAME ": download event: %s", cudaGetErrorString(e));
+        }
+    }
+    return SI_OK;
+}
+
+static int cuda_download_start(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, uint32_t *ticket,
+                               si_err *err)
+{
+    int rc = check_range(src, off, n, err);
+    if (rc != SI_OK)
+        return rc;
+    if (ticket == NULL || (dst == NULL && n > 0))
+        return si_err_set(err, SI_EINVAL, CU_NAME ": download_start: NULL argument");
+    if (n > SI_DOWNLOAD_START_MAX)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": download_start of %llu bytes (at most %llu)",
+                          (unsigned long long)n, (unsigned long long)SI_DOWNLOAD_START_MAX);
+    int i = 0;
+    while (i < SI_DOWNLOADS_IN_FLIGHT && b->dl[i].busy)
+        i++;
+    if (i == SI_DOWNLOADS_IN_FLIGHT)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": %d downloads already started and not waited for",
+                          SI_DOWNLOADS_IN_FLIGHT);
+    if (b->dl_pin == NULL && (rc = dl_slots_alloc(b, err)) != SI_OK)
+        return rc;
+    struct cu_dl_slot *d = &b->dl[i];
+    cudaError_t e = n > 0 ? cudaMemcpyAsync(d->host, (const char *)src->dev + off, n, cudaMemcpyDeviceToHost, b->stream)
+                          : cudaSuccess;
+    const bool flagged = b->flag_pending;
+    if (e == cudaSuccess && flagged)
+        e = cudaMemcpyAsync(d->flag, b->flag_dev, 4 * sizeof(unsigned), cudaMemcpyDeviceToHost, b->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(d->ev, b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": download_start: %s", cudaGetErrorString(e));
+    b->flag_pending = false;   /* (this slot's wait checks it) */
+    d->busy = true;
+    d->flagged = flagged;
+    d->dst = dst;
+    d->n = n;
+    d->gen = (d->gen + 1) & 0x0fffffffu;
+    *ticket = d->gen << 4 | (uint32_t)i;
+    return SI_OK;
+}
+
+static int cuda_download_wait(si_backend *b, uint32_t ticket, si_err *err)
+{
+    const uint32_t i = ticket & 15u;
+    struct cu_dl_slot *d = i < SI_DOWNLOADS_IN_FLIGHT ? &b->dl[i] : NULL;
+    if (d == NULL || !d->busy || d->gen != ticket >> 4)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": download_wait: ticket %u is not a download in flight", ticket);
+    d->busy = false;
+    cudaError_t e = cudaEventSynchronize(d->ev);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, CU_NAME ": download: %s", cudaGetErrorString(e));
+    if (d->flagged && d->flag[0] != 0) {
+        memcpy(b->flag_host, d->flag, 4 * sizeof(unsigned));
+        b->flag_pending = true;   /* cu_flag_check resets the device's flag and says what it held */
+        return cu_flag_check(b, err);
+    }
+    if (d->n > 0)
+        memcpy(d->dst, d->host, d->n);
+    return SI_OK;
 }
 
 static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *out, si_err *err)
@@ -1793,6 +1903,8 @@ static const struct si_backend_ops cuda_ops = {
     .exec = cu_exec,
     .sync = cuda_sync,
     .attach_kernel = cu_attach_kernel,
+    .download_start = cuda_download_start,
+    .download_wait = cuda_download_wait,
 };
 
 SI_PLUGIN_DEFINE(SI_KIND_BACKEND, CU_NAME, "0.2.0",

@@ -56,6 +56,7 @@ typedef struct bench_result {
     double   tokens;        /* tokens processed in one rep                */
     double   floor_bytes;   /* tg: bytes one step must move (bench_floor.h) */
     bool     device_pick;   /* tg: the argmax ran on the backend (TOPK)    */
+    bool     ahead;         /* tg: steps queued ahead (decode_ahead)       */
     char     skipped[SI_ERR_MSG_MAX]; /* non-empty: why it did not run       */
 } bench_result;
 
@@ -224,6 +225,7 @@ typedef struct bench_run {
     si_engine *e;
     uint32_t   nv, n_ctx, n_seq, nb;
     bool       device_pick;   /* decode steps try SI_OP_TOPK (k = 1) first */
+    bool       ahead;         /* bs 1 decode queues each step ahead ([runtime] decode_ahead) */
     si_floor_model fm;
 } bench_run;
 
@@ -347,6 +349,42 @@ static int decode_step(const bench_run *br, const si_batch *b, bool *device, flo
     return rc;
 }
 
+/* The tg steps of one sequence (B = 1) queued ahead (si_engine_topk_submit,
+ * the way si_generate's greedy decode runs): step i + 1, fed on the
+ * backend with step i's pick, is queued before step i's pick is read; the
+ * same steps and picks as decode_step one at a time.  SI_EUNSUPPORTED when
+ * the first submit is refused (nothing ran): *ahead is turned off. */
+static int decode_ahead(const bench_run *br, uint32_t tg, int32_t *pos, bool *ahead, int32_t *next, si_err *err)
+{
+    const si_topk_params tp = { .k = 1, .repeat_penalty = 1.0f };
+    const int32_t seq = 0;
+    const uint8_t want = 1;
+    si_batch b = { .n = 1, .tokens = next, .pos = pos, .seq = &seq, .want_logits = &want };
+    int rc = si_engine_topk_submit(br->e, &b, &tp, 0, err);
+    if (rc == SI_EUNSUPPORTED)
+        *ahead = false;
+    uint32_t queued = rc == SI_OK;
+    (*pos) += rc == SI_OK;
+    for (uint32_t step = 1; rc == SI_OK && step <= tg; step++) {
+        if (step < tg) {
+            rc = si_engine_topk_submit(br->e, &b, &tp, SI_SUBMIT_FEED, err);
+            queued += rc == SI_OK;
+            (*pos) += rc == SI_OK;
+        }
+        float val;
+        if (rc == SI_OK) {
+            rc = si_engine_topk_collect(br->e, &val, next, err);
+            queued--;
+        }
+    }
+    for (; queued > 0; queued--) {   /* (after an error) */
+        float val;
+        si_err scratch = { { 0 } };
+        si_engine_topk_collect(br->e, &val, next, &scratch);
+    }
+    return rc;
+}
+
 static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *r)
 {
     const bench_args *a = br->a;
@@ -374,7 +412,7 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
     si_err err = { { 0 } };
     int rc = tok && want && logits && next && pos && seq && t ? SI_OK
              : si_err_set(&err, SI_ENOMEM, "out of memory for %u x %u logits", B, br->nv);
-    bool device = br->device_pick;
+    bool device = br->device_pick, ahead = br->ahead && device && B == 1;
     for (long rep = 0; rc == SI_OK && rep < a->warmup + a->reps; rep++) {
         if (rep == 0 || a->refill) {
             rc = fill(br, D, B, tok, want, logits, next, &err);
@@ -386,7 +424,14 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
             want[s] = 1;
         }
         double t0 = si_now_seconds();
-        for (uint32_t step = 0; rc == SI_OK && step < tg; step++) {
+        bool done = false;
+        if (ahead && tg > 0) {
+            rc = decode_ahead(br, tg, pos, &ahead, next, &err);
+            done = ahead;
+            if (!ahead)
+                rc = SI_OK;   /* (refused before anything ran: the steps one at a time) */
+        }
+        for (uint32_t step = 0; rc == SI_OK && !done && step < tg; step++) {
             si_batch b = { .n = B, .tokens = next, .pos = pos, .seq = seq, .want_logits = want };
             rc = decode_step(br, &b, &device, logits, next, &err);
             for (uint32_t s = 0; rc == SI_OK && s < B; s++)
@@ -396,6 +441,7 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
             t[rep - a->warmup] = si_now_seconds() - t0;
     }
     r->device_pick = device;
+    r->ahead = ahead;
     if (rc == SI_OK)
         summarize(r, t, a->reps);
     else
@@ -453,8 +499,10 @@ static cJSON *result_json(const bench_result *r, const bench_args *a)
     cJSON_AddNumberToObject(o, "min_s", r->min_s);
     cJSON_AddNumberToObject(o, "max_s", r->max_s);
     cJSON_AddNumberToObject(o, "reps", (double)a->reps);
-    if (r->tg)
+    if (r->tg) {
         cJSON_AddBoolToObject(o, "device_sampling", r->device_pick);
+        cJSON_AddBoolToObject(o, "decode_ahead", r->ahead);
+    }
     if (r->tg && r->floor_bytes > 0)
         cJSON_AddNumberToObject(o, "floor_bytes", r->floor_bytes);
     double ft = floor_tok_s(r, a);
@@ -554,7 +602,8 @@ int si_cmd_bench(int argc, char **argv)
     si_engine_info(e, &info);
     bench_run br = { .a = &a, .e = e, .nv = info.n_vocab, .n_ctx = info.n_ctx,
                      .n_seq = info.n_seq_max, .nb = si_cli_n_batch(&mo, cfg),
-                     .device_pick = !a.full_logits && si_engine_device_sampling(e) };
+                     .device_pick = !a.full_logits && si_engine_device_sampling(e),
+                     .ahead = si_engine_decode_ahead(e) };
     /* The KV element size of the backend's cache, resolved as the backends
      * do (backends/common/si_kvknob.h): the backend's own kv_type, else
      * [runtime] kv_type unless auto, else the backend's default (cpu: f32,

@@ -198,7 +198,7 @@ static int cmd_run(run_args *a)
     if (ok == SI_OK) {
         si_detok_init(&s.out.detok, s.tok, false);
         si_gen_opts go = { .seq = 0, .n_batch = si_cli_n_batch(&a->m, s.cfg),
-                           .n_predict = (int32_t)a->n_predict, .stop_at_eog = true };
+                           .n_predict = (int32_t)a->n_predict, .stop_at_eog = true, .ahead = true };
         si_gen_stats st;
         si_err err = { { 0 } };
         ok = si_generate(s.e, s.tok, s.smp, &go, v.ids, (uint32_t)v.n, stream_token, &s.out,

@@ -341,6 +341,14 @@ static int run(si_model *m, const si_op *ops, size_t n, si_err *err)
     return rc;
 }
 
+/* run() without the sync, for a list whose results a download (ordered
+ * after it, synchronous, reporting what the exec left) fetches next: one
+ * wait for the GPU a decode step instead of two. */
+static int run_then_fetch(si_model *m, const si_op *ops, size_t n, si_err *err)
+{
+    return m->bops->exec(m->b, ops, n, err);
+}
+
 /* Where the wanted rows go: full logits, or (tp != NULL) the TOPK result
  * of each row as vals/ids; `row` counts the rows written so far. */
 typedef struct sih_out {
@@ -349,6 +357,10 @@ typedef struct sih_out {
     float                *vals;
     int32_t              *ids;
     uint32_t              row;
+    /* topk_submit: one row, fetched by download_start into the queue's
+     * next entry; its token at the TOPK id slot (feed: left there by the
+     * previous submit, else uploaded there). */
+    bool                  ahead, feed;
 } sih_out;
 
 /* Appends TOPK over the c logit rows in `lg` (o's parameters) to p. */
@@ -366,17 +378,37 @@ static void plan_topk(plan *p, const si_model *m, const si_tensor *lg, uint32_t 
 /* Copies the TOPK results of c rows out (rows o->row on). */
 static int topk_fetch(si_model *m, uint32_t c, sih_out *o, si_err *err)
 {
+    /* The c rows (k values, then k ids, each) lie back to back: one
+     * download, one wait for the GPU (a round trip each row before: at
+     * bs 8, eight a step). */
     const uint32_t k = o->tp->k;
-    float tmp[2 * SI_TOPK_MAX];   /* one row: decode steps have one */
-    for (uint32_t r = 0; r < c; r++, o->row++) {
-        int rc = m->bops->download(m->b, tmp, m->sc.buf, m->sc.tk + (uint64_t)r * 2 * k * sizeof(float),
-                                   (uint64_t)2 * k * sizeof(float), err);
-        if (rc != SI_OK)
-            return rc;
-        memcpy(o->vals + (size_t)o->row * k, tmp, k * sizeof(float));
-        memcpy(o->ids + (size_t)o->row * k, tmp + k, k * sizeof(int32_t));
+    const float *row = m->tk_host;
+    int rc = m->bops->download(m->b, m->tk_host, m->sc.buf, m->sc.tk, (uint64_t)c * 2 * k * sizeof(float), err);
+    if (rc != SI_OK)
+        return rc;
+    for (uint32_t r = 0; r < c; r++, o->row++, row += 2 * k) {
+        memcpy(o->vals + (size_t)o->row * k, row, k * sizeof(float));
+        memcpy(o->ids + (size_t)o->row * k, row + k, k * sizeof(int32_t));
     }
     return SI_OK;
+}
+
+/* topk_submit's fetch: the step's row into the queue's next entry, not
+ * waited for where the backend can (download_start). */
+static int ahead_fetch(si_model *m, const sih_out *o, si_err *err)
+{
+    const uint32_t k = o->tp->k, at = (m->ahead.head + m->ahead.n) % SI_SUBMITS_IN_FLIGHT;
+    const uint64_t bytes = (uint64_t)2 * k * sizeof(float);
+    sih_queued *q = &m->ahead.q[at];
+    const struct si_backend_ops *b = m->bops;
+    q->k = k;
+    q->async = SI_HAS_MEMBER(b, struct si_backend_ops, download_wait) && b->download_start != NULL &&
+               b->download_wait != NULL;
+    int rc = q->async ? b->download_start(m->b, q->row, m->sc.buf, m->sc.tk, bytes, &q->ticket, err)
+                      : b->download(m->b, q->row, m->sc.buf, m->sc.tk, bytes, err);
+    if (rc == SI_OK)
+        m->ahead.n++;
+    return rc;
 }
 
 /* Runs TOPK on c logit rows in `lg` and copies the result out (rows r of
@@ -462,7 +494,19 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
     int32_t both[STEP_IDS];
     uint64_t oids_at = sc->oids;
     int rc;
-    if (bt->n + n_out <= STEP_IDS && bt->n + n_out <= sc->cap) {
+    if (o->ahead) {
+        /* The token is read where TOPK puts the best id of row 0, so a
+         * fed step is the same list as the first, and one graph. */
+        const uint64_t id_at = sc->tk + (uint64_t)o->tp->k * sizeof(float);
+        t.ids = sih_ids(sc->buf, id_at, 1);
+        rc = SI_OK;
+        if (!o->feed) {   /* (a fed step finds both as the previous left them) */
+            const int32_t zero = 0;
+            rc = m->bops->upload(m->b, sc->buf, id_at, bt->tokens, sizeof(int32_t), err);
+            if (rc == SI_OK)
+                rc = m->bops->upload(m->b, sc->buf, sc->oids, &zero, sizeof zero, err);
+        }
+    } else if (bt->n + n_out <= STEP_IDS && bt->n + n_out <= sc->cap) {
         memcpy(both, bt->tokens, bt->n * sizeof(int32_t));
         memcpy(both + bt->n, m->oids, n_out * sizeof(int32_t));
         oids_at = sc->ids + (uint64_t)bt->n * sizeof(int32_t);
@@ -497,8 +541,10 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         m->step_ok.buf = sc->buf;
     }
     *touched = true;
-    if ((rc = run(m, m->ops, p.n, err)) != SI_OK)
+    if ((rc = (topk_in ? run_then_fetch : run)(m, m->ops, p.n, err)) != SI_OK)
         return rc;
+    if (o->ahead)
+        return ahead_fetch(m, o, err);
     if (topk_in)
         return topk_fetch(m, n_out, o, err);
     if (o->tp != NULL)
@@ -538,22 +584,21 @@ static int forward_chunks(si_model *m, const si_batch *bt, sih_out *o, bool *tou
     return SI_OK;
 }
 
-static int forward_any(si_model *m, const si_batch *bt, sih_out *o, si_err *err)
+/* A checked batch through the trunk (forward_chunks, or for a submit its
+ * one step), then each sequence's length. */
+static int forward_body(si_model *m, const si_batch *bt, const si_batch *checked, sih_out *o, si_err *err)
 {
-    if (bt == NULL)
-        return si_err_set(err, SI_EINVAL, "forward: NULL batch");
-    if (bt->n == 0)
-        return SI_OK;
-    const void *dst = o->tp != NULL ? (const void *)o->vals : (const void *)o->logits;
-    if (o->tp != NULL && o->ids == NULL)
+    const void *dst = o->ahead ? (const void *)m->tk_host   /* (the queue's rows) */
+                    : o->tp != NULL ? (const void *)o->vals : (const void *)o->logits;
+    if (o->tp != NULL && o->ids == NULL && !o->ahead)
         dst = NULL;
-    int rc = check_batch(m, bt, dst, err);
+    int rc = check_batch(m, checked, dst, err);
     if (rc != SI_OK)
         return rc;
     if ((rc = sih_scratch_reserve(m, bt->n, err)) != SI_OK)
         return rc;
     bool touched = false;
-    rc = forward_chunks(m, bt, o, &touched, err);
+    rc = o->ahead ? forward_step(m, bt, 1, o, &touched, err) : forward_chunks(m, bt, o, &touched, err);
     if (rc != SI_OK && !touched)
         return rc;
     for (uint32_t i = 0; i < bt->n; i++) {
@@ -566,10 +611,39 @@ static int forward_any(si_model *m, const si_batch *bt, sih_out *o, si_err *err)
     return rc;
 }
 
+static int forward_any(si_model *m, const si_batch *bt, sih_out *o, si_err *err)
+{
+    if (bt == NULL)
+        return si_err_set(err, SI_EINVAL, "forward: NULL batch");
+    if (bt->n == 0)
+        return SI_OK;
+    if (m->ahead.n > 0)
+        return si_err_set(err, SI_EINVAL, "forward: %u submitted steps not collected", m->ahead.n);
+    m->ahead.feed_ok = false;   /* (this exec overwrites what a fed step reads) */
+    return forward_body(m, bt, bt, o, err);
+}
+
 int sih_forward(si_model *m, const si_batch *bt, float *logits, si_err *err)
 {
     sih_out o = { .logits = logits };
     return forward_any(m, bt, &o, err);
+}
+
+/* k in range and the backend's TOPK asked for it now: refusing after the
+ * trunk ran would leave the sequences unusable. */
+static int topk_ok(const si_model *m, const si_topk_params *tp, const char *what, si_err *err)
+{
+    uint32_t kmax = m->hp.n_vocab < SI_TOPK_MAX ? m->hp.n_vocab : SI_TOPK_MAX;
+    if (tp->k < 1 || tp->k > kmax)
+        return si_err_set(err, SI_EINVAL, "%s: k %u outside [1, %u]", what, tp->k, kmax);
+    si_tensor lg = sih_act(m->sc.buf, m->sc.lg, m->hp.n_vocab, 1);
+    si_tensor tk = sih_act(m->sc.buf, m->sc.tk, 2 * (int64_t)tp->k, 1);
+    si_op probe = { .kind = SI_OP_TOPK, .dst = tk, .src = { &lg } };
+    probe.p.topk = (si_topk_params){ .k = tp->k, .repeat_penalty = 1.0f };
+    if (!m->bops->supports(m->b, &probe))
+        return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' refuses TOPK with k %u: use the full logits",
+                          m->be_name, tp->k);
+    return SI_OK;
 }
 
 int sih_forward_topk(si_model *m, const si_batch *bt, const si_topk_params *tp, float *vals, int32_t *ids,
@@ -579,18 +653,79 @@ int sih_forward_topk(si_model *m, const si_batch *bt, const si_topk_params *tp, 
         return si_err_set(err, SI_EINVAL, "forward_topk: NULL parameters");
     if (!m->has_topk)
         return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' has no TOPK op: use the full logits", m->be_name);
-    uint32_t kmax = m->hp.n_vocab < SI_TOPK_MAX ? m->hp.n_vocab : SI_TOPK_MAX;
-    if (tp->k < 1 || tp->k > kmax)
-        return si_err_set(err, SI_EINVAL, "forward_topk: k %u outside [1, %u]", tp->k, kmax);
-    /* The backend is asked for this k now: refusing after the trunk ran
-     * would leave the sequences unusable. */
-    si_tensor lg = sih_act(m->sc.buf, m->sc.lg, m->hp.n_vocab, 1);
-    si_tensor tk = sih_act(m->sc.buf, m->sc.tk, 2 * (int64_t)tp->k, 1);
-    si_op probe = { .kind = SI_OP_TOPK, .dst = tk, .src = { &lg } };
-    probe.p.topk = (si_topk_params){ .k = tp->k, .repeat_penalty = 1.0f };
-    if (!m->bops->supports(m->b, &probe))
-        return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' refuses TOPK with k %u: use the full logits",
-                          m->be_name, tp->k);
+    int rc = topk_ok(m, tp, "forward_topk", err);
+    if (rc != SI_OK)
+        return rc;
     sih_out o = { .tp = tp, .vals = vals, .ids = ids };
     return forward_any(m, bt, &o, err);
+}
+
+/* Decode ahead (plugin.h 1.3).  A submit is forward_step's list with the
+ * token read at TOPK's id slot of row 0 and the row fetched by
+ * download_start into the queue; the next submit may feed on it because
+ * nothing else ran in between (feed_ok) and the backend orders the
+ * fetch's copy before the next list overwrites the slot. */
+int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, uint32_t flags, si_err *err)
+{
+    if (bt == NULL || tp == NULL)
+        return si_err_set(err, SI_EINVAL, "topk_submit: NULL argument");
+    if (!m->has_topk)
+        return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' has no TOPK op: use the full logits", m->be_name);
+    if (bt->n != 1 || bt->want_logits == NULL || bt->want_logits[0] == 0 || bt->pos == NULL || bt->seq == NULL)
+        return si_err_set(err, SI_EINVAL, "topk_submit: a batch of one token that wants its logits (got %u tokens)",
+                          bt->n);
+    if (tp->pen_off != NULL)
+        return si_err_set(err, SI_EINVAL, "topk_submit: penalties need the tokens before the step (use forward_topk)");
+    if ((flags & ~SI_SUBMIT_FEED) != 0)
+        return si_err_set(err, SI_EINVAL, "topk_submit: unknown flags 0x%x", flags & ~SI_SUBMIT_FEED);
+    const bool feed = (flags & SI_SUBMIT_FEED) != 0;
+    if (m->ahead.n == SI_SUBMITS_IN_FLIGHT)
+        return si_err_set(err, SI_EINVAL, "topk_submit: %d steps queued already (collect one first)",
+                          SI_SUBMITS_IN_FLIGHT);
+    if (feed && (!m->ahead.feed_ok || m->ahead.k != tp->k || m->ahead.seq != bt->seq[0]))
+        return si_err_set(err, SI_EINVAL, "topk_submit: a fed step follows a submit of the same sequence and k "
+                          "with nothing run between");
+    if (!feed && bt->tokens == NULL)
+        return si_err_set(err, SI_EINVAL, "topk_submit: no token");
+    int rc = topk_ok(m, tp, "topk_submit", err);
+    if (rc != SI_OK)
+        return rc;
+    /* A fed token is the device's own TOPK id, in [0, V) by the op's
+     * definition: the check sees a stand-in. */
+    const int32_t stand_in = 0;
+    si_batch checked = *bt;
+    if (feed)
+        checked.tokens = &stand_in;
+    m->ahead.feed_ok = false;
+    sih_out o = { .tp = tp, .ahead = true, .feed = feed };
+    rc = forward_body(m, bt, &checked, &o, err);
+    if (rc == SI_OK) {
+        m->ahead.feed_ok = true;
+        m->ahead.k = tp->k;
+        m->ahead.seq = bt->seq[0];
+    }
+    return rc;
+}
+
+int sih_topk_collect(si_model *m, float *vals, int32_t *ids, si_err *err)
+{
+    if (vals == NULL || ids == NULL)
+        return si_err_set(err, SI_EINVAL, "topk_collect: NULL argument");
+    if (m->ahead.n == 0)
+        return si_err_set(err, SI_EINVAL, "topk_collect: no submitted step");
+    sih_queued *q = &m->ahead.q[m->ahead.head];
+    m->ahead.head = (m->ahead.head + 1) % SI_SUBMITS_IN_FLIGHT;
+    m->ahead.n--;
+    int rc = q->async ? m->bops->download_wait(m->b, q->ticket, err) : SI_OK;
+    if (rc != SI_OK) {
+        /* (what failed ran in that step or one before: the sequence of
+         * the queue is unusable, as after a failed forward) */
+        m->ahead.feed_ok = false;
+        if (m->ahead.seq >= 0 && (uint32_t)m->ahead.seq < m->n_seq)
+            m->n_past[m->ahead.seq] = UINT32_MAX;
+        return rc;
+    }
+    memcpy(vals, q->row, q->k * sizeof(float));
+    memcpy(ids, q->row + q->k, q->k * sizeof(int32_t));
+    return SI_OK;
 }

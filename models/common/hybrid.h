@@ -127,6 +127,14 @@ typedef struct sih_weight {
     si_tensor            *dst;
 } sih_weight;
 
+/* One step queued by topk_submit (si_model.ahead). */
+typedef struct sih_queued {
+    float   *row;      /* 2 SI_TOPK_MAX floats: where its TOPK row lands */
+    uint32_t ticket;   /* download_start's (async) */
+    uint32_t k;
+    bool     async;    /* false: downloaded at submit already */
+} sih_queued;
+
 struct si_model {
     const si_host      *host;
     const sih_family   *fam;
@@ -158,6 +166,18 @@ struct si_model {
     int32_t            *op_layer;     /* layer of each op, -1 = none */
     uint8_t            *seen;         /* [n_seq] batch validation */
     int32_t            *oids;         /* [chunk] rows wanted */
+    float              *tk_host;      /* [SIH_LOGIT_ROWS][2 SI_TOPK_MAX]: TOPK rows as downloaded */
+    /* Decode ahead (topk_submit / topk_collect, forward.c): the steps
+     * queued and not collected, oldest at `head`, each with its row's
+     * landing space (2 SI_TOPK_MAX floats) and the backend's ticket
+     * (async: download_start, else the row was downloaded at submit). */
+    struct {
+        uint32_t n, head;
+        bool     feed_ok;             /* the last exec was a submit: feed may follow */
+        uint32_t k;                   /* that submit's k and sequence */
+        int32_t  seq;
+        sih_queued q[SI_SUBMITS_IN_FLIGHT];
+    } ahead;
     bool                has_topk;     /* the backend runs SI_OP_TOPK (checked at load) */
     /* The shape of forward_step's last list that sih_plan_check passed:
      * tokens, wanted rows, TOPK's k (0: none), op count, scratch buffer.
@@ -238,6 +258,9 @@ int  sih_forward(si_model *m, const si_batch *batch, float *logits, si_err *err)
  * SI_EUNSUPPORTED, before anything runs, when the backend lacks TOPK. */
 int  sih_forward_topk(si_model *m, const si_batch *batch, const si_topk_params *tp, float *vals,
                       int32_t *ids, si_err *err);
+/* si_model_ops.topk_submit / topk_collect (decode ahead). */
+int  sih_topk_submit(si_model *m, const si_batch *batch, const si_topk_params *tp, uint32_t flags, si_err *err);
+int  sih_topk_collect(si_model *m, float *vals, int32_t *ids, si_err *err);
 
 /* ---- model.c ---- */
 bool sih_accepts(const si_host *h, const si_gguf *g, const char *arch);

@@ -66,7 +66,10 @@ int sih_load(const sih_family *fam, const si_host *h, const si_gguf *g,
     m->op_layer = calloc(sih_plan_max_ops(m), sizeof *m->op_layer);
     m->seen = calloc(n_seq, 1);
     m->oids = calloc(m->chunk, sizeof *m->oids);
-    if (m->ops == NULL || m->op_layer == NULL || m->seen == NULL || m->oids == NULL) {
+    m->tk_host = malloc(sizeof *m->tk_host * (SIH_LOGIT_ROWS + SI_SUBMITS_IN_FLIGHT) * 2 * SI_TOPK_MAX);
+    for (int i = 0; m->tk_host != NULL && i < SI_SUBMITS_IN_FLIGHT; i++)   /* (after the rows topk_fetch uses) */
+        m->ahead.q[i].row = m->tk_host + (size_t)(SIH_LOGIT_ROWS + i) * 2 * SI_TOPK_MAX;
+    if (m->ops == NULL || m->op_layer == NULL || m->seen == NULL || m->oids == NULL || m->tk_host == NULL) {
         rc = si_err_set(err, SI_ENOMEM, "%s: out of memory for the op list", fam->name);
         goto fail;
     }
@@ -101,6 +104,7 @@ void sih_unload(si_model *m)
     free(m->op_layer);
     free(m->seen);
     free(m->oids);
+    free(m->tk_host);
     free(m);
 }
 
@@ -122,5 +126,8 @@ void sih_info(const si_model *m, si_model_info *out)
 
 int sih_seq_reset(si_model *m, uint32_t seq, si_err *err)
 {
+    if (m->ahead.n > 0)
+        return si_err_set(err, SI_EINVAL, "seq_reset: %u submitted steps not collected", m->ahead.n);
+    m->ahead.feed_ok = false;
     return sih_state_reset(m, seq, err);
 }

@@ -32,6 +32,8 @@ static const struct si_model_ops qwen35_ops = {
     .seq_reset = sih_seq_reset,
     .forward = sih_forward,
     .forward_topk = sih_forward_topk,
+    .topk_submit = sih_topk_submit,
+    .topk_collect = sih_topk_collect,
 };
 
 SI_PLUGIN_DEFINE(SI_KIND_MODEL, "qwen35", "0.1.0",

@@ -44,6 +44,7 @@
 #include <sparkinfer/plugin.h>
 
 #include "config.h"
+#include "ahead_cmp.h"
 #include "cuda_test.h"
 #include "gguf.h"
 #include "host.h"
@@ -186,19 +187,29 @@ static void decode(si_ct_model *ra, si_ct_model *rb, uint32_t V, stats *st, cons
     }
 }
 
-static void graph_case(bool moe, const char *kv)
+/* The tiny model of the family with Q8_0 weights, written to a temporary
+ * `path` (the caller unlinks it) and opened. */
+static si_gguf *tiny_q8(bool moe, tiny_cfg *c, char path[64])
 {
-    tiny_cfg c = tiny_default(moe);
-    c.weight_type = SI_TYPE_Q8_0;
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/si-cuda-graph-XXXXXX");
+    *c = tiny_default(moe);
+    c->weight_type = SI_TYPE_Q8_0;
+    snprintf(path, 64, "/tmp/si-cuda-graph-XXXXXX");
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
     si_err err = { { 0 } };
-    ck_assert_msg(tiny_write(&c, path, &err) == SI_OK, "tiny_write: %s", err.msg);
+    ck_assert_msg(tiny_write(c, path, &err) == SI_OK, "tiny_write: %s", err.msg);
     si_gguf *g = NULL;
     ck_assert_msg(si_gguf_open(path, &g, &err) == SI_OK, "%s", err.msg);
+    return g;
+}
+
+static void graph_case(bool moe, const char *kv)
+{
+    tiny_cfg c;
+    char path[64];
+    si_gguf *g = tiny_q8(moe, &c, path);
+    si_err err = { { 0 } };
     const si_plugin *model = moe ? p_q36 : p_q35;
     char sec_g[64], sec_n[64];
     snprintf(sec_g, sizeof sec_g, "backend.graph_%s", kv);
@@ -263,6 +274,45 @@ static void graph_case(bool moe, const char *kv)
     unlink(path);
 }
 
+/* Decode ahead (the model's topk_submit / topk_collect over the backend's
+ * download_start / download_wait): two models on one graph section, the
+ * same 200-token prompt, then 80 greedy steps (through the attention
+ * bucket at 256) and 20 more with k = 4, one at a time on one and queued
+ * ahead on the other: the same bits (si_ahead_compare); the queued side's
+ * steps are graph replays, each launched while the one before runs (its
+ * in-graph upload event lets the replay go once that step's copy left the
+ * staging). */
+static void ahead_case(bool moe)
+{
+    tiny_cfg c;
+    char path[64];
+    si_gguf *g = tiny_q8(moe, &c, path);
+    si_ct_model ra, rb;
+    si_ct_model_open(&ra, &host, p_cu, "backend.ahead", moe ? p_q36 : p_q35, g, N_SEQ, N_CTX);
+    si_ct_model_open(&rb, &host, p_cu, "backend.ahead", moe ? p_q36 : p_q35, g, N_SEQ, N_CTX);
+    stats st = { 0 };
+    const int32_t one[1] = { 0 }, pos0[1] = { 0 };
+    const uint32_t len[1] = { PRE0 };
+    prefill(&ra, &rb, c.V, &st, one, pos0, len, 1, 3u);
+    ck_assert(SI_HAS_MEMBER(ra.mops, struct si_model_ops, topk_collect) && ra.mops->topk_submit != NULL);
+    const uint32_t ch = si_ahead_compare(ra.mops, ra.m, rb.m, 0, PRE0, si_ct_tok(1, 2, c.V), 80, 1);
+    si_ahead_compare(ra.mops, ra.m, rb.m, 0, PRE0 + 80, si_ct_tok(2, 2, c.V), 20, 4);
+    ck_assert_msg(ch > 0, "the greedy picks never changed: nothing was fed");
+    si_ct_model_close(&ra);
+    g_lines = 0;
+    si_ct_model_close(&rb);
+    ck_assert_msg(g_lines == 1 && g_replays >= 90, "ahead side: %llu replays", g_replays);
+    printf("  %s ahead: 100 steps the same bits, %u pick changes; %llu replays\n", moe ? "qwen36" : "qwen35", ch,
+           g_replays);
+    si_gguf_close(g);
+    unlink(path);
+}
+
+START_TEST(test_qwen35_ahead) { ahead_case(false); }
+END_TEST
+START_TEST(test_qwen36_ahead) { ahead_case(true); }
+END_TEST
+
 START_TEST(test_qwen35_f16) { graph_case(false, "f16"); }
 END_TEST
 START_TEST(test_qwen35_i8) { graph_case(false, "i8"); }
@@ -286,7 +336,8 @@ int main(void)
         "[backend.nograph_i8]\npath = cuda_sm120.so\nkv_type = i8\ngraph = false\ngemv_fuse = false\nfuse_norm = false\npdl = false\n"
         "h2d_early = false\n"
         "[backend.graph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = empty\nh2d_early = false\n"
-        "[backend.nograph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\n";
+        "[backend.nograph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\n"
+        "[backend.ahead]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\n";
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -314,6 +365,8 @@ int main(void)
         tcase_add_test(tc, test_qwen36_f16);
         tcase_add_test(tc, test_qwen36_i8);
         tcase_add_test(tc, test_qwen36_empty);
+        tcase_add_test(tc, test_qwen35_ahead);
+        tcase_add_test(tc, test_qwen36_ahead);
         suite_add_tcase(s, tc);
         rc = si_ct_run(s) ? 1 : 0;
     }

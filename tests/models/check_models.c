@@ -23,6 +23,7 @@
 #include "config.h"
 #include "gguf.h"
 #include "host.h"
+#include "ahead_cmp.h"
 #include "tiny.h"
 
 #define REL_TOL 1e-4
@@ -133,6 +134,7 @@ static int64_t refuse_over_tokens = INT64_MAX;   /* refuse ops of more tokens */
 static bool fail_exec;                            /* exec fails once ops ran */
 static size_t supports_calls;                     /* picky_supports calls made */
 static struct si_backend_ops picky_ops;
+static int (*real_download)(si_backend *, void *, si_buf *, uint64_t, uint64_t, si_err *);
 
 static bool picky_supports(const si_backend *b, const si_op *op)
 {
@@ -811,6 +813,131 @@ static void topk_expect(const float *lg, uint32_t V, uint32_t rows, const si_top
     }
 }
 
+/* The cpu backend's download, as download_start / download_wait (plugin.h
+ * 1.3): the copy made at start into the test's own slot, the caller's
+ * memory written only at the wait, tickets checked (each waited for once). */
+#define FAKE_SLOTS SI_DOWNLOADS_IN_FLIGHT
+static struct { uint8_t bytes[4096]; void *dst; uint64_t n; bool busy; } fake_dl[FAKE_SLOTS];
+static uint32_t fake_started, fake_waited;
+
+static int fake_start(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, uint32_t *ticket, si_err *err)
+{
+    int i = 0;
+    while (i < FAKE_SLOTS && fake_dl[i].busy)
+        i++;
+    ck_assert_msg(i < FAKE_SLOTS && n <= sizeof fake_dl[i].bytes, "more downloads in flight than the ABI allows");
+    int rc = real_download(b, fake_dl[i].bytes, src, off, n, err);
+    if (rc == SI_OK) {
+        fake_dl[i].dst = dst;
+        fake_dl[i].n = n;
+        fake_dl[i].busy = true;
+        *ticket = 100u + (uint32_t)i;
+        fake_started++;
+    }
+    return rc;
+}
+
+static int fake_wait(si_backend *b, uint32_t ticket, si_err *err)
+{
+    (void)b;
+    const uint32_t i = ticket - 100u;
+    if (i >= FAKE_SLOTS || !fake_dl[i].busy)
+        return si_err_set(err, SI_EINVAL, "ticket %u not in flight", ticket);
+    memcpy(fake_dl[i].dst, fake_dl[i].bytes, fake_dl[i].n);
+    fake_dl[i].busy = false;
+    fake_waited++;
+    return SI_OK;
+}
+
+static void make_async(env *e)
+{
+    make_picky(e, SI_OP_NONE, UINT32_MAX);
+    real_download = picky_ops.download;
+    picky_ops.download_start = fake_start;
+    picky_ops.download_wait = fake_wait;
+    fake_started = fake_waited = 0;
+    memset(fake_dl, 0, sizeof fake_dl);
+}
+
+/* Decode ahead (topk_submit / topk_collect): 40 greedy steps the same bits
+ * as forward_topk one at a time, for both families, with the backend's
+ * download (a row fetched at submit) and with download_start (fetched at
+ * collect); then what the ABI refuses, each refusal leaving the queue as
+ * it was. */
+START_TEST(test_decode_ahead)
+{
+    for (int moe = 0; moe < 2; moe++)
+        for (int async = 0; async < 2; async++) {
+            env e;
+            si_err err;
+            tiny_cfg c = tiny_default(moe);
+            const uint32_t V = c.V;
+            env_open(&e, NULL);
+            if (async)
+                make_async(&e);
+            load_ok(&e, &c, 2, 64);
+            si_model *b = NULL;
+            ck_assert_msg(e.mops->load(&e.host, e.g, &e.be, 2, 64, &b, &err) == SI_OK, "%s", err.msg);
+            ck_assert(SI_HAS_MEMBER(e.mops, struct si_model_ops, topk_collect) && e.mops->topk_submit != NULL);
+            int32_t toks[6];
+            for (uint32_t i = 0; i < 6; i++)
+                toks[i] = tok_at(i, 5, V);
+            float lg[2];
+            ck_assert_msg(fwd_seq(&e, 1, 0, toks, 5, NULL, &err) == SI_OK, "%s", err.msg);
+            si_model *a = e.m;
+            e.m = b;
+            ck_assert_msg(fwd_seq(&e, 1, 0, toks, 5, NULL, &err) == SI_OK, "%s", err.msg);
+            e.m = a;
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 1, 5, toks[5], 40, 3), 0);
+            if (async)
+                ck_assert_uint_eq(fake_started, 40);
+
+            /* refusals (b: sequence 1 at 45, the last exec a submit) */
+            const si_topk_params tp = { .k = 3, .repeat_penalty = 1.0f }, tp2 = { .k = 2, .repeat_penalty = 1.0f };
+            int32_t t = toks[0], p = 45, sq = 1, sq0 = 0, two_t[2] = { 1, 2 }, two_p[2] = { 45, 46 }, two_s[2] = { 1, 1 };
+            const uint8_t w1 = 1, w2[2] = { 1, 1 }, w0 = 0;
+            si_batch one = { .n = 1, .tokens = &t, .pos = &p, .seq = &sq, .want_logits = &w1 };
+            si_batch two = { .n = 2, .tokens = two_t, .pos = two_p, .seq = two_s, .want_logits = w2 };
+            si_batch nolog = one, other = one;
+            nolog.want_logits = &w0;
+            other.seq = &sq0;
+            other.pos = &(int32_t){ 0 };
+            float v[3];
+            int32_t id[3];
+            const int32_t off[2] = { 0, 1 }, pid[1] = { 3 }, pc[1] = { 1 };
+            const si_topk_params pen = { .k = 3, .repeat_penalty = 1.5f, .pen_off = off, .pen_id = pid, .pen_count = pc };
+            ck_assert_int_eq(e.mops->topk_collect(b, v, id, &err), SI_EINVAL);       /* none queued */
+            ck_assert_int_eq(e.mops->topk_submit(b, &two, &tp, 0, &err), SI_EINVAL); /* two tokens */
+            ck_assert_int_eq(e.mops->topk_submit(b, &nolog, &tp, 0, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &pen, 0, &err), SI_EINVAL); /* penalties */
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, 4u, &err), SI_EINVAL); /* unknown flag */
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp2, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other k */
+            ck_assert_int_eq(e.mops->topk_submit(b, &other, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other seq */
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err) == SI_OK, "%s", err.msg);
+            p++;
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err) == SI_OK, "%s", err.msg);
+            p++;
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* 2 queued */
+            ck_assert_int_eq(e.mops->forward(b, &other, lg, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->seq_reset(b, 0, &err), SI_EINVAL);
+            ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
+            ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
+            /* another exec between: a fed step has nothing to feed on */
+            float *full = malloc(V * sizeof *full);
+            ck_assert_ptr_nonnull(full);
+            ck_assert_msg(e.mops->forward(b, &other, full, &err) == SI_OK, "%s", err.msg);
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL);
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 47 */
+            ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
+            if (async)
+                ck_assert_uint_eq(fake_waited, fake_started);
+            free(full);
+            e.mops->unload(b);
+            env_close(&e);
+        }
+}
+END_TEST
+
 START_TEST(test_forward_topk)
 {
     env e;
@@ -902,6 +1029,7 @@ static Suite *models_suite(void)
     tcase_add_test(t, test_forward_failures);
     tcase_add_test(t, test_step_check_once);
     tcase_add_test(t, test_forward_topk);
+    tcase_add_test(t, test_decode_ahead);
     suite_add_tcase(s, t);
 
     t = tcase_create("load_errors");

@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define SI_ABI_MAJOR 1   /* exact match required; bump on any incompatible change */
-#define SI_ABI_MINOR 2   /* bump when a member is appended to any table below     */
+#define SI_ABI_MINOR 3   /* bump when a member is appended to any table below     */
 #define SI_ENTRY_SYMBOL "si_plugin_entry"
 
 #if defined(__GNUC__)
@@ -333,7 +333,9 @@ struct si_backend_ops {
     /* Required.  Memory of nbytes; contents undefined. */
     int  (*buf_alloc)(si_backend *b, uint64_t nbytes, si_buf **out, si_err *err);
     void (*buf_free)(si_backend *b, si_buf *buf);
-    /* Required.  Host <-> backend copies; synchronous on return. */
+    /* Required.  Host <-> backend copies; synchronous on return, and
+     * ordered after every op exec'd before them: a download sees their
+     * results (no sync needed between) and reports what failed in them. */
     int  (*upload)(si_backend *b, si_buf *dst, uint64_t off, const void *src, uint64_t n, si_err *err);
     int  (*download)(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, si_err *err);
     /* Optional (NULL = buf_alloc + upload of the raw GGUF bytes).  Uploads a
@@ -354,8 +356,22 @@ struct si_backend_ops {
     /* Optional (NULL = the backend takes no kernel plugins).  Offers a loaded
      * kernel plugin; SI_EREFUSED when it does not fit this backend. */
     int  (*attach_kernel)(si_backend *b, const si_plugin *kernel, const char *section, si_err *err);
+    /* since 1.3 — Optional (both or neither; NULL: download only).  A
+     * download that does not wait: download_start enqueues the copy of
+     * [off, off + n) of src (n <= SI_DOWNLOAD_START_MAX), ordered as
+     * download is, and returns; the bytes are in dst once
+     * download_wait(ticket) has returned SI_OK, which also reports what
+     * failed in the ops before the copy.  dst stays the caller's and must
+     * stay valid, unread, until then.  At most SI_DOWNLOADS_IN_FLIGHT
+     * copies started and not waited for (one more: SI_EINVAL, nothing
+     * enqueued); each ticket is waited for once, in any order. */
+    int  (*download_start)(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, uint32_t *ticket,
+                           si_err *err);
+    int  (*download_wait)(si_backend *b, uint32_t ticket, si_err *err);
     /* new members are appended here, and only here */
 };
+#define SI_DOWNLOAD_START_MAX  ((uint64_t)64 << 10)
+#define SI_DOWNLOADS_IN_FLIGHT 4
 
 /* ===================================================================== */
 /* Model family                                                           */
@@ -410,8 +426,26 @@ struct si_model_ops {
      * Check SI_HAS_MEMBER(ops, struct si_model_ops, forward_topk) before use. */
     int  (*forward_topk)(si_model *m, const si_batch *batch, const si_topk_params *tp,
                          float *vals, int32_t *ids, si_err *err);
+    /* since 1.3 — Optional (NULL: forward_topk only).  Decode ahead: the
+     * host queues the next step before it has read this one's result.
+     * topk_submit is forward_topk for a batch of ONE token that wants its
+     * logits, tp without penalties, returning once the step is queued;
+     * topk_collect gives the oldest queued step's vals[k] and ids[k] (the
+     * same numbers forward_topk gives).  flags SI_SUBMIT_FEED: the token
+     * is the best id (ids[0]) of the step submitted just before, on the
+     * same sequence and with the same k, taken where it is made: the host
+     * need not know it (batch->tokens is not read).  At most
+     * SI_SUBMITS_IN_FLIGHT steps queued; forward, forward_topk and
+     * seq_reset refuse (SI_EINVAL) while any is.  A failed submit or
+     * collect leaves the sequence as a failed forward does. */
+    int  (*topk_submit)(si_model *m, const si_batch *batch, const si_topk_params *tp, uint32_t flags,
+                        si_err *err);
+    int  (*topk_collect)(si_model *m, float *vals, int32_t *ids, si_err *err);
     /* new members are appended here, and only here */
 };
+
+#define SI_SUBMIT_FEED       1u
+#define SI_SUBMITS_IN_FLIGHT 2
 
 /* ===================================================================== */
 /* Kernel plugin: replaces one op of one backend.                         */

@@ -1,0 +1,23 @@
+/* tests/models/ahead_cmp.h — decode ahead (si_model_ops.topk_submit /
+ * topk_collect) against forward_topk one step at a time, on any backend:
+ * check_models (cpu) and check_cuda_graph (cuda_sm120, where the copies
+ * are truly in flight and the steps are graph replays). */
+#ifndef SI_TESTS_AHEAD_CMP_H
+#define SI_TESTS_AHEAD_CMP_H
+
+#include <stdint.h>
+
+#include <sparkinfer/plugin.h>
+
+/* Two models of the same file, sequence `seq` of both at position pos0
+ * (the same prompt behind it): `a` decodes `steps` tokens with
+ * forward_topk (k, no penalties), feeding each step its pick ids[0]; `b`
+ * the same steps with topk_submit, the first with token tok0, every later
+ * one SI_SUBMIT_FEED and queued before the previous is collected.  Every
+ * value and id of every step must be the same bits (ck_assert).  Returns
+ * how many picks changed from one step to the next (a test that feeds
+ * nothing would see the same pick throughout). */
+uint32_t si_ahead_compare(const struct si_model_ops *mops, si_model *a, si_model *b, int32_t seq, int32_t pos0,
+                          int32_t tok0, uint32_t steps, uint32_t k);
+
+#endif
