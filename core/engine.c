@@ -201,9 +201,12 @@ static bool has_ahead(const struct si_model_ops *ops)
            ops->topk_collect != NULL;
 }
 
-bool si_engine_decode_ahead(const si_engine *e)
+uint32_t si_engine_decode_ahead(const si_engine *e)
 {
-    return has_ahead(model_ops(e)) && si_config_get_bool(e->cfg, "runtime", "decode_ahead", true);
+    const char *v = si_config_get(e->cfg, "runtime", "decode_ahead");
+    if (!has_ahead(model_ops(e)) || (v != NULL && strcmp(v, "false") == 0))
+        return 0;
+    return v != NULL && strcmp(v, "batch") == 0 ? SI_SUBMIT_MAX_ROWS : 1;
 }
 
 int si_engine_topk_submit(si_engine *e, const si_batch *b, const si_topk_params *tp, uint32_t flags, si_err *err)

@@ -46,11 +46,12 @@ int si_engine_seq_reset(si_engine *e, uint32_t seq, si_err *err);
  * backend lacks it: then use si_engine_forward. */
 int si_engine_forward_topk(si_engine *e, const si_batch *b, const si_topk_params *tp, float *vals,
                            int32_t *ids, si_err *err);
-/* Decode ahead (the model's topk_submit / topk_collect, plugin.h 1.3):
- * whether the model plugin has them and [runtime] decode_ahead lets the
- * runtime use them; the two calls are the plugin's (SI_EUNSUPPORTED when
- * it lacks them). */
-bool si_engine_decode_ahead(const si_engine *e);
+/* Decode ahead (the model's topk_submit / topk_collect, plugin.h 1.3): the
+ * most sequences a queued step may have: 0 when the model plugin lacks
+ * them or [runtime] decode_ahead = false, 1 for true, SI_SUBMIT_MAX_ROWS
+ * for batch; the two calls are the plugin's (SI_EUNSUPPORTED when it
+ * lacks them). */
+uint32_t si_engine_decode_ahead(const si_engine *e);
 int  si_engine_topk_submit(si_engine *e, const si_batch *b, const si_topk_params *tp, uint32_t flags,
                            si_err *err);
 int  si_engine_topk_collect(si_engine *e, float *vals, int32_t *ids, si_err *err);

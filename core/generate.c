@@ -248,7 +248,7 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
     topk_path_init(e, s, o, &tk);
     t0 = si_now_seconds();
     const bool ahead = rc == SI_OK && o->ahead && tk.k == 1 && si_sampler_penalty_cap(s) == 0 &&
-                       si_engine_decode_ahead(e) && o->n_predict != 0;
+                       si_engine_decode_ahead(e) >= 1 && o->n_predict != 0;
     bool ahead_done = false;
     if (ahead) {
         const si_host *h = si_engine_host(e);

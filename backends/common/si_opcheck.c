@@ -219,10 +219,23 @@ static int get_rows(const si_opcheck *c, const si_op *op, si_err *err)
     if (s1->type != SI_TYPE_I32)
         return si_err_set(err, SI_EUNSUPPORTED, "%s: GET_ROWS: ids must be I32, not %s", c->name,
                           si_oc_type_name(c, s1->type));
-    if ((why = si_oc_tensor_check(c, s1)) != NULL)
-        return si_err_set(err, SI_EINVAL, "%s: GET_ROWS: ids: %s", c->name, why);
     if (si_oc_ne(s1, 1) != 1 || si_oc_ne(s1, 2) != 1 || si_oc_ne(s1, 3) != 1)
         return si_err_set(err, SI_EUNSUPPORTED, "%s: GET_ROWS: ids must be 1-D [n]", c->name);
+    /* Strided ids (since 1.3: a column of a table, TOPK's best ids) are
+     * checked as the column they are: [1, n] with that row stride. */
+    si_tensor col = *s1;
+    if (s1->nb[0] != sizeof(int32_t)) {
+        if (s1->nb[0] % sizeof(int32_t) != 0 || s1->nb[0] == 0)
+            return si_err_set(err, SI_EINVAL, "%s: GET_ROWS: ids stride %llu is not a multiple of 4", c->name,
+                              (unsigned long long)s1->nb[0]);
+        col.ndim = 2;
+        col.ne[0] = 1;
+        col.ne[1] = s1->ne[0];
+        col.nb[0] = sizeof(int32_t);
+        col.nb[1] = s1->nb[0];
+    }
+    if ((why = si_oc_tensor_check(c, &col)) != NULL)
+        return si_err_set(err, SI_EINVAL, "%s: GET_ROWS: ids: %s", c->name, why);
     return si_oc_want_f32(c, &op->dst, s0->ne[0], s1->ne[0], "GET_ROWS", "dst", err);
 }
 

@@ -225,7 +225,7 @@ typedef struct bench_run {
     si_engine *e;
     uint32_t   nv, n_ctx, n_seq, nb;
     bool       device_pick;   /* decode steps try SI_OP_TOPK (k = 1) first */
-    bool       ahead;         /* bs 1 decode queues each step ahead ([runtime] decode_ahead) */
+    uint32_t   ahead;         /* decode queues each step ahead up to this batch ([runtime] decode_ahead) */
     si_floor_model fm;
 } bench_run;
 
@@ -349,38 +349,36 @@ static int decode_step(const bench_run *br, const si_batch *b, bool *device, flo
     return rc;
 }
 
-/* The tg steps of one sequence (B = 1) queued ahead (si_engine_topk_submit,
- * the way si_generate's greedy decode runs): step i + 1, fed on the
- * backend with step i's pick, is queued before step i's pick is read; the
- * same steps and picks as decode_step one at a time.  SI_EUNSUPPORTED when
- * the first submit is refused (nothing ran): *ahead is turned off. */
-static int decode_ahead(const bench_run *br, uint32_t tg, int32_t *pos, bool *ahead, int32_t *next, si_err *err)
+/* The tg steps of the batch b queued ahead (si_engine_topk_submit, the
+ * way si_generate's greedy decode runs): step i + 1, fed on the backend
+ * with step i's picks, is queued before step i's picks are read; the same
+ * steps and picks as decode_step one at a time (next[], vals: b->n each;
+ * b->pos advanced).  SI_EUNSUPPORTED when the first submit is refused
+ * (nothing ran): *ahead is turned off. */
+static int decode_ahead(const bench_run *br, const si_batch *b, uint32_t tg, bool *ahead, float *vals, int32_t *next,
+                        si_err *err)
 {
     const si_topk_params tp = { .k = 1, .repeat_penalty = 1.0f };
-    const int32_t seq = 0;
-    const uint8_t want = 1;
-    si_batch b = { .n = 1, .tokens = next, .pos = pos, .seq = &seq, .want_logits = &want };
-    int rc = si_engine_topk_submit(br->e, &b, &tp, 0, err);
+    int32_t *pos = (int32_t *)b->pos;
+    int rc = si_engine_topk_submit(br->e, b, &tp, 0, err);
     if (rc == SI_EUNSUPPORTED)
         *ahead = false;
     uint32_t queued = rc == SI_OK;
-    (*pos) += rc == SI_OK;
     for (uint32_t step = 1; rc == SI_OK && step <= tg; step++) {
+        for (uint32_t s = 0; s < b->n; s++)
+            pos[s]++;
         if (step < tg) {
-            rc = si_engine_topk_submit(br->e, &b, &tp, SI_SUBMIT_FEED, err);
+            rc = si_engine_topk_submit(br->e, b, &tp, SI_SUBMIT_FEED, err);
             queued += rc == SI_OK;
-            (*pos) += rc == SI_OK;
         }
-        float val;
         if (rc == SI_OK) {
-            rc = si_engine_topk_collect(br->e, &val, next, err);
+            rc = si_engine_topk_collect(br->e, vals, next, err);
             queued--;
         }
     }
     for (; queued > 0; queued--) {   /* (after an error) */
-        float val;
         si_err scratch = { { 0 } };
-        si_engine_topk_collect(br->e, &val, next, &scratch);
+        si_engine_topk_collect(br->e, vals, next, &scratch);
     }
     return rc;
 }
@@ -412,7 +410,7 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
     si_err err = { { 0 } };
     int rc = tok && want && logits && next && pos && seq && t ? SI_OK
              : si_err_set(&err, SI_ENOMEM, "out of memory for %u x %u logits", B, br->nv);
-    bool device = br->device_pick, ahead = br->ahead && device && B == 1;
+    bool device = br->device_pick, ahead = device && B <= br->ahead;
     for (long rep = 0; rc == SI_OK && rep < a->warmup + a->reps; rep++) {
         if (rep == 0 || a->refill) {
             rc = fill(br, D, B, tok, want, logits, next, &err);
@@ -426,7 +424,8 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
         double t0 = si_now_seconds();
         bool done = false;
         if (ahead && tg > 0) {
-            rc = decode_ahead(br, tg, pos, &ahead, next, &err);
+            si_batch b = { .n = B, .tokens = next, .pos = pos, .seq = seq, .want_logits = want };
+            rc = decode_ahead(br, &b, tg, &ahead, logits, next, &err);
             done = ahead;
             if (!ahead)
                 rc = SI_OK;   /* (refused before anything ran: the steps one at a time) */

@@ -395,13 +395,14 @@ static int topk_fetch(si_model *m, uint32_t c, sih_out *o, si_err *err)
 
 /* topk_submit's fetch: the step's row into the queue's next entry, not
  * waited for where the backend can (download_start). */
-static int ahead_fetch(si_model *m, const sih_out *o, si_err *err)
+static int ahead_fetch(si_model *m, const sih_out *o, uint32_t n, si_err *err)
 {
     const uint32_t k = o->tp->k, at = (m->ahead.head + m->ahead.n) % SI_SUBMITS_IN_FLIGHT;
-    const uint64_t bytes = (uint64_t)2 * k * sizeof(float);
+    const uint64_t bytes = (uint64_t)n * 2 * k * sizeof(float);
     sih_queued *q = &m->ahead.q[at];
     const struct si_backend_ops *b = m->bops;
     q->k = k;
+    q->n = n;
     q->async = SI_HAS_MEMBER(b, struct si_backend_ops, download_wait) && b->download_start != NULL &&
                b->download_wait != NULL;
     int rc = q->async ? b->download_start(m->b, q->row, m->sc.buf, m->sc.tk, bytes, &q->ticket, err)
@@ -495,16 +496,23 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
     uint64_t oids_at = sc->oids;
     int rc;
     if (o->ahead) {
-        /* The token is read where TOPK puts the best id of row 0, so a
-         * fed step is the same list as the first, and one graph. */
-        const uint64_t id_at = sc->tk + (uint64_t)o->tp->k * sizeof(float);
-        t.ids = sih_ids(sc->buf, id_at, 1);
+        /* Token i is read where TOPK puts the best id of row i (strided
+         * ids), so a fed step is the same list as the first, and one
+         * graph.  A first step puts its tokens there itself (the rest of
+         * the rows, which TOPK rewrites, as zeros). */
+        const uint64_t id_at = sc->tk + (uint64_t)o->tp->k * sizeof(float), row = 2 * (uint64_t)o->tp->k;
+        t.ids = sih_ids(sc->buf, id_at, bt->n);
+        t.ids.nb[0] = row * sizeof(int32_t);
         rc = SI_OK;
         if (!o->feed) {   /* (a fed step finds both as the previous left them) */
-            const int32_t zero = 0;
-            rc = m->bops->upload(m->b, sc->buf, id_at, bt->tokens, sizeof(int32_t), err);
+            int32_t *up = (int32_t *)m->tk_host;
+            const uint64_t words = (bt->n - 1) * row + 1;
+            memset(up, 0, words * sizeof *up);
+            for (uint32_t i = 0; i < bt->n; i++)
+                up[i * row] = bt->tokens[i];
+            rc = m->bops->upload(m->b, sc->buf, id_at, up, words * sizeof *up, err);
             if (rc == SI_OK)
-                rc = m->bops->upload(m->b, sc->buf, sc->oids, &zero, sizeof zero, err);
+                rc = m->bops->upload(m->b, sc->buf, sc->oids, m->oids, n_out * sizeof(int32_t), err);
         }
     } else if (bt->n + n_out <= STEP_IDS && bt->n + n_out <= sc->cap) {
         memcpy(both, bt->tokens, bt->n * sizeof(int32_t));
@@ -531,7 +539,7 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         plan_topk(&p, m, &lg, n_out, o, &tk);
     const uint32_t k = topk_in ? o->tp->k : 0;
     if (m->step_ok.n_ops != p.n || m->step_ok.n_tok != bt->n || m->step_ok.n_out != n_out || m->step_ok.k != k ||
-        m->step_ok.buf != sc->buf) {
+        m->step_ok.buf != sc->buf || m->step_ok.ahead != o->ahead) {
         if ((rc = sih_plan_check(m, m->ops, m->op_layer, p.n, bt->n, err)) != SI_OK)
             return rc;
         m->step_ok.n_tok = bt->n;
@@ -539,12 +547,13 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         m->step_ok.k = k;
         m->step_ok.n_ops = p.n;
         m->step_ok.buf = sc->buf;
+        m->step_ok.ahead = o->ahead;
     }
     *touched = true;
     if ((rc = (topk_in ? run_then_fetch : run)(m, m->ops, p.n, err)) != SI_OK)
         return rc;
     if (o->ahead)
-        return ahead_fetch(m, o, err);
+        return ahead_fetch(m, o, n_out, err);
     if (topk_in)
         return topk_fetch(m, n_out, o, err);
     if (o->tp != NULL)
@@ -598,7 +607,8 @@ static int forward_body(si_model *m, const si_batch *bt, const si_batch *checked
     if ((rc = sih_scratch_reserve(m, bt->n, err)) != SI_OK)
         return rc;
     bool touched = false;
-    rc = o->ahead ? forward_step(m, bt, 1, o, &touched, err) : forward_chunks(m, bt, o, &touched, err);
+    rc = o->ahead ? forward_step(m, bt, wanted_rows(m, bt, 0, bt->n), o, &touched, err)
+                  : forward_chunks(m, bt, o, &touched, err);
     if (rc != SI_OK && !touched)
         return rc;
     for (uint32_t i = 0; i < bt->n; i++) {
@@ -671,9 +681,14 @@ int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, u
         return si_err_set(err, SI_EINVAL, "topk_submit: NULL argument");
     if (!m->has_topk)
         return si_err_set(err, SI_EUNSUPPORTED, "backend '%s' has no TOPK op: use the full logits", m->be_name);
-    if (bt->n != 1 || bt->want_logits == NULL || bt->want_logits[0] == 0 || bt->pos == NULL || bt->seq == NULL)
-        return si_err_set(err, SI_EINVAL, "topk_submit: a batch of one token that wants its logits (got %u tokens)",
-                          bt->n);
+    if (bt->n < 1 || bt->n > SI_SUBMIT_MAX_ROWS || bt->n > m->sc.cap || bt->want_logits == NULL ||
+        bt->pos == NULL || bt->seq == NULL)
+        return si_err_set(err, SI_EINVAL, "topk_submit: a decode step of 1..%d sequences (got %u tokens)",
+                          SI_SUBMIT_MAX_ROWS, bt->n);
+    for (uint32_t i = 0; i < bt->n; i++)
+        if (bt->want_logits[i] == 0 || (i > 0 && bt->seq[i] == bt->seq[i - 1]))
+            return si_err_set(err, SI_EINVAL, "topk_submit: token %u %s", i,
+                              bt->want_logits[i] == 0 ? "wants no logits" : "is a second token of its sequence");
     if (tp->pen_off != NULL)
         return si_err_set(err, SI_EINVAL, "topk_submit: penalties need the tokens before the step (use forward_topk)");
     if ((flags & ~SI_SUBMIT_FEED) != 0)
@@ -682,8 +697,9 @@ int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, u
     if (m->ahead.n == SI_SUBMITS_IN_FLIGHT)
         return si_err_set(err, SI_EINVAL, "topk_submit: %d steps queued already (collect one first)",
                           SI_SUBMITS_IN_FLIGHT);
-    if (feed && (!m->ahead.feed_ok || m->ahead.k != tp->k || m->ahead.seq != bt->seq[0]))
-        return si_err_set(err, SI_EINVAL, "topk_submit: a fed step follows a submit of the same sequence and k "
+    if (feed && (!m->ahead.feed_ok || m->ahead.k != tp->k || m->ahead.n_seq != bt->n ||
+                 memcmp(m->ahead.seq, bt->seq, bt->n * sizeof *bt->seq) != 0))
+        return si_err_set(err, SI_EINVAL, "topk_submit: a fed step follows a submit of the same sequences and k "
                           "with nothing run between");
     if (!feed && bt->tokens == NULL)
         return si_err_set(err, SI_EINVAL, "topk_submit: no token");
@@ -692,17 +708,18 @@ int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, u
         return rc;
     /* A fed token is the device's own TOPK id, in [0, V) by the op's
      * definition: the check sees a stand-in. */
-    const int32_t stand_in = 0;
+    static const int32_t stand_in[SI_SUBMIT_MAX_ROWS];
     si_batch checked = *bt;
     if (feed)
-        checked.tokens = &stand_in;
+        checked.tokens = stand_in;
     m->ahead.feed_ok = false;
     sih_out o = { .tp = tp, .ahead = true, .feed = feed };
     rc = forward_body(m, bt, &checked, &o, err);
     if (rc == SI_OK) {
         m->ahead.feed_ok = true;
         m->ahead.k = tp->k;
-        m->ahead.seq = bt->seq[0];
+        m->ahead.n_seq = bt->n;
+        memcpy(m->ahead.seq, bt->seq, bt->n * sizeof *bt->seq);
     }
     return rc;
 }
@@ -721,11 +738,15 @@ int sih_topk_collect(si_model *m, float *vals, int32_t *ids, si_err *err)
         /* (what failed ran in that step or one before: the sequence of
          * the queue is unusable, as after a failed forward) */
         m->ahead.feed_ok = false;
-        if (m->ahead.seq >= 0 && (uint32_t)m->ahead.seq < m->n_seq)
-            m->n_past[m->ahead.seq] = UINT32_MAX;
+        for (uint32_t i = 0; i < m->ahead.n_seq; i++)
+            if (m->ahead.seq[i] >= 0 && (uint32_t)m->ahead.seq[i] < m->n_seq)
+                m->n_past[m->ahead.seq[i]] = UINT32_MAX;
         return rc;
     }
-    memcpy(vals, q->row, q->k * sizeof(float));
-    memcpy(ids, q->row + q->k, q->k * sizeof(int32_t));
+    for (uint32_t r = 0; r < q->n; r++) {
+        const float *row = q->row + (size_t)r * 2 * q->k;
+        memcpy(vals + (size_t)r * q->k, row, q->k * sizeof(float));
+        memcpy(ids + (size_t)r * q->k, row + q->k, q->k * sizeof(int32_t));
+    }
     return SI_OK;
 }

@@ -129,9 +129,9 @@ typedef struct sih_weight {
 
 /* One step queued by topk_submit (si_model.ahead). */
 typedef struct sih_queued {
-    float   *row;      /* 2 SI_TOPK_MAX floats: where its TOPK row lands */
+    float   *row;      /* SI_SUBMIT_MAX_ROWS x 2 SI_TOPK_MAX floats: where its TOPK rows land */
     uint32_t ticket;   /* download_start's (async) */
-    uint32_t k;
+    uint32_t k, n;     /* k, and its rows (tokens) */
     bool     async;    /* false: downloaded at submit already */
 } sih_queued;
 
@@ -174,8 +174,8 @@ struct si_model {
     struct {
         uint32_t n, head;
         bool     feed_ok;             /* the last exec was a submit: feed may follow */
-        uint32_t k;                   /* that submit's k and sequence */
-        int32_t  seq;
+        uint32_t k, n_seq;            /* that submit's k and sequences */
+        int32_t  seq[SI_SUBMIT_MAX_ROWS];
         sih_queued q[SI_SUBMITS_IN_FLIGHT];
     } ahead;
     bool                has_topk;     /* the backend runs SI_OP_TOPK (checked at load) */
@@ -191,6 +191,7 @@ struct si_model {
         uint32_t      n_tok, n_out, k;
         size_t        n_ops;
         const si_buf *buf;
+        bool          ahead;          /* a submit's list (strided ids) */
     } step_ok;
 };
 

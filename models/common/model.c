@@ -66,9 +66,11 @@ int sih_load(const sih_family *fam, const si_host *h, const si_gguf *g,
     m->op_layer = calloc(sih_plan_max_ops(m), sizeof *m->op_layer);
     m->seen = calloc(n_seq, 1);
     m->oids = calloc(m->chunk, sizeof *m->oids);
-    m->tk_host = malloc(sizeof *m->tk_host * (SIH_LOGIT_ROWS + SI_SUBMITS_IN_FLIGHT) * 2 * SI_TOPK_MAX);
-    for (int i = 0; m->tk_host != NULL && i < SI_SUBMITS_IN_FLIGHT; i++)   /* (after the rows topk_fetch uses) */
-        m->ahead.q[i].row = m->tk_host + (size_t)(SIH_LOGIT_ROWS + i) * 2 * SI_TOPK_MAX;
+    /* (topk_fetch's rows, then each queue entry's) */
+    m->tk_host = malloc(sizeof *m->tk_host * (SIH_LOGIT_ROWS + SI_SUBMITS_IN_FLIGHT * SI_SUBMIT_MAX_ROWS) * 2 *
+                        SI_TOPK_MAX);
+    for (int i = 0; m->tk_host != NULL && i < SI_SUBMITS_IN_FLIGHT; i++)
+        m->ahead.q[i].row = m->tk_host + (size_t)(SIH_LOGIT_ROWS + i * SI_SUBMIT_MAX_ROWS) * 2 * SI_TOPK_MAX;
     if (m->ops == NULL || m->op_layer == NULL || m->seen == NULL || m->oids == NULL || m->tk_host == NULL) {
         rc = si_err_set(err, SI_ENOMEM, "%s: out of memory for the op list", fam->name);
         goto fail;

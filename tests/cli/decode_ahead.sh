@@ -7,7 +7,7 @@
 # second and steady states) and at the end of the context; the -v log says
 # which path each run took: ahead only for greedy without penalties and
 # with device sampling on, never for sampled decoding; and `bench`'s JSON
-# says decode_ahead at bs 1 only.
+# says decode_ahead at bs 1 for true, up to 32 sequences for batch.
 set -u
 BIN="${SI_TOP_BUILDDIR:-.}/sparkinfer"
 SPARKINFER_CONFIG="${SI_TOP_BUILDDIR:-.}/sparkinfer-uninstalled.ini"
@@ -56,13 +56,28 @@ for m in dense moe; do
     same $m no --temp 0 -n 24 --set runtime.device_sampling=false
 done
 
-if "$BIN" bench -m "$TMP/dense.gguf" --no-pp --ctx 16 --bs 1,2 --tg 4 --reps 1 -t 2 >"$TMP/b.json" 2>"$TMP/b.err"; then
-    if grep -q '"bs":1,[^}]*"decode_ahead":true' "$TMP/b.json" && grep -q '"bs":2,[^}]*"decode_ahead":false' "$TMP/b.json"
-    then ok "bench: decode_ahead at bs 1 only"
-    else fail "bench JSON: decode_ahead not as expected"; cat "$TMP/b.json"
+# bench: decode_ahead = true queues bs 1 only, batch up to 32 sequences
+bench_ahead() { # bench_ahead VALUE WANT_BS1 WANT_BS2 WANT_BS33
+    if "$BIN" bench -m "$TMP/dense.gguf" --no-pp --ctx 16 --bs 1,2,33 --tg 4 --reps 1 -t 2 \
+            --set runtime.decode_ahead=$1 >"$TMP/b.json" 2>"$TMP/b.err"; then
+        if grep -q "\"bs\":1,[^}]*\"decode_ahead\":$2" "$TMP/b.json" &&
+            grep -q "\"bs\":2,[^}]*\"decode_ahead\":$3" "$TMP/b.json" &&
+            grep -q "\"bs\":33,[^}]*\"decode_ahead\":$4" "$TMP/b.json"
+        then ok "bench decode_ahead=$1: bs 1 $2, 2 $3, 33 $4"
+        else fail "bench decode_ahead=$1: JSON not as expected"; cat "$TMP/b.json"
+        fi
+    else
+        fail "bench decode_ahead=$1 exited non-zero"; sed 's/^/    /' "$TMP/b.err"
     fi
-else
-    fail "bench exited non-zero"; sed 's/^/    /' "$TMP/b.err"
+}
+bench_ahead true true false false
+bench_ahead batch true true false
+bench_ahead false false false false
+if "$BIN" bench -m "$TMP/dense.gguf" --no-pp --ctx 16 --bs 1 --tg 4 --reps 1 -t 2 \
+        --set runtime.decode_ahead=maybe >/dev/null 2>"$TMP/b.err"; then
+    fail "decode_ahead = maybe was accepted"
+elif grep -q "decode_ahead" "$TMP/b.err"; then ok "decode_ahead = maybe refused, naming the key"
+else fail "decode_ahead = maybe: the error does not name the key"; cat "$TMP/b.err"
 fi
 
 echo "$fails failure(s)"

@@ -564,6 +564,28 @@ START_TEST(test_get_rows)
         for (int64_t i = 0; i < H; i++)
             want[j * H + i] = deq[ids[j] * H + i];
     ct_expect_close(si_type_name(type), got, want, NULL, H * n, 0, 1e-6);
+    /* Strided ids (ABI 1.3: a column of a table, as TOPK's best ids are
+     * read): every third of 16 words, the same rows; a stride that is not
+     * a multiple of 4, or that runs past the buffer, is refused. */
+    int32_t col[16];
+    for (int i = 0; i < 16; i++)
+        col[i] = -1;
+    for (int64_t j = 0; j < n; j++)
+        col[3 * j] = ids[j];
+    si_tensor tcol = ct_i32(&c, col, 16);
+    tcol.ne[0] = n;
+    tcol.nb[0] = 3 * sizeof(int32_t);
+    op.src[1] = &tcol;
+    ck_assert(c.ops->supports(c.b, &op));
+    ct_poison(&c, &dst);
+    ck_assert_msg(ct_exec(&c, &op, &err) == SI_OK, "%s", err.msg);
+    ct_get(&c, &dst, got);
+    ct_expect_close("strided ids", got, want, NULL, H * n, 0, 1e-6);
+    tcol.nb[0] = 6;
+    ck_assert(!c.ops->supports(c.b, &op));
+    tcol.nb[0] = 4 * sizeof(int32_t);   /* 5 * 16 bytes + 4 > 64 */
+    ck_assert(!c.ops->supports(c.b, &op));
+    op.src[1] = &ti;
     ids[4] = 11;
     si_tensor bad_ids = ct_i32(&c, ids, n);
     op.src[1] = &bad_ids;

@@ -276,9 +276,10 @@ static void graph_case(bool moe, const char *kv)
 
 /* Decode ahead (the model's topk_submit / topk_collect over the backend's
  * download_start / download_wait): two models on one graph section, the
- * same 200-token prompt, then 80 greedy steps (through the attention
- * bucket at 256) and 20 more with k = 4, one at a time on one and queued
- * ahead on the other: the same bits (si_ahead_compare); the queued side's
+ * same prompts (200 and 8 tokens), then 70 greedy steps of sequence 0
+ * (through the attention bucket at 256) and 30 of both with k = 4 (strided
+ * ids), one at a time on one and queued ahead on the other: the same bits
+ * (si_ahead_compare); the queued side's
  * steps are graph replays, each launched while the one before runs (its
  * in-graph upload event lets the replay go once that step's copy left the
  * staging). */
@@ -291,12 +292,15 @@ static void ahead_case(bool moe)
     si_ct_model_open(&ra, &host, p_cu, "backend.ahead", moe ? p_q36 : p_q35, g, N_SEQ, N_CTX);
     si_ct_model_open(&rb, &host, p_cu, "backend.ahead", moe ? p_q36 : p_q35, g, N_SEQ, N_CTX);
     stats st = { 0 };
-    const int32_t one[1] = { 0 }, pos0[1] = { 0 };
-    const uint32_t len[1] = { PRE0 };
-    prefill(&ra, &rb, c.V, &st, one, pos0, len, 1, 3u);
+    const int32_t seqs[2] = { 0, 1 }, pos0[2] = { 0, 0 };
+    const uint32_t len[2] = { PRE0, PRE1 };
+    prefill(&ra, &rb, c.V, &st, seqs, pos0, len, 2, 3u);
     ck_assert(SI_HAS_MEMBER(ra.mops, struct si_model_ops, topk_collect) && ra.mops->topk_submit != NULL);
-    const uint32_t ch = si_ahead_compare(ra.mops, ra.m, rb.m, 0, PRE0, si_ct_tok(1, 2, c.V), 80, 1);
-    si_ahead_compare(ra.mops, ra.m, rb.m, 0, PRE0 + 80, si_ct_tok(2, 2, c.V), 20, 4);
+    const int32_t p1[1] = { PRE0 }, t1[1] = { si_ct_tok(1, 2, c.V) };
+    const uint32_t ch = si_ahead_compare(ra.mops, ra.m, rb.m, 1, seqs, p1, t1, 70, 1);
+    /* both sequences (a step of two rows: strided ids), k = 4 */
+    const int32_t p2[2] = { PRE0 + 70, PRE1 }, t2[2] = { si_ct_tok(2, 2, c.V), si_ct_tok(3, 2, c.V) };
+    si_ahead_compare(ra.mops, ra.m, rb.m, 2, seqs, p2, t2, 30, 4);
     ck_assert_msg(ch > 0, "the greedy picks never changed: nothing was fed");
     si_ct_model_close(&ra);
     g_lines = 0;

@@ -4,37 +4,49 @@
 
 #include "ahead_cmp.h"
 
-uint32_t si_ahead_compare(const struct si_model_ops *mops, si_model *a, si_model *b, int32_t seq, int32_t pos0,
-                          int32_t tok0, uint32_t steps, uint32_t k)
+#define MAX_N 8
+#define MAX_K 16
+
+uint32_t si_ahead_compare(const struct si_model_ops *mops, si_model *a, si_model *b, uint32_t n, const int32_t *seq,
+                          const int32_t *pos0, const int32_t *tok0, uint32_t steps, uint32_t k)
 {
-    ck_assert(k >= 1 && k <= 16 && steps >= 2);
+    ck_assert(n >= 1 && n <= MAX_N && k >= 1 && k <= MAX_K && steps >= 2);
     const si_topk_params tp = { .k = k, .repeat_penalty = 1.0f };
-    const uint8_t want = 1;
+    uint8_t want[MAX_N];
+    int32_t ta[MAX_N], tb[MAX_N], pa[MAX_N], pb[MAX_N], last[MAX_N];
+    float va[MAX_N * MAX_K], vb[MAX_N * MAX_K];
+    int32_t ia[MAX_N * MAX_K], ib[MAX_N * MAX_K];
+    for (uint32_t i = 0; i < n; i++) {
+        want[i] = 1;
+        ta[i] = tb[i] = tok0[i];
+        pa[i] = pb[i] = pos0[i];
+        last[i] = -1;
+    }
     si_err err = { { 0 } };
-    float va[16], vb[16];
-    int32_t ia[16], ib[16];
-    int32_t ta = tok0, pa = pos0, pb = pos0, tb = tok0;
-    si_batch ba = { .n = 1, .tokens = &ta, .pos = &pa, .seq = &seq, .want_logits = &want };
-    si_batch bb = { .n = 1, .tokens = &tb, .pos = &pb, .seq = &seq, .want_logits = &want };
+    si_batch ba = { .n = n, .tokens = ta, .pos = pa, .seq = seq, .want_logits = want };
+    si_batch bb = { .n = n, .tokens = tb, .pos = pb, .seq = seq, .want_logits = want };
     ck_assert_msg(mops->topk_submit(b, &bb, &tp, 0, &err) == SI_OK, "first submit: %s", err.msg);
     uint32_t changes = 0;
-    int32_t last = -1;
     for (uint32_t s = 0; s < steps; s++) {
         if (s + 1 < steps) {
-            pb++;
-            tb = -1;   /* (not read: the token is the step before's pick) */
+            for (uint32_t i = 0; i < n; i++) {
+                pb[i]++;
+                tb[i] = -1;   /* (not read: the token is the step before's pick) */
+            }
             ck_assert_msg(mops->topk_submit(b, &bb, &tp, SI_SUBMIT_FEED, &err) == SI_OK, "submit %u: %s", s + 1,
                           err.msg);
         }
         ck_assert_msg(mops->forward_topk(a, &ba, &tp, va, ia, &err) == SI_OK, "forward_topk %u: %s", s, err.msg);
         ck_assert_msg(mops->topk_collect(b, vb, ib, &err) == SI_OK, "collect %u: %s", s, err.msg);
-        ck_assert_msg(memcmp(va, vb, k * sizeof *va) == 0 && memcmp(ia, ib, k * sizeof *ia) == 0,
-                      "step %u (position %d): one at a time %g/%d, ahead %g/%d", s, pa, (double)va[0], ia[0],
-                      (double)vb[0], ib[0]);
-        changes += s > 0 && ia[0] != last;
-        last = ia[0];
-        ta = ia[0];
-        pa++;
+        ck_assert_msg(memcmp(va, vb, n * k * sizeof *va) == 0 && memcmp(ia, ib, n * k * sizeof *ia) == 0,
+                      "step %u (sequence %d at %d): one at a time %g/%d, ahead %g/%d", s, seq[0], pa[0],
+                      (double)va[0], ia[0], (double)vb[0], ib[0]);
+        for (uint32_t i = 0; i < n; i++) {
+            changes += s > 0 && ia[i * k] != last[i];
+            last[i] = ia[i * k];
+            ta[i] = ia[i * k];
+            pa[i]++;
+        }
     }
     return changes;
 }

@@ -9,15 +9,16 @@
 
 #include <sparkinfer/plugin.h>
 
-/* Two models of the same file, sequence `seq` of both at position pos0
- * (the same prompt behind it): `a` decodes `steps` tokens with
- * forward_topk (k, no penalties), feeding each step its pick ids[0]; `b`
- * the same steps with topk_submit, the first with token tok0, every later
- * one SI_SUBMIT_FEED and queued before the previous is collected.  Every
- * value and id of every step must be the same bits (ck_assert).  Returns
- * how many picks changed from one step to the next (a test that feeds
- * nothing would see the same pick throughout). */
-uint32_t si_ahead_compare(const struct si_model_ops *mops, si_model *a, si_model *b, int32_t seq, int32_t pos0,
-                          int32_t tok0, uint32_t steps, uint32_t k);
+/* Two models of the same file, the n (<= 8) sequences seq[] of both at
+ * positions pos0[] (the same tokens behind them): `a` decodes `steps`
+ * steps of all of them with forward_topk (k, no penalties), feeding each
+ * sequence its pick ids[i*k]; `b` the same steps with topk_submit, the
+ * first with tokens tok0[], every later one SI_SUBMIT_FEED and queued
+ * before the previous is collected.  Every value and id of every step
+ * must be the same bits (ck_assert).  Returns how many picks changed from
+ * one step to the next (a test that feeds nothing would see the same
+ * pick throughout). */
+uint32_t si_ahead_compare(const struct si_model_ops *mops, si_model *a, si_model *b, uint32_t n, const int32_t *seq,
+                          const int32_t *pos0, const int32_t *tok0, uint32_t steps, uint32_t k);
 
 #endif

@@ -882,43 +882,61 @@ START_TEST(test_decode_ahead)
             int32_t toks[6];
             for (uint32_t i = 0; i < 6; i++)
                 toks[i] = tok_at(i, 5, V);
-            float lg[2];
-            ck_assert_msg(fwd_seq(&e, 1, 0, toks, 5, NULL, &err) == SI_OK, "%s", err.msg);
             si_model *a = e.m;
-            e.m = b;
-            ck_assert_msg(fwd_seq(&e, 1, 0, toks, 5, NULL, &err) == SI_OK, "%s", err.msg);
+            for (int i = 0; i < 2; i++) {
+                e.m = i ? b : a;
+                ck_assert_msg(fwd_seq(&e, 1, 0, toks, 5, NULL, &err) == SI_OK, "%s", err.msg);
+                ck_assert_msg(fwd_seq(&e, 0, 0, toks + 1, 3, NULL, &err) == SI_OK, "%s", err.msg);
+            }
             e.m = a;
-            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 1, 5, toks[5], 40, 3), 0);
+            /* sequence 1 alone, then both (a step of two rows: strided
+             * ids), sequence 1 first */
+            const int32_t s1[1] = { 1 }, p1[1] = { 5 }, t1[1] = { toks[5] };
+            const int32_t s2[2] = { 1, 0 }, p2[2] = { 25, 3 }, t2[2] = { toks[0], toks[4] };
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 1, s1, p1, t1, 20, 3), 0);
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 2, s2, p2, t2, 20, 2), 0);
             if (async)
                 ck_assert_uint_eq(fake_started, 40);
 
-            /* refusals (b: sequence 1 at 45, the last exec a submit) */
+            /* What the ABI refuses, each refusal leaving the queue as it
+             * was.  b now: sequence 1 at 45, 0 at 23, the last exec a
+             * submit of both with k 2. */
             const si_topk_params tp = { .k = 3, .repeat_penalty = 1.0f }, tp2 = { .k = 2, .repeat_penalty = 1.0f };
-            int32_t t = toks[0], p = 45, sq = 1, sq0 = 0, two_t[2] = { 1, 2 }, two_p[2] = { 45, 46 }, two_s[2] = { 1, 1 };
+            int32_t t = toks[0], p = 45, sq = 1, sq0 = 0, p0 = 24;   /* (sequence 0 after the fed step of both) */
             const uint8_t w1 = 1, w2[2] = { 1, 1 }, w0 = 0;
+            int32_t two_t[2] = { 1, 2 }, two_p[2] = { 45, 46 }, two_s[2] = { 1, 1 };
+            const int32_t both_s[2] = { 1, 0 }, both_p[2] = { 45, 23 };
             si_batch one = { .n = 1, .tokens = &t, .pos = &p, .seq = &sq, .want_logits = &w1 };
             si_batch two = { .n = 2, .tokens = two_t, .pos = two_p, .seq = two_s, .want_logits = w2 };
+            si_batch both = { .n = 2, .tokens = two_t, .pos = both_p, .seq = both_s, .want_logits = w2 };
             si_batch nolog = one, other = one;
             nolog.want_logits = &w0;
             other.seq = &sq0;
-            other.pos = &(int32_t){ 0 };
-            float v[3];
-            int32_t id[3];
+            other.pos = &p0;
+            float v[6];
+            int32_t id[6];
             const int32_t off[2] = { 0, 1 }, pid[1] = { 3 }, pc[1] = { 1 };
             const si_topk_params pen = { .k = 3, .repeat_penalty = 1.5f, .pen_off = off, .pen_id = pid, .pen_count = pc };
-            ck_assert_int_eq(e.mops->topk_collect(b, v, id, &err), SI_EINVAL);       /* none queued */
-            ck_assert_int_eq(e.mops->topk_submit(b, &two, &tp, 0, &err), SI_EINVAL); /* two tokens */
+            ck_assert_int_eq(e.mops->topk_collect(b, v, id, &err), SI_EINVAL);                    /* none queued */
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp2, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other seqs */
+            ck_assert_int_eq(e.mops->topk_submit(b, &both, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other k */
+            ck_assert_msg(e.mops->topk_submit(b, &both, &tp2, SI_SUBMIT_FEED, &err) == SI_OK, "%s", err.msg);
+            ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
+            p = 46;
+            two_p[0] = 46;
+            two_p[1] = 47;
+            ck_assert_int_eq(e.mops->topk_submit(b, &two, &tp, 0, &err), SI_EINVAL);  /* one sequence twice */
             ck_assert_int_eq(e.mops->topk_submit(b, &nolog, &tp, 0, &err), SI_EINVAL);
-            ck_assert_int_eq(e.mops->topk_submit(b, &one, &pen, 0, &err), SI_EINVAL); /* penalties */
-            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, 4u, &err), SI_EINVAL); /* unknown flag */
-            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp2, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other k */
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &pen, 0, &err), SI_EINVAL);  /* penalties */
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, 4u, &err), SI_EINVAL);  /* unknown flag */
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 46 */
+            p++;
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp2, SI_SUBMIT_FEED, &err), SI_EINVAL);  /* other k */
             ck_assert_int_eq(e.mops->topk_submit(b, &other, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other seq */
             ck_assert_msg(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err) == SI_OK, "%s", err.msg);
             p++;
-            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err) == SI_OK, "%s", err.msg);
-            p++;
-            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* 2 queued */
-            ck_assert_int_eq(e.mops->forward(b, &other, lg, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL);   /* 2 queued */
+            ck_assert_int_eq(e.mops->forward(b, &other, v, &err), SI_EINVAL);
             ck_assert_int_eq(e.mops->seq_reset(b, 0, &err), SI_EINVAL);
             ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
             ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
@@ -927,7 +945,7 @@ START_TEST(test_decode_ahead)
             ck_assert_ptr_nonnull(full);
             ck_assert_msg(e.mops->forward(b, &other, full, &err) == SI_OK, "%s", err.msg);
             ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL);
-            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 47 */
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 48 */
             ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
             if (async)
                 ck_assert_uint_eq(fake_waited, fake_started);

@@ -204,7 +204,8 @@ typedef struct si_tensor {
  * said otherwise. */
 enum si_op_kind {
     SI_OP_NONE     = 0,
-    SI_OP_GET_ROWS = 1,  /* dst[H,n] = rows src[1](I32 ids [n]) of src[0] (weight [H,V], any type) */
+    SI_OP_GET_ROWS = 1,  /* dst[H,n] = rows src[1](I32 ids [n]) of src[0] (weight [H,V], any type);
+                          * since 1.3 the ids' nb[0] may be any multiple of 4 (strided ids)      */
     SI_OP_MATMUL   = 2,  /* dst[out,n] = src[0](weight [in,out], any type) x src[1][in,n]          */
     SI_OP_RMSNORM  = 3,  /* dst = rms(src[0] rows of ne0) * src[1][ne0]; p.norm.eps               */
     SI_OP_ADD      = 4,  /* dst = src[0] + src[1] (same shape)                                     */
@@ -428,13 +429,14 @@ struct si_model_ops {
                          float *vals, int32_t *ids, si_err *err);
     /* since 1.3 — Optional (NULL: forward_topk only).  Decode ahead: the
      * host queues the next step before it has read this one's result.
-     * topk_submit is forward_topk for a batch of ONE token that wants its
-     * logits, tp without penalties, returning once the step is queued;
-     * topk_collect gives the oldest queued step's vals[k] and ids[k] (the
-     * same numbers forward_topk gives).  flags SI_SUBMIT_FEED: the token
-     * is the best id (ids[0]) of the step submitted just before, on the
-     * same sequence and with the same k, taken where it is made: the host
-     * need not know it (batch->tokens is not read).  At most
+     * topk_submit is forward_topk for a decode step: a batch of one token
+     * per sequence (at most SI_SUBMIT_MAX_ROWS), each wanting its logits,
+     * tp without penalties, returning once the step is queued;
+     * topk_collect gives the oldest queued step's vals[n*k] and ids[n*k]
+     * (the same numbers forward_topk gives).  flags SI_SUBMIT_FEED: token
+     * i is the best id (ids[i*k]) of the step submitted just before, with
+     * the same sequences in the same order and the same k, taken where it
+     * is made: the host need not know it (batch->tokens is not read).  At most
      * SI_SUBMITS_IN_FLIGHT steps queued; forward, forward_topk and
      * seq_reset refuse (SI_EINVAL) while any is.  A failed submit or
      * collect leaves the sequence as a failed forward does. */
@@ -446,6 +448,7 @@ struct si_model_ops {
 
 #define SI_SUBMIT_FEED       1u
 #define SI_SUBMITS_IN_FLIGHT 2
+#define SI_SUBMIT_MAX_ROWS   32
 
 /* ===================================================================== */
 /* Kernel plugin: replaces one op of one backend.                         */
