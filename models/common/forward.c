@@ -357,9 +357,9 @@ typedef struct sih_out {
     float                *vals;
     int32_t              *ids;
     uint32_t              row;
-    /* topk_submit: one row, fetched by download_start into the queue's
-     * next entry; its token at the TOPK id slot (feed: left there by the
-     * previous submit, else uploaded there). */
+    /* topk_submit: its rows fetched by download_start into the queue's
+     * next entry; token i at row i's TOPK id slot (feed: left there by
+     * the previous submit, else uploaded there). */
     bool                  ahead, feed;
 } sih_out;
 
@@ -393,8 +393,8 @@ static int topk_fetch(si_model *m, uint32_t c, sih_out *o, si_err *err)
     return SI_OK;
 }
 
-/* topk_submit's fetch: the step's row into the queue's next entry, not
- * waited for where the backend can (download_start). */
+/* topk_submit's fetch: the step's n rows into the queue's next entry,
+ * not waited for where the backend can (download_start). */
 static int ahead_fetch(si_model *m, const sih_out *o, uint32_t n, si_err *err)
 {
     const uint32_t k = o->tp->k, at = (m->ahead.head + m->ahead.n) % SI_SUBMITS_IN_FLIGHT;
@@ -593,8 +593,8 @@ static int forward_chunks(si_model *m, const si_batch *bt, sih_out *o, bool *tou
     return SI_OK;
 }
 
-/* A checked batch through the trunk (forward_chunks, or for a submit its
- * one step), then each sequence's length. */
+/* A checked batch through the trunk (forward_chunks, or for a submit
+ * forward_step), then each sequence's length. */
 static int forward_body(si_model *m, const si_batch *bt, const si_batch *checked, sih_out *o, si_err *err)
 {
     const void *dst = o->ahead ? (const void *)m->tk_host   /* (the queue's rows) */
@@ -670,11 +670,12 @@ int sih_forward_topk(si_model *m, const si_batch *bt, const si_topk_params *tp, 
     return forward_any(m, bt, &o, err);
 }
 
-/* Decode ahead (plugin.h 1.3).  A submit is forward_step's list with the
- * token read at TOPK's id slot of row 0 and the row fetched by
- * download_start into the queue; the next submit may feed on it because
- * nothing else ran in between (feed_ok) and the backend orders the
- * fetch's copy before the next list overwrites the slot. */
+/* Decode ahead (plugin.h 1.3).  A submit is forward_step's list with token
+ * i read at TOPK's id slot of row i (strided ids) and the rows fetched by
+ * download_start into the queue; the next submit may feed on them because
+ * nothing else ran in between (feed_ok; the same n, so the scratch did not
+ * move) and the backend orders the fetch's copy before the next list
+ * overwrites the slots. */
 int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, uint32_t flags, si_err *err)
 {
     if (bt == NULL || tp == NULL)
