@@ -225,6 +225,20 @@ int si_engine_topk_collect(si_engine *e, float *vals, int32_t *ids, si_err *err)
     return model_ops(e)->topk_collect(e->model, vals, ids, err);
 }
 
+int si_engine_topk_drain(si_engine *e, uint32_t n, float *vals, int32_t *ids, si_err *err)
+{
+    int rc = SI_OK;
+    for (; n > 0; n--) {
+        si_err scratch = { { 0 } };
+        const int r = si_engine_topk_collect(e, vals, ids, &scratch);
+        if (rc == SI_OK && r != SI_OK) {
+            rc = r;
+            *err = scratch;
+        }
+    }
+    return rc;
+}
+
 bool si_engine_device_sampling(const si_engine *e)
 {
     return si_config_get_bool(e->cfg, "runtime", "device_sampling", true);

@@ -201,17 +201,11 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
             break;
     }
     /* steps still queued (a stop, an error): collected, their picks dropped */
-    for (; queued > 0; queued--) {
-        float val;
-        int32_t got;
-        si_err scratch = { { 0 } };
-        int r2 = si_engine_topk_collect(e, &val, &got, &scratch);
-        if (rc == SI_OK && r2 != SI_OK) {
-            rc = r2;
-            *err = scratch;
-        }
-    }
-    return rc;
+    float val;
+    int32_t got;
+    si_err scratch = { { 0 } };
+    const int r2 = si_engine_topk_drain(e, queued, &val, &got, rc == SI_OK ? err : &scratch);
+    return rc != SI_OK ? rc : r2;
 }
 
 int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,

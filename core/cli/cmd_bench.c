@@ -353,13 +353,12 @@ static int decode_step(const bench_run *br, const si_batch *b, bool *device, flo
  * way si_generate's greedy decode runs): step i + 1, fed on the backend
  * with step i's picks, is queued before step i's picks are read; the same
  * steps and picks as decode_step one at a time (next[], vals: b->n each;
- * b->pos advanced).  SI_EUNSUPPORTED when the first submit is refused
- * (nothing ran): *ahead is turned off. */
-static int decode_ahead(const bench_run *br, const si_batch *b, uint32_t tg, bool *ahead, float *vals, int32_t *next,
-                        si_err *err)
+ * pos[], the array b->pos points at, advanced).  SI_EUNSUPPORTED when the
+ * first submit is refused (nothing ran): *ahead is turned off. */
+static int decode_ahead(const bench_run *br, const si_batch *b, int32_t *pos, uint32_t tg, bool *ahead, float *vals,
+                        int32_t *next, si_err *err)
 {
     const si_topk_params tp = { .k = 1, .repeat_penalty = 1.0f };
-    int32_t *pos = (int32_t *)b->pos;
     int rc = si_engine_topk_submit(br->e, b, &tp, 0, err);
     if (rc == SI_EUNSUPPORTED)
         *ahead = false;
@@ -376,10 +375,8 @@ static int decode_ahead(const bench_run *br, const si_batch *b, uint32_t tg, boo
             queued--;
         }
     }
-    for (; queued > 0; queued--) {   /* (after an error) */
-        si_err scratch = { { 0 } };
-        si_engine_topk_collect(br->e, vals, next, &scratch);
-    }
+    si_err scratch = { { 0 } };
+    si_engine_topk_drain(br->e, queued, vals, next, &scratch);   /* (after an error: rc tells it) */
     return rc;
 }
 
@@ -425,7 +422,7 @@ static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *
         bool done = false;
         if (ahead && tg > 0) {
             si_batch b = { .n = B, .tokens = next, .pos = pos, .seq = seq, .want_logits = want };
-            rc = decode_ahead(br, &b, tg, &ahead, logits, next, &err);
+            rc = decode_ahead(br, &b, pos, tg, &ahead, logits, next, &err);
             done = ahead;
             if (!ahead)
                 rc = SI_OK;   /* (refused before anything ran: the steps one at a time) */

@@ -4,18 +4,9 @@
 # documented keys and positive timings, rows that do not fit the context
 # are skipped with a reason, and bad usage exits 2 naming the option.
 # Structure only: a test never asserts a time.
-set -u
-BIN="${SI_TOP_BUILDDIR:-.}/sparkinfer"
-# the plugins of this build, whatever the environment names
-SPARKINFER_CONFIG="${SI_TOP_BUILDDIR:-.}/sparkinfer-uninstalled.ini"
-export SPARKINFER_CONFIG
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/si-cli-bench.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT INT TERM
-fails=0
+SI_CLI_TAG=bench
+. "$(dirname "$0")/lib.sh"
 PY=$(command -v python3 || true)
-
-ok()   { echo "ok: $*"; }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # has FILE PATTERN: FILE has a line matching the extended regex PATTERN
 has() {
@@ -141,9 +132,4 @@ usage "unknown option '--frobnicate'" -m "$TMP/dense.gguf" --frobnicate
 "$BIN" bench --help >"$TMP/help" 2>&1 || fail "bench --help exited non-zero"
 has "$TMP/help" '^usage: sparkinfer bench -m MODEL\.gguf'
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails failure(s)"
-    exit 1
-fi
-echo "all bench checks passed"
-exit 0
+finish

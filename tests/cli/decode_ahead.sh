@@ -8,16 +8,8 @@
 # which path each run took: ahead only for greedy without penalties and
 # with device sampling on, never for sampled decoding; and `bench`'s JSON
 # says decode_ahead at bs 1 for true, up to 32 sequences for batch.
-set -u
-BIN="${SI_TOP_BUILDDIR:-.}/sparkinfer"
-SPARKINFER_CONFIG="${SI_TOP_BUILDDIR:-.}/sparkinfer-uninstalled.ini"
-export SPARKINFER_CONFIG
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/si-cli-da.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT INT TERM
-fails=0
-
-ok()   { echo "ok: $*"; }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+SI_CLI_TAG=da
+. "$(dirname "$0")/lib.sh"
 
 # same MODEL AHEAD(yes|no) ARGS...: identical stdout with decode_ahead on
 # and off; AHEAD says whether the run with it on must take that path.
@@ -80,5 +72,4 @@ elif grep -q "decode_ahead" "$TMP/b.err"; then ok "decode_ahead = maybe refused,
 else fail "decode_ahead = maybe: the error does not name the key"; cat "$TMP/b.err"
 fi
 
-echo "$fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -5,16 +5,8 @@
 # downloaded (false), for greedy, top-k with and without top-p / min-p,
 # penalties, and settings the top-K path cannot serve (which must fall back
 # to the full rows).  The -v log says which path each run took.
-set -u
-BIN="${SI_TOP_BUILDDIR:-.}/sparkinfer"
-SPARKINFER_CONFIG="${SI_TOP_BUILDDIR:-.}/sparkinfer-uninstalled.ini"
-export SPARKINFER_CONFIG
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/si-cli-ds.XXXXXX") || exit 99
-trap 'rm -rf "$TMP"' EXIT INT TERM
-fails=0
-
-ok()   { echo "ok: $*"; }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+SI_CLI_TAG=ds
+. "$(dirname "$0")/lib.sh"
 
 mk() { # mk NAME ARGS...
     name=$1; shift
@@ -68,5 +60,4 @@ for m in dense; do
     same $m full --temp 1 --top-k 256 --seed 9
 done
 
-echo "$fails failure(s)"
-[ "$fails" -eq 0 ]
+finish
