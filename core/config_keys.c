@@ -230,7 +230,7 @@ static void write_wrapped(FILE *f, const char *first, const char *cont, const ch
 void si_config_write_defaults(FILE *f)
 {
     static const char *const heads[] = { "[core]", "[runtime]" };
-    char what[128], line[SI_ERR_MSG_MAX];
+    char what[128], line[1024];   /* (a key's doc with its values) */
     fprintf(f, "; >>> generated from core/config_keys.def by si_config_write_defaults();\n"
                "; >>> edit the table, not this block (tests/config checks they agree)\n");
     for (int scope = SI_CFG_CORE; scope <= SI_CFG_RUNTIME; scope++) {

@@ -141,11 +141,11 @@ static bool took_token(const si_tokenizer *tok, si_sampler *s, const si_gen_opts
 {
     si_sampler_accept(s, id);
     stats->n_gen++;
-    if (o->stop_at_eog && tok != NULL && si_token_is_eog(tok, id)) {
+    stats->last = id;
+    if (o->stop_at_eog && tok != NULL && si_token_is_eog(tok, id))
         stats->stopped_eog = true;
-        return true;
-    }
-    return cb != NULL && cb(ctx, id) != 0;
+    stats->stopped = stats->stopped_eog || (cb != NULL && cb(ctx, id) != 0);
+    return stats->stopped;
 }
 
 /* Decode ahead (si_gen_opts.ahead; greedy, no penalties): while the step
@@ -183,6 +183,7 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
          * the step feeding that pick is queued before it is read */
         if (o->n_predict >= 0 && stats->n_gen >= (uint32_t)o->n_predict)
             break;
+        bool fed = false;   /* (the step feeding this pick queued) */
         if (*pos < n_ctx) {
             p = (int32_t)*pos;
             rc = si_engine_topk_submit(e, &b, &tp, SI_SUBMIT_FEED, err);
@@ -190,6 +191,7 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
                 break;
             queued++;
             (*pos)++;
+            fed = true;
         }
         float val;
         int32_t got;
@@ -197,8 +199,10 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
         queued--;
         if (rc == SI_OK)
             rc = si_sampler_sample_topk(s, &val, &got, 1, &id, err);
-        if (rc != SI_OK || took_token(tok, s, o, cb, ctx, id, stats))
+        if (rc != SI_OK || took_token(tok, s, o, cb, ctx, id, stats)) {
+            stats->stop_fed = fed;
             break;
+        }
     }
     /* steps still queued (a stop, an error): collected, their picks dropped */
     float val;
@@ -215,6 +219,7 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
     si_model_info info;
     si_engine_info(e, &info);
     memset(stats, 0, sizeof *stats);
+    stats->last = -1;
     if (n_prompt == 0)
         return si_err_set(err, SI_EINVAL, "empty prompt");
     if ((uint64_t)o->pos0 + n_prompt > info.n_ctx)
@@ -271,6 +276,11 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
         if (pos >= info.n_ctx)
             break;   /* context full: stop cleanly, the text so far stands */
         rc = forward_one(e, s, &tk, o, id, &pos, logits, err);
+    }
+    /* feed_stop: the token it stopped on, where no step ahead fed it */
+    if (rc == SI_OK && o->feed_stop && stats->stopped && !stats->stop_fed && pos < info.n_ctx) {
+        rc = forward_one(e, s, &tk, o, stats->last, &pos, logits, err);
+        stats->stop_fed = rc == SI_OK;
     }
     stats->gen_s = si_now_seconds() - t0;
     topk_path_free(&tk);

@@ -19,6 +19,10 @@ typedef struct si_gen_stats {
     uint32_t n_prompt, n_gen;
     double   prompt_s, gen_s;       /* wall seconds of prefill and of decoding */
     bool     stopped_eog;           /* ended on an end-of-generation token     */
+    bool     stopped;               /* ended on a token: end of generation or
+                                     * the callback                            */
+    bool     stop_fed;              /* that token is in the sequence too       */
+    int32_t  last;                  /* the last token generated; -1: none      */
 } si_gen_stats;
 
 /* Called with every generated token, before it is fed back.  Return
@@ -35,13 +39,16 @@ typedef struct si_gen_opts {
      * pick the token (SI_OP_TOPK); otherwise [runtime] device_sampling
      * decides.  The tokens are the same either way. */
     bool     full_logits;
-    /* The caller does not go on with the sequence after this call (run,
-     * bench; not chat): greedy decode without penalties may then queue
-     * each step before the previous one's token is read ([runtime]
-     * decode_ahead, si_engine_decode_ahead).  The tokens are the same;
-     * a run that stops on a token (end of generation, the callback) has
-     * fed it already, so the sequence holds it (*pos_out counts it). */
+    /* Greedy decode without penalties may queue each step before the
+     * previous one's token is read ([runtime] decode_ahead,
+     * si_engine_decode_ahead).  The tokens are the same; a run that stops
+     * on a token (end of generation, the callback) may then have fed it
+     * already (stats->stop_fed; *pos_out counts it). */
     bool     ahead;
+    /* The token a run stops on is fed too whichever way it ran (unless the
+     * context is full): the sequence then holds every generated token,
+     * the same with or without ahead (chat goes on from it). */
+    bool     feed_stop;
 } si_gen_opts;
 
 /* Feeds prompt[0, n_prompt) then samples up to n_predict tokens with s.

@@ -244,7 +244,8 @@ static int cmd_chat(run_args *a)
             break;
         si_detok_init(&s.out.detok, s.tok, false);
         si_gen_opts go = { .seq = 0, .pos0 = pos, .n_batch = si_cli_n_batch(&a->m, s.cfg),
-                           .n_predict = (int32_t)a->n_predict, .stop_at_eog = true };
+                           .n_predict = (int32_t)a->n_predict, .stop_at_eog = true, .ahead = true,
+                           .feed_stop = true };
         si_gen_stats st;
         si_err err = { { 0 } };
         ok = si_generate(s.e, s.tok, s.smp, &go, v.ids, (uint32_t)v.n, stream_token, &s.out,
@@ -257,10 +258,15 @@ static int cmd_chat(run_args *a)
         }
         if (a->m.verbose)
             print_stats(&st);
-        /* The answer's end-of-turn token was sampled but not fed: the next
-         * prompt starts by closing the turn, so the context stays ChatML. */
+        /* The next prompt starts by closing the turn, so the context stays
+         * ChatML: after the <|im_end|> it stopped on (fed: feed_stop) only
+         * the newline; the whole close after another end of generation,
+         * one not fed (a full context) or a cut answer (n_predict). */
         v.n = 0;
-        ok = si_cli_append_text(s.tok, &v, st.stopped_eog ? "<|im_end|>\n" : "\n<|im_end|>\n", true);
+        const char *close = "\n<|im_end|>\n";
+        if (st.stopped_eog)
+            close = st.stop_fed && st.last == si_token_lookup(s.tok, "<|im_end|>") ? "\n" : "<|im_end|>\n";
+        ok = si_cli_append_text(s.tok, &v, close, true);
     }
     free(line);
     free(v.ids);

@@ -12,12 +12,21 @@ SI_CLI_TAG=da
 . "$(dirname "$0")/lib.sh"
 
 # same MODEL AHEAD(yes|no) ARGS...: identical stdout with decode_ahead on
-# and off; AHEAD says whether the run with it on must take that path.
+# and off; AHEAD says whether the run with it on must take that path
+# (every step of it, for chat's turns).  CMD: run (default) or chat, whose
+# turns are the lines of $TMP/turns.
+CMD=run
 same() {
     model=$1; want=$2; shift 2
     for da in true false; do
-        if ! "$BIN" run -m "$TMP/$model.gguf" -p "The quick brown fox" -t 2 -v \
-                --set runtime.decode_ahead=$da "$@" >"$TMP/out.$da" 2>"$TMP/err.$da"; then
+        if [ "$CMD" = chat ]; then
+            "$BIN" chat -m "$TMP/$model.gguf" -t 2 -v --set runtime.decode_ahead=$da "$@" \
+                <"$TMP/turns" >"$TMP/out.$da" 2>"$TMP/err.$da"
+        else
+            "$BIN" run -m "$TMP/$model.gguf" -p "The quick brown fox" -t 2 -v \
+                --set runtime.decode_ahead=$da "$@" >"$TMP/out.$da" 2>"$TMP/err.$da"
+        fi
+        if [ $? -ne 0 ]; then
             fail "$model $* (decode_ahead=$da) exited non-zero:"; sed 's/^/    /' "$TMP/err.$da"
             return
         fi
@@ -26,7 +35,8 @@ same() {
         fail "$model $*: the text differs with decode ahead"
         od -c "$TMP/out.true" | head -4; od -c "$TMP/out.false" | head -4
     fi
-    if grep -q "decode: ahead" "$TMP/err.true"; then got=yes; else got=no; fi
+    turns=$(grep -c "generated [0-9]* tokens" "$TMP/err.true")
+    if [ "$(grep -c "decode: ahead" "$TMP/err.true")" = "$turns" ]; then got=yes; else got=no; fi
     if [ "$got" = "$want" ]; then ok "$model $*: ahead $want"; else
         fail "$model $*: ahead $got, expected $want"; grep decode "$TMP/err.true" | sed 's/^/    /'
     fi
@@ -47,6 +57,24 @@ for m in dense moe; do
     same $m no --temp 1 --top-k 20 -n 24 --seed 3
     same $m no --temp 0 -n 24 --set runtime.device_sampling=false
 done
+
+# chat: the turn's end is fed either way ([gen] feed_stop), so the next
+# turn goes on from the same context: the dense model ends each of its
+# turns on an end of generation (greedy), the moe model's are cut at -n;
+printf 'hi\nhow are you\ntell me more\n' >"$TMP/turns"
+CMD=chat
+same dense yes --temp 0 -n 64
+if [ "$(grep -c "stopped at end of generation" "$TMP/err.true")" -ge 2 ]; then ok "dense chat: turns ended by the model"
+else fail "dense chat: fewer than two turns ended on an end of generation (the test lost its point)"; fi
+same moe yes --temp 0 -n 64
+for m in dense moe; do
+    same $m yes --temp 0 -n 12
+done
+same dense yes --temp 0 -n 64 --system "You are terse."
+same moe no --temp 0.7 --seed 4 -n 16
+printf 'hi\nhow are you\n' >"$TMP/turns"
+same dense yes --temp 0 -n 64 -c 56   # the second answer stops at the end of the context
+CMD=run
 
 # bench: decode_ahead = true queues bs 1 only, batch up to 32 sequences
 bench_ahead() { # bench_ahead VALUE WANT_BS1 WANT_BS2 WANT_BS33

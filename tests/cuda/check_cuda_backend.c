@@ -133,6 +133,19 @@ static void small_downloads(const char *section)
                       i, (unsigned long long)len, (unsigned long long)off);
         ck_assert(got[0] == 0x5A && got[len + 1] == 0x5A);
     }
+    /* every download_start slot busy: download still copies (pageable) */
+    unsigned char early[SI_DOWNLOADS_IN_FLIGHT][64];
+    uint32_t ticket[SI_DOWNLOADS_IN_FLIGHT];
+    for (int i = 0; i < SI_DOWNLOADS_IN_FLIGHT; i++)
+        ck_assert_msg(ops()->download_start(b, early[i], buf, 4096u * (unsigned)i, 64, &ticket[i], &err) == SI_OK,
+                      "%s", err.msg);
+    memset(got, 0x5A, 4096);
+    ck_assert_msg(ops()->download(b, got, buf, 777, 4096, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(memcmp(got, src + 777, 4096) == 0, "%s: download with every slot busy differs", section);
+    for (int i = 0; i < SI_DOWNLOADS_IN_FLIGHT; i++) {
+        ck_assert_msg(ops()->download_wait(b, ticket[i], &err) == SI_OK, "%s", err.msg);
+        ck_assert(memcmp(early[i], src + 4096u * (unsigned)i, 64) == 0);
+    }
     memset(got, 0x5A, 16);
     ck_assert_int_eq(ops()->download(b, got, buf, n - 8, 16, &err), SI_ERANGE);
     ck_assert(got[0] == 0x5A && got[15] == 0x5A);
