@@ -225,6 +225,20 @@ int si_engine_topk_collect(si_engine *e, float *vals, int32_t *ids, si_err *err)
     return model_ops(e)->topk_collect(e->model, vals, ids, err);
 }
 
+bool si_engine_topk_can_post(const si_engine *e)
+{
+    const struct si_model_ops *ops = model_ops(e);
+    return has_ahead(ops) && SI_HAS_MEMBER(ops, struct si_model_ops, topk_post) && ops->topk_post != NULL;
+}
+
+int si_engine_topk_post(si_engine *e, const int32_t *tokens, uint32_t n, si_err *err)
+{
+    if (!si_engine_topk_can_post(e))
+        return si_err_set(err, SI_EUNSUPPORTED, "model plugin '%s' has no topk_post (ABI < 1.4)",
+                          e->model_plugin->name);
+    return model_ops(e)->topk_post(e->model, tokens, n, err);
+}
+
 int si_engine_topk_drain(si_engine *e, uint32_t n, float *vals, int32_t *ids, si_err *err)
 {
     int rc = SI_OK;

@@ -55,6 +55,11 @@ uint32_t si_engine_decode_ahead(const si_engine *e);
 int  si_engine_topk_submit(si_engine *e, const si_batch *b, const si_topk_params *tp, uint32_t flags,
                            si_err *err);
 int  si_engine_topk_collect(si_engine *e, float *vals, int32_t *ids, si_err *err);
+/* Whether the model plugin takes SI_SUBMIT_POST submits (plugin.h 1.4),
+ * and the post that gives such a step its tokens (SI_EUNSUPPORTED when
+ * it does not). */
+bool si_engine_topk_can_post(const si_engine *e);
+int  si_engine_topk_post(si_engine *e, const int32_t *tokens, uint32_t n, si_err *err);
 /* Collects (and drops) the n steps still queued after a run stopped or
  * failed, so the model is left with none; vals / ids are scratch of one
  * collect's size.  Every step is collected; the first failure is returned. */

@@ -148,24 +148,32 @@ static bool took_token(const si_tokenizer *tok, si_sampler *s, const si_gen_opts
     return stats->stopped;
 }
 
-/* Decode ahead (si_gen_opts.ahead; greedy, no penalties): while the step
- * that makes pick j runs, the step that feeds pick j (on the backend, from
- * the first step's TOPK slot) is queued behind it, so the GPU does not idle
- * while the host reads a pick, samples, and plans and launches the next
- * step.  The steps and picks are the loop's in si_generate (the greedy
- * pick is ids[0] there too), except that a pick the run stops on (end of
- * generation, the callback) was fed by one step more, which is collected
- * and dropped.  *pos: the position after the last token fed.
- * SI_EUNSUPPORTED when the model or backend refuses the first submit
- * (before anything ran): the first pick was taken, not fed (*unfed). */
-static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,
+/* Decode ahead (si_gen_opts.ahead; no penalties): while the step that
+ * makes pick j runs, the step that feeds pick j is queued behind it, so
+ * the GPU does not idle while the host reads a pick, samples, and plans
+ * and launches the next step.  Greedy (k 1): the queued step takes pick j
+ * on the backend, from the first step's TOPK slot (SI_SUBMIT_FEED).
+ * Sampled (k > 1, post): it waits on the backend for the token the host
+ * draws from step j's top-K and posts (SI_SUBMIT_POST), so only the read,
+ * the draw and the post stand between two steps.  The steps and picks
+ * are the loop's in si_generate, except that a pick the run stops on (end
+ * of generation, the callback) was fed by one step more (stats->stop_fed),
+ * which is collected and dropped.  *pos: the position after the last
+ * token fed.  SI_EUNSUPPORTED when the model or backend refuses the first
+ * submit (before anything ran): the first pick was taken, not fed
+ * (*unfed). */
+static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o, uint32_t k,
                           uint32_t n_ctx, int32_t id, si_gen_token_cb cb, void *ctx, uint32_t *pos,
                           si_gen_stats *stats, int32_t *unfed, si_err *err)
 {
-    const si_topk_params tp = { .k = 1, .repeat_penalty = 1.0f };
+    const si_topk_params tp = { .k = k, .repeat_penalty = 1.0f };
+    const uint32_t next = k == 1 ? SI_SUBMIT_FEED : SI_SUBMIT_POST;
     const int32_t sq = (int32_t)o->seq;
     const uint8_t w1 = 1;
+    float vals[SI_TOPK_MAX];
+    int32_t ids[SI_TOPK_MAX];
     uint32_t queued = 0;
+    bool owed = false;   /* a posted step waits for its token */
     int rc = SI_OK;
     if (took_token(tok, s, o, cb, ctx, id, stats) || *pos >= n_ctx)
         return SI_OK;
@@ -186,29 +194,33 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
         bool fed = false;   /* (the step feeding this pick queued) */
         if (*pos < n_ctx) {
             p = (int32_t)*pos;
-            rc = si_engine_topk_submit(e, &b, &tp, SI_SUBMIT_FEED, err);
+            rc = si_engine_topk_submit(e, &b, &tp, next, err);
             if (rc != SI_OK)
                 break;
             queued++;
             (*pos)++;
             fed = true;
+            owed = next == SI_SUBMIT_POST;
         }
-        float val;
-        int32_t got;
-        rc = si_engine_topk_collect(e, &val, &got, err);
+        rc = si_engine_topk_collect(e, vals, ids, err);
         queued--;
         if (rc == SI_OK)
-            rc = si_sampler_sample_topk(s, &val, &got, 1, &id, err);
+            rc = si_sampler_sample_topk(s, vals, ids, k, &id, err);
+        if (owed) {   /* (whatever happened: the queued step must not wait on) */
+            const int32_t give = rc == SI_OK ? id : 0;
+            si_err scratch = { { 0 } };
+            const int r2 = si_engine_topk_post(e, &give, 1, rc == SI_OK ? err : &scratch);
+            rc = rc != SI_OK ? rc : r2;
+            owed = false;
+        }
         if (rc != SI_OK || took_token(tok, s, o, cb, ctx, id, stats)) {
             stats->stop_fed = fed;
             break;
         }
     }
     /* steps still queued (a stop, an error): collected, their picks dropped */
-    float val;
-    int32_t got;
     si_err scratch = { { 0 } };
-    const int r2 = si_engine_topk_drain(e, queued, &val, &got, rc == SI_OK ? err : &scratch);
+    const int r2 = si_engine_topk_drain(e, queued, vals, ids, rc == SI_OK ? err : &scratch);
     return rc != SI_OK ? rc : r2;
 }
 
@@ -246,15 +258,16 @@ int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_g
     topk_path tk;
     topk_path_init(e, s, o, &tk);
     t0 = si_now_seconds();
-    const bool ahead = rc == SI_OK && o->ahead && tk.k == 1 && si_sampler_penalty_cap(s) == 0 &&
-                       si_engine_decode_ahead(e) >= 1 && o->n_predict != 0;
+    const bool ahead = rc == SI_OK && o->ahead && tk.k >= 1 && si_sampler_penalty_cap(s) == 0 &&
+                       si_engine_decode_ahead(e) >= 1 && o->n_predict != 0 &&
+                       (tk.k == 1 || si_engine_topk_can_post(e));
     bool ahead_done = false;
     if (ahead) {
         const si_host *h = si_engine_host(e);
         int32_t id = -1, unfed = -1;
         rc = si_sampler_sample(s, logits, &id, err);
         if (rc == SI_OK)
-            rc = generate_ahead(e, tok, s, o, info.n_ctx, id, cb, ctx, &pos, stats, &unfed, err);
+            rc = generate_ahead(e, tok, s, o, tk.k, info.n_ctx, id, cb, ctx, &pos, stats, &unfed, err);
         ahead_done = rc != SI_EUNSUPPORTED;
         if (ahead_done) {
             h->log(h, SI_LOG_INFO, "core", "decode: ahead (each step queued before the previous pick is read)");

@@ -39,9 +39,10 @@ typedef struct si_gen_opts {
      * pick the token (SI_OP_TOPK); otherwise [runtime] device_sampling
      * decides.  The tokens are the same either way. */
     bool     full_logits;
-    /* Greedy decode without penalties may queue each step before the
-     * previous one's token is read ([runtime] decode_ahead,
-     * si_engine_decode_ahead).  The tokens are the same; a run that stops
+    /* Decode without penalties from the backend's top-K may queue each
+     * step before the previous one's token is read (greedy: fed on the
+     * backend) or drawn (sampled: posted, si_engine_topk_post) ([runtime]
+     * decode_ahead, si_engine_decode_ahead).  The tokens are the same; a run that stops
      * on a token (end of generation, the callback) may then have fed it
      * already (stats->stop_fed; *pos_out counts it). */
     bool     ahead;

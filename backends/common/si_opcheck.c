@@ -203,6 +203,30 @@ int si_oc_matmul(const si_opcheck *c, const si_op *op, si_err *err)
 
 /* ---- GET_ROWS, RMSNORM, ADD, MUL, SWIGLU ---------------------------------- */
 
+/* I32 ids [n], 1-D; strided (since 1.3: a column of a table, TOPK's best
+ * ids) checked as the column they are: [1, n] with that row stride. */
+static int ids_column(const si_opcheck *c, const si_tensor *t, const char *op, const char *what, si_err *err)
+{
+    if (t->type != SI_TYPE_I32)
+        return si_err_set(err, SI_EUNSUPPORTED, "%s: %s: %s must be I32, not %s", c->name, op, what,
+                          si_oc_type_name(c, t->type));
+    if (si_oc_ne(t, 1) != 1 || si_oc_ne(t, 2) != 1 || si_oc_ne(t, 3) != 1)
+        return si_err_set(err, SI_EUNSUPPORTED, "%s: %s: %s must be 1-D [n]", c->name, op, what);
+    si_tensor col = *t;
+    if (t->nb[0] != sizeof(int32_t)) {
+        if (t->nb[0] % sizeof(int32_t) != 0 || t->nb[0] == 0)
+            return si_err_set(err, SI_EINVAL, "%s: %s: %s stride %llu is not a multiple of 4", c->name, op, what,
+                              (unsigned long long)t->nb[0]);
+        col.ndim = 2;
+        col.ne[0] = 1;
+        col.ne[1] = t->ne[0];
+        col.nb[0] = sizeof(int32_t);
+        col.nb[1] = t->nb[0];
+    }
+    const char *why = si_oc_tensor_check(c, &col);
+    return why == NULL ? SI_OK : si_err_set(err, SI_EINVAL, "%s: %s: %s: %s", c->name, op, what, why);
+}
+
 static int get_rows(const si_opcheck *c, const si_op *op, si_err *err)
 {
     const si_tensor *s0 = op->src[0], *s1 = op->src[1];
@@ -216,26 +240,9 @@ static int get_rows(const si_opcheck *c, const si_op *op, si_err *err)
         return si_err_set(err, SI_EINVAL, "%s: GET_ROWS: table: %s", c->name, why);
     if (si_oc_ne(s0, 2) != 1 || si_oc_ne(s0, 3) != 1)
         return si_err_set(err, SI_EUNSUPPORTED, "%s: GET_ROWS: table must be 2-D", c->name);
-    if (s1->type != SI_TYPE_I32)
-        return si_err_set(err, SI_EUNSUPPORTED, "%s: GET_ROWS: ids must be I32, not %s", c->name,
-                          si_oc_type_name(c, s1->type));
-    if (si_oc_ne(s1, 1) != 1 || si_oc_ne(s1, 2) != 1 || si_oc_ne(s1, 3) != 1)
-        return si_err_set(err, SI_EUNSUPPORTED, "%s: GET_ROWS: ids must be 1-D [n]", c->name);
-    /* Strided ids (since 1.3: a column of a table, TOPK's best ids) are
-     * checked as the column they are: [1, n] with that row stride. */
-    si_tensor col = *s1;
-    if (s1->nb[0] != sizeof(int32_t)) {
-        if (s1->nb[0] % sizeof(int32_t) != 0 || s1->nb[0] == 0)
-            return si_err_set(err, SI_EINVAL, "%s: GET_ROWS: ids stride %llu is not a multiple of 4", c->name,
-                              (unsigned long long)s1->nb[0]);
-        col.ndim = 2;
-        col.ne[0] = 1;
-        col.ne[1] = s1->ne[0];
-        col.nb[0] = sizeof(int32_t);
-        col.nb[1] = s1->nb[0];
-    }
-    if ((why = si_oc_tensor_check(c, &col)) != NULL)
-        return si_err_set(err, SI_EINVAL, "%s: GET_ROWS: ids: %s", c->name, why);
+    int rc = ids_column(c, s1, "GET_ROWS", "ids", err);
+    if (rc != SI_OK)
+        return rc;
     return si_oc_want_f32(c, &op->dst, s0->ne[0], s1->ne[0], "GET_ROWS", "dst", err);
 }
 
@@ -488,6 +495,15 @@ int si_oc_check(const si_opcheck *c, const si_op *op, si_err *err)
     case SI_OP_GDN:    return si_oc_gdn(c, op, err);
     case SI_OP_MOE:    return si_oc_moe(c, op, err);
     case SI_OP_TOPK:   return si_oc_topk(c, op, err);
+    case SI_OP_HOST_IDS: {
+        if (op->src[0] != NULL)
+            return si_err_set(err, SI_EINVAL, "%s: HOST_IDS takes no src", c->name);
+        int rc = ids_column(c, &op->dst, "HOST_IDS", "dst", err);
+        if (rc == SI_OK && (op->dst.ne[0] < 1 || op->dst.ne[0] > SI_SUBMIT_MAX_ROWS))
+            rc = si_err_set(err, SI_EINVAL, "%s: HOST_IDS: %lld ids (1..%d)", c->name, (long long)op->dst.ne[0],
+                            SI_SUBMIT_MAX_ROWS);
+        return rc;
+    }
     default:
         return si_err_set(err, SI_EUNSUPPORTED, "%s: op kind %u is not supported", c->name, op->kind);
     }

@@ -203,6 +203,13 @@ struct si_backend {
         bool        busy, flagged;
     } dl[SI_DOWNLOADS_IN_FLIGHT];
     uint8_t       *dl_pin;
+    /* SI_OP_HOST_IDS (cuda_ops.c, si_cu_host_ids): the ring of posts,
+     * mapped (host and device views), the device's count of posts taken,
+     * and the host's counts: ops queued (op by op, or in a launched graph)
+     * and posts given; post_ids refuses a post no queued op would take. */
+    struct cu_post_slot *post_ring, *post_ring_dev;
+    unsigned      *post_ctr;
+    uint64_t       post_queued, post_given;
     /* Pinned staging for the small per-op uploads (positions, sequence
      * runs) and small upload() calls between execs: from pinned memory
      * cudaMemcpyAsync never waits for the stream.  Bump-allocated; pin_ev

@@ -68,6 +68,7 @@ struct cu_graphs {
     cu_gsig   sig;
     cu_upbuf  up;                /* this exec's per-step uploads (cu_up_op)  */
     bool      get_rows;
+    uint32_t  n_host_ids;        /* its HOST_IDS ops (counted at launch)    */
     bool      told;              /* a capture failure was logged            */
     uint64_t  n_seen, n_capture, n_replay, n_fail;
     /* profile = graph: device time of each replay, by op-list length */
@@ -208,6 +209,7 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
     cu_gsig_reset(s);
     G->up.used = 0;
     G->get_rows = false;
+    G->n_host_ids = 0;
     cu_gsig_put(s, n_ops);
     for (size_t i = 0; i < n_ops; i++) {
         const si_op *op = &ops[i];
@@ -217,6 +219,7 @@ static int scan(si_backend *b, cu_graphs *G, const si_op *ops, size_t n_ops)
         if (b->kern[op->kind].ops != NULL &&
             (si_oc_check(&b->oc, op, NULL) != SI_OK || cu_kernel_for(b, op) != NULL))
             return CU_GRAPH_DECLINED;
+        G->n_host_ids += op->kind == SI_OP_HOST_IDS;
         cu_gsig_op(s, op, buf_id);
         if (op->kind == SI_OP_GET_ROWS) {
             G->get_rows |= op->src[1] != NULL && op->src[1]->ne[0] > 0;
@@ -288,8 +291,13 @@ static int replay(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, s
         }
         if (ce == cudaSuccess)
             ce = cudaGraphLaunch(g->exec, b->stream);
-        if (ce == cudaSuccess && G->t0 != NULL && cudaEventRecord(G->t1, b->stream) == cudaSuccess)
+        /* (not timed with a HOST_IDS in it: it waits for a post that
+         * comes after the exec returns) */
+        if (ce == cudaSuccess && G->t0 != NULL && G->n_host_ids == 0 &&
+            cudaEventRecord(G->t1, b->stream) == cudaSuccess)
             time_replay(G, n_ops);
+        if (ce == cudaSuccess)
+            b->post_queued += G->n_host_ids;
     }
     if (ce != cudaSuccess) {
         cu_attn_uncommit(ops, n_ops, n_ops);
@@ -419,6 +427,8 @@ static int capture(si_backend *b, cu_graphs *G, cu_gentry *e, const si_op *ops, 
         cudaGraphDestroy(graph);
     if (ok)
         ok = (ce = cudaGraphLaunch(g->exec, b->stream)) == cudaSuccess;
+    if (ok)
+        b->post_queued += G->n_host_ids;
     if (!ok) {
         /* Nothing of the list ran: undo what the captured ops did on the
          * host, so the op-by-op run finds the state it expects. */

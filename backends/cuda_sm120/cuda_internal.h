@@ -42,7 +42,8 @@
  *   cuda_gdn_chunk.cu  GDN prefill: token-parallel conv, chunked delta rule
  *   cuda_gdn.cuh    device helpers shared by the GDN files
  *   cuda_moe.cu     router softmax/top-k, SwiGLU act, combine
- *   cuda_topk.cu    TOPK: sampling penalties and the k best logits per row
+ *   cuda_topk.cu    TOPK: sampling penalties and the k best logits per row;
+ *                   HOST_IDS: a step's tokens posted by the host
  */
 #ifndef SI_CUDA_INTERNAL_H
 #define SI_CUDA_INTERNAL_H
@@ -786,6 +787,21 @@ typedef struct cu_topk {
 
 int si_cu_topk_slices(int64_t V, int k);
 int si_cu_topk(const cu_topk *t, void *stream);
+
+/* ---- HOST_IDS (cuda_topk.cu) -----------------------------------------------
+ * The host's posts (post_ids) in mapped pinned memory: post g (from 1) in
+ * slot g % CU_POST_RING, its ids written before its gen.  One launch
+ * takes the post after *ctr (device memory; then advanced), waiting for
+ * it, and writes its n ids to dst (stride int32s apart); after
+ * CU_POST_GIVE_UP_NS unposted it writes -1s (GET_ROWS reports them). */
+#define CU_POST_RING 4
+#define CU_POST_GIVE_UP_NS 10000000000ull
+typedef struct cu_post_slot {
+    uint32_t gen;
+    int32_t  ids[32];   /* SI_SUBMIT_MAX_ROWS */
+} cu_post_slot;
+
+int si_cu_host_ids(const cu_post_slot *ring, unsigned *ctr, int32_t *dst, int64_t stride, int n, void *stream);
 
 /* A cudaError_t as text (for the C side, which has no cuda_runtime.h). */
 const char *si_cu_errstr(int e);

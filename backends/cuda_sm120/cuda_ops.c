@@ -857,6 +857,7 @@ typedef struct op_entry {
 } op_entry;
 
 static int topk_exec(si_backend *b, const si_op *op, si_err *err);   /* at the end of the file */
+static int host_ids_exec(si_backend *b, const si_op *op, si_err *err);
 
 static const op_entry op_tab[SI_OP_KIND_COUNT] = {
     [SI_OP_GET_ROWS] = { elem_exec },
@@ -869,6 +870,7 @@ static const op_entry op_tab[SI_OP_KIND_COUNT] = {
     [SI_OP_GDN]      = { cu_gdn_exec },
     [SI_OP_MOE]      = { cu_moe_exec },
     [SI_OP_TOPK]     = { topk_exec },
+    [SI_OP_HOST_IDS] = { host_ids_exec },
 };
 
 static const op_entry *find_op(const si_op *op, si_err *err)
@@ -885,6 +887,10 @@ bool cu_supports(const si_backend *b, const si_op *op)
     if (b == NULL || op == NULL)
         return false;
     const op_entry *e = find_op(op, NULL);
+    /* (HOST_IDS: not with profile = true, whose sync after each exec
+     * would wait for a post that comes only after the exec returns) */
+    if (op->kind == SI_OP_HOST_IDS && (b->post_ring == NULL || b->prof != NULL))
+        return false;
     return e != NULL && si_oc_check(&b->oc, op, NULL) == SI_OK;
 }
 
@@ -1172,4 +1178,19 @@ static int topk_exec(si_backend *b, const si_op *op, si_err *err)
         t.pen_cnt = d_cnt;
     }
     return launched(si_cu_topk(&t, b->stream), "TOPK", err);
+}
+
+/* ---- HOST_IDS --------------------------------------------------------------- */
+
+static int host_ids_exec(si_backend *b, const si_op *op, si_err *err)
+{
+    if (b->post_ring == NULL || b->prof != NULL)
+        return si_err_set(err, SI_EUNSUPPORTED, CU_NAME ": HOST_IDS: %s",
+                          b->post_ring == NULL ? "no mapped memory for the posts" : "not with profile = true");
+    const si_tensor *d = &op->dst;
+    int rc = launched(si_cu_host_ids(b->post_ring_dev, b->post_ctr, (int32_t *)dptr(d), (int64_t)(d->nb[0] / 4),
+                                     (int)d->ne[0], b->stream), "HOST_IDS", err);
+    if (rc == SI_OK && !b->capturing)
+        b->post_queued++;   /* (a captured one counts when its graph is launched) */
+    return rc;
 }

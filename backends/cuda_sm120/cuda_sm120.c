@@ -187,6 +187,14 @@
  *                         memory; false: a pageable copy (which waits for
  *                         the stream itself) and then the flag's copy and
  *                         a second sync: two round trips a step.
+ *   host_ids = false | true  SI_OP_HOST_IDS and post_ids (plugin.h 1.4):
+ *                         a sampled decode step is queued before the host
+ *                         has drawn its token, which a one-warp kernel at
+ *                         the step's start waits for in mapped memory
+ *                         (decode ahead for sampling).  false: not
+ *                         offered; the model runs such a step when its
+ *                         token is posted (after the draw, as before).
+ *                         Off until timed on a GPU.
  *   h2d_early = true | false  the per-step numbers of an exec's ATTN ops
  *                         (positions, sequences) and GDN ops (sequence
  *                         runs) copied to the device once, before its
@@ -965,10 +973,18 @@ static int cuda_probe(const si_host *h, si_err *err)
                       p0.name, p0.major, p0.minor);
 }
 
+static int cuda_post_ids(si_backend *b, const int32_t *ids, uint32_t n, si_err *err);
+
 static void cuda_close(si_backend *b)
 {
     if (b == NULL)
         return;
+    /* HOST_IDS ops still waiting are let go (zeros) rather than waited out */
+    static const int32_t zeros[SI_SUBMIT_MAX_ROWS];
+    while (b->post_ring != NULL && b->post_given < b->post_queued) {
+        si_err scratch = { { 0 } };
+        cuda_post_ids(b, zeros, 1, &scratch);
+    }
     if (b->stream != NULL)
         cudaStreamSynchronize(b->stream);
     cu_kernels_fini(b);
@@ -1000,6 +1016,8 @@ static void cuda_close(si_backend *b)
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->dl_host);
     cudaFreeHost(b->dl_pin);
+    cudaFreeHost(b->post_ring);
+    cudaFree(b->post_ctr);
     for (int i = 0; i < SI_DOWNLOADS_IN_FLIGHT; i++)
         if (b->dl[i].ev != NULL)
             cudaEventDestroy(b->dl[i].ev);
@@ -1082,7 +1100,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     bool gdn_dec = true, gdn_early = true, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
     bool moe_persist = true;
-    bool upload_staged = true, h2d_early = true, download_pinned = true;
+    bool upload_staged = true, h2d_early = true, download_pinned = true, host_ids = false;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
     int norm_tail = 0;         /* norm_tail = false | true | one | defer: 0, 1, 2, 3 */
@@ -1125,6 +1143,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "gemv_regroup_cols", "true", "false", &gemv_rg_cols },
         { "upload_staged", "true", "false", &upload_staged },
         { "download_pinned", "true", "false", &download_pinned },
+        { "host_ids", "true", "false", &host_ids },
         { "h2d_early", "true", "false", &h2d_early },
         { "gemv_xsmem", "true", "false", &gemv_xs },
         { "gemv_warps", "8", "4", &gemv_w8 },
@@ -1376,6 +1395,22 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
     if (b->download_pinned && cudaMallocHost((void **)&b->dl_host, CU_DOWNLOAD_PINNED) != cudaSuccess) {
         cudaGetLastError();
         b->dl_host = NULL;   /* downloads take the pageable path */
+    }
+    /* HOST_IDS's posts (knob host_ids): without mapped memory the op is
+     * not offered */
+    if (host_ids && (cudaHostAlloc((void **)&b->post_ring, CU_POST_RING * sizeof(cu_post_slot),
+                                   cudaHostAllocMapped) != cudaSuccess ||
+                     cudaHostGetDevicePointer((void **)&b->post_ring_dev, b->post_ring, 0) != cudaSuccess ||
+                     cudaMalloc((void **)&b->post_ctr, sizeof(unsigned)) != cudaSuccess ||
+                     cudaMemset(b->post_ctr, 0, sizeof(unsigned)) != cudaSuccess)) {
+        cudaGetLastError();
+        h->log(h, SI_LOG_WARN, CU_NAME, "[%s] host_ids: no mapped memory: sampled steps run at their post", section);
+        cudaFreeHost(b->post_ring);
+        cudaFree(b->post_ctr);
+        b->post_ring = NULL;
+        b->post_ctr = NULL;
+    } else if (host_ids) {
+        memset(b->post_ring, 0, CU_POST_RING * sizeof(cu_post_slot));
     }
     /* (route_fused's count of finished blocks: zero between launches,
      * each launch's last block puts it back, so graphs replay it as is) */
@@ -1823,6 +1858,23 @@ static int cuda_download_wait(si_backend *b, uint32_t ticket, si_err *err)
     return SI_OK;
 }
 
+/* post_ids (plugin.h 1.4): post g into its slot, the ids before the gen
+ * (a release store: the device's acquire of gen then sees them). */
+static int cuda_post_ids(si_backend *b, const int32_t *ids, uint32_t n, si_err *err)
+{
+    if (b == NULL || ids == NULL)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": post_ids: NULL argument");
+    if (n < 1 || n > SI_SUBMIT_MAX_ROWS)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": post_ids: %u ids (1..%d)", n, SI_SUBMIT_MAX_ROWS);
+    if (b->post_ring == NULL || b->post_given >= b->post_queued)
+        return si_err_set(err, SI_EINVAL, CU_NAME ": post_ids: no HOST_IDS op queued waits for a post");
+    const uint64_t g = ++b->post_given;
+    cu_post_slot *sl = &b->post_ring[g % CU_POST_RING];
+    memcpy(sl->ids, ids, n * sizeof *ids);
+    __atomic_store_n(&sl->gen, (uint32_t)g, __ATOMIC_RELEASE);
+    return SI_OK;
+}
+
 static int cuda_weight_load(si_backend *b, const si_tensor_info *w, si_tensor *out, si_err *err)
 {
     if (b == NULL || w == NULL || out == NULL)
@@ -1905,6 +1957,7 @@ static const struct si_backend_ops cuda_ops = {
     .attach_kernel = cu_attach_kernel,
     .download_start = cuda_download_start,
     .download_wait = cuda_download_wait,
+    .post_ids = cuda_post_ids,
 };
 
 SI_PLUGIN_DEFINE(SI_KIND_BACKEND, CU_NAME, "0.2.0",

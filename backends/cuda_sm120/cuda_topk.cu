@@ -286,3 +286,49 @@ extern "C" int si_cu_topk(const cu_topk *t, void *stream)
     merge_kernel<<<(unsigned)t->n, TK_THREADS, 0, st>>>(*t);
     return (int)cudaGetLastError();
 }
+
+// ---- HOST_IDS ------------------------------------------------------------------
+// One warp.  Lane 0 polls the slot's gen with a system-scope acquire (the
+// host's release store of gen orders its ids before it), sleeping a
+// little between reads (each is a trip over the bus); the warp then copies
+// the ids.  Not a programmatic-launch kernel: it starts after everything
+// before it, and the kernels after it wait for it.
+__global__ void host_ids_kernel(const cu_post_slot *ring, unsigned *ctr, int32_t *dst, int64_t stride, int n)
+{
+    unsigned want = 0;
+    int ok = 1;
+    if (threadIdx.x == 0) {
+        want = *ctr + 1;
+        const unsigned *gen = &ring[want % CU_POST_RING].gen;
+        uint64_t t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        for (;;) {
+            unsigned g;
+            asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(g) : "l"(gen) : "memory");
+            if (g == want)
+                break;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            if (t - t0 > CU_POST_GIVE_UP_NS) {
+                ok = 0;
+                break;
+            }
+            __nanosleep(256);
+        }
+        *ctr = want;
+    }
+    __syncwarp();   // (orders the other lanes' reads after lane 0's acquire)
+    want = __shfl_sync(0xffffffffu, want, 0);
+    ok = __shfl_sync(0xffffffffu, ok, 0);
+    const volatile int32_t *ids = ring[want % CU_POST_RING].ids;
+    for (int i = threadIdx.x; i < n; i += 32)
+        dst[(int64_t)i * stride] = ok ? ids[i] : -1;
+}
+
+extern "C" int si_cu_host_ids(const cu_post_slot *ring, unsigned *ctr, int32_t *dst, int64_t stride, int n,
+                              void *stream)
+{
+    if (n < 1 || n > 32)
+        return (int)cudaErrorInvalidValue;
+    host_ids_kernel<<<1, 32, 0, (cudaStream_t)stream>>>(ring, ctr, dst, stride, n);
+    return (int)cudaGetLastError();
+}

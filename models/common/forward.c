@@ -25,7 +25,7 @@
 #include "hybrid.h"
 
 #define OPS_PER_LAYER 14u   /* norm + 6 (GDN) + add + norm + 4 (dense) + add */
-#define HEAD_OPS      4u    /* GET_ROWS + RMSNORM + MATMUL + TOPK (forward_step) */
+#define HEAD_OPS      5u    /* HOST_IDS + GET_ROWS + RMSNORM + MATMUL + TOPK (forward_step) */
 #define STEP_IDS      64u   /* forward_step: ids + wanted rows in one upload up to this */
 
 size_t sih_plan_max_ops(const si_model *m)
@@ -286,6 +286,11 @@ int sih_plan_validate(si_model *m, si_err *err)
     op->src[0] = &lg;
     op->p.topk = (si_topk_params){ .k = 1, .repeat_penalty = 1.0f };
     m->has_topk = m->bops->supports(m->b, op);
+    /* SI_OP_HOST_IDS and post_ids: a posted step is queued before its
+     * token is known; without them it runs at the post (sih_topk_post). */
+    const struct si_backend_ops *b = m->bops;
+    si_op hi = { .kind = SI_OP_HOST_IDS, .dst = sih_ids(m->sc.buf, m->sc.ids, 1) };
+    m->has_post = SI_HAS_MEMBER(b, struct si_backend_ops, post_ids) && b->post_ids != NULL && b->supports(m->b, &hi);
     return SI_OK;
 }
 
@@ -361,6 +366,7 @@ typedef struct sih_out {
      * next entry; token i at row i's TOPK id slot (feed: left there by
      * the previous submit, else uploaded there). */
     bool                  ahead, feed;
+    bool                  post;   /* its tokens from a HOST_IDS op (the backend's post_ids) */
 } sih_out;
 
 /* Appends TOPK over the c logit rows in `lg` (o's parameters) to p. */
@@ -403,6 +409,7 @@ static int ahead_fetch(si_model *m, const sih_out *o, uint32_t n, si_err *err)
     const struct si_backend_ops *b = m->bops;
     q->k = k;
     q->n = n;
+    q->owed = o->post;
     q->async = SI_HAS_MEMBER(b, struct si_backend_ops, download_wait) && b->download_start != NULL &&
                b->download_wait != NULL;
     int rc = q->async ? b->download_start(m->b, q->row, m->sc.buf, m->sc.tk, bytes, &q->ticket, err)
@@ -504,7 +511,7 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         t.ids = sih_ids(sc->buf, id_at, bt->n);
         t.ids.nb[0] = row * sizeof(int32_t);
         rc = SI_OK;
-        if (!o->feed) {   /* (a fed step finds both as the previous left them) */
+        if (!o->feed && !o->post) {   /* (a fed or posted step finds both as the previous left them) */
             int32_t *up = (int32_t *)m->tk_host;
             const uint64_t words = (bt->n - 1) * row + 1;
             memset(up, 0, words * sizeof *up);
@@ -528,6 +535,13 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         return rc;
     plan p = { .ops = m->ops, .layer = m->op_layer, .n = 0, .cur = HEAD_LAYER };
     p.n = sih_plan_trunk(m, &t, bt->pos, bt->seq, &xf);
+    if (o->post) {   /* the tokens, posted by the host, first */
+        memmove(m->ops + 1, m->ops, p.n * sizeof *m->ops);
+        memmove(m->op_layer + 1, m->op_layer, p.n * sizeof *m->op_layer);
+        m->ops[0] = (si_op){ .kind = SI_OP_HOST_IDS, .dst = t.ids };
+        m->op_layer[0] = HEAD_LAYER;
+        p.n++;
+    }
     si_tensor oids = sih_ids(sc->buf, oids_at, n_out);
     si_tensor xo = sih_act(sc->buf, sc->xo, m->hp.n_embd, n_out);
     si_tensor xn = sih_act(sc->buf, sc->xn, m->hp.n_embd, n_out);
@@ -539,7 +553,7 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         plan_topk(&p, m, &lg, n_out, o, &tk);
     const uint32_t k = topk_in ? o->tp->k : 0;
     if (m->step_ok.n_ops != p.n || m->step_ok.n_tok != bt->n || m->step_ok.n_out != n_out || m->step_ok.k != k ||
-        m->step_ok.buf != sc->buf || m->step_ok.ahead != o->ahead) {
+        m->step_ok.buf != sc->buf || m->step_ok.ahead != o->ahead || m->step_ok.post != o->post) {
         if ((rc = sih_plan_check(m, m->ops, m->op_layer, p.n, bt->n, err)) != SI_OK)
             return rc;
         m->step_ok.n_tok = bt->n;
@@ -548,6 +562,7 @@ static int forward_step(si_model *m, const si_batch *bt, uint32_t n_out, sih_out
         m->step_ok.n_ops = p.n;
         m->step_ok.buf = sc->buf;
         m->step_ok.ahead = o->ahead;
+        m->step_ok.post = o->post;
     }
     *touched = true;
     if ((rc = (topk_in ? run_then_fetch : run)(m, m->ops, p.n, err)) != SI_OK)
@@ -627,8 +642,8 @@ static int forward_any(si_model *m, const si_batch *bt, sih_out *o, si_err *err)
         return si_err_set(err, SI_EINVAL, "forward: NULL batch");
     if (bt->n == 0)
         return SI_OK;
-    if (m->ahead.n > 0)
-        return si_err_set(err, SI_EINVAL, "forward: %u submitted steps not collected", m->ahead.n);
+    if (m->ahead.n > 0 || m->ahead.post.pending)
+        return si_err_set(err, SI_EINVAL, "forward: %u submitted steps not collected", m->ahead.n + m->ahead.post.pending);
     m->ahead.feed_ok = false;   /* (this exec overwrites what a fed step reads) */
     return forward_body(m, bt, bt, o, err);
 }
@@ -670,12 +685,13 @@ int sih_forward_topk(si_model *m, const si_batch *bt, const si_topk_params *tp, 
     return forward_any(m, bt, &o, err);
 }
 
-/* Decode ahead (plugin.h 1.3).  A submit is forward_step's list with token
- * i read at TOPK's id slot of row i (strided ids) and the rows fetched by
- * download_start into the queue; the next submit may feed on them because
- * nothing else ran in between (feed_ok; the same n, so the scratch did not
- * move) and the backend orders the fetch's copy before the next list
- * overwrites the slots. */
+/* Decode ahead (plugin.h 1.3, 1.4).  A submit is forward_step's list
+ * with token i read at TOPK's id slot of row i (strided ids) and the rows
+ * fetched by download_start into the queue; the next submit may feed on
+ * them because nothing else ran in between (feed_ok; the same n, so the
+ * scratch did not move) and the backend orders the fetch's copy before
+ * the next list overwrites the slots.  A posted step is the fed step's
+ * list with a HOST_IDS op first, writing the posted tokens there. */
 int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, uint32_t flags, si_err *err)
 {
     if (bt == NULL || tp == NULL)
@@ -692,37 +708,83 @@ int sih_topk_submit(si_model *m, const si_batch *bt, const si_topk_params *tp, u
                               bt->want_logits[i] == 0 ? "wants no logits" : "is a second token of its sequence");
     if (tp->pen_off != NULL)
         return si_err_set(err, SI_EINVAL, "topk_submit: penalties need the tokens before the step (use forward_topk)");
-    if ((flags & ~SI_SUBMIT_FEED) != 0)
-        return si_err_set(err, SI_EINVAL, "topk_submit: unknown flags 0x%x", flags & ~SI_SUBMIT_FEED);
-    const bool feed = (flags & SI_SUBMIT_FEED) != 0;
+    if ((flags & ~(SI_SUBMIT_FEED | SI_SUBMIT_POST)) != 0 || flags == (SI_SUBMIT_FEED | SI_SUBMIT_POST))
+        return si_err_set(err, SI_EINVAL, "topk_submit: flags 0x%x (FEED or POST, not both)", flags);
+    const bool feed = (flags & SI_SUBMIT_FEED) != 0, post = (flags & SI_SUBMIT_POST) != 0;
+    if (m->ahead.post.pending)
+        return si_err_set(err, SI_EINVAL, "topk_submit: the step before waits for its tokens (topk_post first)");
     if (m->ahead.n == SI_SUBMITS_IN_FLIGHT)
         return si_err_set(err, SI_EINVAL, "topk_submit: %d steps queued already (collect one first)",
                           SI_SUBMITS_IN_FLIGHT);
-    if (feed && (!m->ahead.feed_ok || m->ahead.k != tp->k || m->ahead.n_seq != bt->n ||
-                 memcmp(m->ahead.seq, bt->seq, bt->n * sizeof *bt->seq) != 0))
-        return si_err_set(err, SI_EINVAL, "topk_submit: a fed step follows a submit of the same sequences and k "
-                          "with nothing run between");
-    if (!feed && bt->tokens == NULL)
+    if ((feed || post) && (!m->ahead.feed_ok || m->ahead.k != tp->k || m->ahead.n_seq != bt->n ||
+                           memcmp(m->ahead.seq, bt->seq, bt->n * sizeof *bt->seq) != 0))
+        return si_err_set(err, SI_EINVAL, "topk_submit: a %s step follows a submit of the same sequences and k "
+                          "with nothing run between", feed ? "fed" : "posted");
+    if (!feed && !post && bt->tokens == NULL)
         return si_err_set(err, SI_EINVAL, "topk_submit: no token");
     int rc = topk_ok(m, tp, "topk_submit", err);
     if (rc != SI_OK)
         return rc;
     /* A fed token is the device's own TOPK id, in [0, V) by the op's
-     * definition: the check sees a stand-in. */
+     * definition, a posted one is checked at the post: the check sees a
+     * stand-in. */
     static const int32_t stand_in[SI_SUBMIT_MAX_ROWS];
     si_batch checked = *bt;
-    if (feed)
+    if (feed || post)
         checked.tokens = stand_in;
+    if (post && !m->has_post) {   /* deferred: checked now, run at the post */
+        if ((rc = check_batch(m, &checked, m->tk_host, err)) != SI_OK)
+            return rc;
+        m->ahead.post.pending = m->ahead.post.deferred = true;
+        m->ahead.post.k = tp->k;
+        memcpy(m->ahead.post.pos, bt->pos, bt->n * sizeof *bt->pos);
+        return SI_OK;
+    }
     m->ahead.feed_ok = false;
-    sih_out o = { .tp = tp, .ahead = true, .feed = feed };
+    sih_out o = { .tp = tp, .ahead = true, .feed = feed, .post = post };
     rc = forward_body(m, bt, &checked, &o, err);
     if (rc == SI_OK) {
         m->ahead.feed_ok = true;
         m->ahead.k = tp->k;
         m->ahead.n_seq = bt->n;
         memcpy(m->ahead.seq, bt->seq, bt->n * sizeof *bt->seq);
+        m->ahead.post.pending = post;
+        m->ahead.post.deferred = false;
+    } else if (post) {   /* (a HOST_IDS op queued before the failure let go; none: refused, nothing changes) */
+        si_err scratch = { { 0 } };
+        m->bops->post_ids(m->b, stand_in, bt->n, &scratch);
     }
     return rc;
+}
+
+int sih_topk_post(si_model *m, const int32_t *tokens, uint32_t n, si_err *err)
+{
+    if (tokens == NULL)
+        return si_err_set(err, SI_EINVAL, "topk_post: NULL tokens");
+    if (!m->ahead.post.pending)
+        return si_err_set(err, SI_EINVAL, "topk_post: no submitted step waits for tokens");
+    if (n != m->ahead.n_seq)
+        return si_err_set(err, SI_EINVAL, "topk_post: %u tokens for a step of %u sequences", n, m->ahead.n_seq);
+    for (uint32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= m->hp.n_vocab)
+            return si_err_set(err, SI_ERANGE, "topk_post: token %u: id %d outside the vocabulary [0, %u)", i,
+                              tokens[i], m->hp.n_vocab);
+    m->ahead.post.pending = false;
+    if (m->ahead.post.deferred) {
+        uint8_t want[SI_SUBMIT_MAX_ROWS];
+        memset(want, 1, sizeof want);
+        const si_topk_params tp = { .k = m->ahead.post.k, .repeat_penalty = 1.0f };
+        const si_batch bt = { .n = n, .tokens = tokens, .pos = m->ahead.post.pos, .seq = m->ahead.seq,
+                              .want_logits = want };
+        sih_out o = { .tp = &tp, .ahead = true };
+        m->ahead.feed_ok = false;
+        int rc = forward_body(m, &bt, &bt, &o, err);
+        m->ahead.feed_ok = rc == SI_OK;
+        return rc;
+    }
+    const uint32_t last = (m->ahead.head + m->ahead.n - 1) % SI_SUBMITS_IN_FLIGHT;
+    m->ahead.q[last].owed = false;
+    return m->bops->post_ids(m->b, tokens, n, err);
 }
 
 int sih_topk_collect(si_model *m, float *vals, int32_t *ids, si_err *err)
@@ -730,8 +792,11 @@ int sih_topk_collect(si_model *m, float *vals, int32_t *ids, si_err *err)
     if (vals == NULL || ids == NULL)
         return si_err_set(err, SI_EINVAL, "topk_collect: NULL argument");
     if (m->ahead.n == 0)
-        return si_err_set(err, SI_EINVAL, "topk_collect: no submitted step");
+        return si_err_set(err, SI_EINVAL, "topk_collect: no submitted step%s",
+                          m->ahead.post.pending ? " run (the last waits for topk_post)" : "");
     sih_queued *q = &m->ahead.q[m->ahead.head];
+    if (q->owed)   /* (its wait would never end) */
+        return si_err_set(err, SI_EINVAL, "topk_collect: the oldest step waits for its tokens (topk_post first)");
     m->ahead.head = (m->ahead.head + 1) % SI_SUBMITS_IN_FLIGHT;
     m->ahead.n--;
     int rc = q->async ? m->bops->download_wait(m->b, q->ticket, err) : SI_OK;

@@ -133,6 +133,7 @@ typedef struct sih_queued {
     uint32_t ticket;   /* download_start's (async) */
     uint32_t k, n;     /* k, and its rows (tokens) */
     bool     async;    /* false: downloaded at submit already */
+    bool     owed;     /* its HOST_IDS op waits for a post: not collectable yet */
 } sih_queued;
 
 struct si_model {
@@ -177,8 +178,17 @@ struct si_model {
         uint32_t k, n_seq;            /* that submit's k and sequences */
         int32_t  seq[SI_SUBMIT_MAX_ROWS];
         sih_queued q[SI_SUBMITS_IN_FLIGHT];
+        /* A SI_SUBMIT_POST step waiting for its tokens (one at a time):
+         * queued with its HOST_IDS op (has_post), or, deferred, only its
+         * positions kept, to run at the post. */
+        struct {
+            bool     pending, deferred;
+            uint32_t k;
+            int32_t  pos[SI_SUBMIT_MAX_ROWS];
+        } post;
     } ahead;
     bool                has_topk;     /* the backend runs SI_OP_TOPK (checked at load) */
+    bool                has_post;     /* and SI_OP_HOST_IDS with post_ids */
     /* The shape of forward_step's last list that sih_plan_check passed:
      * tokens, wanted rows, TOPK's k (0: none), op count, scratch buffer.
      * A step of the same shape makes the same ops over the same tensors
@@ -192,6 +202,7 @@ struct si_model {
         size_t        n_ops;
         const si_buf *buf;
         bool          ahead;          /* a submit's list (strided ids) */
+        bool          post;           /* with HOST_IDS first */
     } step_ok;
 };
 
@@ -262,6 +273,7 @@ int  sih_forward_topk(si_model *m, const si_batch *batch, const si_topk_params *
 /* si_model_ops.topk_submit / topk_collect (decode ahead). */
 int  sih_topk_submit(si_model *m, const si_batch *batch, const si_topk_params *tp, uint32_t flags, si_err *err);
 int  sih_topk_collect(si_model *m, float *vals, int32_t *ids, si_err *err);
+int  sih_topk_post(si_model *m, const int32_t *tokens, uint32_t n, si_err *err);
 
 /* ---- model.c ---- */
 bool sih_accepts(const si_host *h, const si_gguf *g, const char *arch);

@@ -98,6 +98,13 @@ void sih_unload(si_model *m)
 {
     if (m == NULL)
         return;
+    /* a queued HOST_IDS op released (its step's result unread), so the
+     * backend's close does not wait for it to give up */
+    if (m->ahead.post.pending && !m->ahead.post.deferred) {
+        static const int32_t zeros[SI_SUBMIT_MAX_ROWS];
+        si_err scratch = { { 0 } };
+        m->bops->post_ids(m->b, zeros, m->ahead.n_seq, &scratch);
+    }
     sih_scratch_free(m);
     sih_state_free(m);
     sih_weights_free(m);
@@ -128,8 +135,9 @@ void sih_info(const si_model *m, si_model_info *out)
 
 int sih_seq_reset(si_model *m, uint32_t seq, si_err *err)
 {
-    if (m->ahead.n > 0)
-        return si_err_set(err, SI_EINVAL, "seq_reset: %u submitted steps not collected", m->ahead.n);
+    if (m->ahead.n > 0 || m->ahead.post.pending)
+        return si_err_set(err, SI_EINVAL, "seq_reset: %u submitted steps not collected",
+                          m->ahead.n + m->ahead.post.pending);
     m->ahead.feed_ok = false;
     return sih_state_reset(m, seq, err);
 }

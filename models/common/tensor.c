@@ -78,6 +78,7 @@ const char *sih_op_name(uint32_t kind)
     case SI_OP_GDN:      return "GDN";
     case SI_OP_MOE:      return "MOE";
     case SI_OP_TOPK:     return "TOPK";
+    case SI_OP_HOST_IDS: return "HOST_IDS";
     default:             return "unknown op";
     }
 }

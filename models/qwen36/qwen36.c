@@ -33,6 +33,7 @@ static const struct si_model_ops qwen36_ops = {
     .forward = sih_forward,
     .forward_topk = sih_forward_topk,
     .topk_submit = sih_topk_submit,
+    .topk_post = sih_topk_post,
     .topk_collect = sih_topk_collect,
 };
 

@@ -1,12 +1,13 @@
 #!/bin/sh
 # tests/cli/decode_ahead.sh — `sparkinfer run` on tiny generated models of
 # both families gives byte-identical text with [runtime] decode_ahead =
-# true (each greedy step queued before the previous pick is read: the
-# model plugin's topk_submit / topk_collect) and false (one step at a
-# time), for several lengths (1, 2, 3 and 40 tokens: the queue's first,
-# second and steady states) and at the end of the context; the -v log says
-# which path each run took: ahead only for greedy without penalties and
-# with device sampling on, never for sampled decoding; and `bench`'s JSON
+# true (each step queued before the previous pick is read: the model
+# plugin's topk_submit / topk_collect, greedy fed on the backend, sampled
+# posted by the host: topk_post) and false (one step at a time), for
+# several lengths (1, 2, 3 and 40 tokens: the queue's first, second and
+# steady states) and at the end of the context, in run and in chat; the
+# -v log says which path each run took: ahead only without penalties,
+# with device sampling on and a top-K the op can give; and `bench`'s JSON
 # says decode_ahead at bs 1 for true, up to 32 sequences for batch.
 SI_CLI_TAG=da
 . "$(dirname "$0")/lib.sh"
@@ -54,7 +55,10 @@ for m in dense moe; do
     done
     same $m yes --temp 0 -n 100 -c 32          # stops at the end of the context
     same $m no --temp 0 -n 24 --repeat-penalty 1.3 --repeat-last-n 16
-    same $m no --temp 1 --top-k 20 -n 24 --seed 3
+    same $m yes --temp 1 --top-k 20 -n 24 --seed 3          # sampled: each token posted
+    same $m yes --temp 0.8 --top-k 40 --top-p 0.9 --min-p 0.05 -n 40 --seed 11
+    same $m yes --temp 1.5 --top-k 5 -n 100 -c 40 --seed 2   # posted up to the end of the context
+    same $m no --temp 1 --top-k 0 --top-p 0.9 -n 8 --seed 3  # (more than the top 256: full rows)
     same $m no --temp 0 -n 24 --set runtime.device_sampling=false
 done
 
@@ -71,7 +75,8 @@ for m in dense moe; do
     same $m yes --temp 0 -n 12
 done
 same dense yes --temp 0 -n 64 --system "You are terse."
-same moe no --temp 0.7 --seed 4 -n 16
+same moe yes --temp 0.7 --seed 4 -n 16
+same dense yes --seed 4 -n 64     # the config's sampling (temp 1, top-k 20, top-p 0.95)
 printf 'hi\nhow are you\n' >"$TMP/turns"
 same dense yes --temp 0 -n 64 -c 56   # the second answer stops at the end of the context
 CMD=run

@@ -162,6 +162,75 @@ START_TEST(test_small_downloads)
 }
 END_TEST
 
+/* SI_OP_HOST_IDS / post_ids (plugin.h 1.4): an exec of two HOST_IDS ops
+ * (strided, then plain) returns at once; each waits on the device for its
+ * post, in order; a download after both posts sees the ids where they
+ * belong and nothing else touched.  A post with no op waiting is refused
+ * and changes nothing; so is a bad count. */
+START_TEST(test_host_ids)
+{
+    si_err err = { { 0 } };
+    si_backend *b = NULL;
+    ck_assert(SI_HAS_MEMBER(ops(), struct si_backend_ops, post_ids) && ops()->post_ids != NULL);
+    si_op probe = { .kind = SI_OP_HOST_IDS };
+    ck_assert_msg(ops()->open(&host, "backend.cuda_sm120", &b, &err) == SI_OK, "%s", err.msg);
+    ck_assert(!ops()->supports(b, &probe));   /* (knob host_ids off: not offered) */
+    ops()->close(b);
+    ck_assert_msg(ops()->open(&host, "backend.cuda_post", &b, &err) == SI_OK, "%s", err.msg);
+    const int32_t ids1[3] = { 11, 12, 13 }, ids2[2] = { 21, 22 };
+    ck_assert_int_eq(ops()->post_ids(b, ids1, 3, &err), SI_EINVAL);   /* none waiting */
+    si_buf *buf = NULL;
+    ck_assert_msg(ops()->buf_alloc(b, 4096, &buf, &err) == SI_OK, "%s", err.msg);
+    int32_t want[64], got[64];
+    for (int i = 0; i < 64; i++)
+        want[i] = -1000 - i;
+    ck_assert_msg(ops()->upload(b, buf, 0, want, sizeof want, &err) == SI_OK, "%s", err.msg);
+    si_op op[2] = { { .kind = SI_OP_HOST_IDS }, { .kind = SI_OP_HOST_IDS } };
+    op[0].dst = (si_tensor){ .buf = buf, .offset = 4 * 4, .type = SI_TYPE_I32, .ndim = 1,
+                             .ne = { 3, 1, 1, 1 }, .nb = { 5 * 4, 15 * 4, 15 * 4, 15 * 4 } };
+    op[1].dst = (si_tensor){ .buf = buf, .offset = 40 * 4, .type = SI_TYPE_I32, .ndim = 1,
+                             .ne = { 2, 1, 1, 1 }, .nb = { 4, 8, 8, 8 } };
+    ck_assert(ops()->supports(b, &op[0]) && ops()->supports(b, &op[1]));
+    si_op bad = op[1];   /* refused: no ids, 33 ids, a stride of 6 bytes, a src, F32 */
+    bad.dst.ne[0] = 0;
+    ck_assert(!ops()->supports(b, &bad));
+    bad.dst.ne[0] = 33;
+    ck_assert(!ops()->supports(b, &bad));
+    bad = op[1];
+    bad.dst.nb[0] = 6;
+    ck_assert(!ops()->supports(b, &bad));
+    bad = op[1];
+    bad.src[0] = &op[0].dst;
+    ck_assert(!ops()->supports(b, &bad));
+    bad = op[1];
+    bad.dst.type = SI_TYPE_F32;
+    ck_assert(!ops()->supports(b, &bad));
+    ck_assert_msg(ops()->exec(b, op, 2, &err) == SI_OK, "%s", err.msg);   /* (returns: nothing waits on it) */
+    ck_assert_int_eq(ops()->post_ids(b, ids1, 0, &err), SI_EINVAL);
+    ck_assert_int_eq(ops()->post_ids(b, ids1, 33, &err), SI_EINVAL);
+    ck_assert_msg(ops()->post_ids(b, ids1, 3, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->post_ids(b, ids2, 2, &err) == SI_OK, "%s", err.msg);
+    ck_assert_int_eq(ops()->post_ids(b, ids2, 2, &err), SI_EINVAL);   /* both taken */
+    ck_assert_msg(ops()->download(b, got, buf, 0, sizeof got, &err) == SI_OK, "%s", err.msg);
+    for (int i = 0; i < 3; i++)
+        want[4 + 5 * i] = ids1[i];
+    want[40] = ids2[0];
+    want[41] = ids2[1];
+    for (int i = 0; i < 64; i++)
+        ck_assert_msg(got[i] == want[i], "word %d: %d, expected %d", i, got[i], want[i]);
+    /* again (the ring's next slots), the posts given before the exec
+     * is waited for: the device takes them in order */
+    const int32_t ids3[3] = { 31, 32, 33 };
+    ck_assert_msg(ops()->exec(b, op, 2, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->post_ids(b, ids3, 3, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->post_ids(b, ids1, 2, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->download(b, got, buf, 0, sizeof got, &err) == SI_OK, "%s", err.msg);
+    ck_assert(got[4] == 31 && got[9] == 32 && got[14] == 33 && got[40] == 11 && got[41] == 12);
+    ops()->buf_free(b, buf);
+    ops()->close(b);
+}
+END_TEST
+
 START_TEST(test_bad_device_knob)
 {
     si_err err = { { 0 } };
@@ -185,7 +254,8 @@ int main(void)
     si_err err = { { 0 } };
     if (si_config_load_string("[backend.bad_device]\npath = x.so\ndevice = banana\n"
                               "[backend.cuda_staged]\npath = x.so\nupload_staged = true\n"
-                              "[backend.cuda_dl_pageable]\npath = x.so\ndownload_pinned = false\n",
+                              "[backend.cuda_dl_pageable]\npath = x.so\ndownload_pinned = false\n"
+                              "[backend.cuda_post]\npath = x.so\nhost_ids = true\n",
                               "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
@@ -209,6 +279,7 @@ int main(void)
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_small_uploads);
     tcase_add_test(tc, test_small_downloads);
+    tcase_add_test(tc, test_host_ids);
     tcase_add_test(tc, test_bad_device_knob);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

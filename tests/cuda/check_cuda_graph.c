@@ -278,9 +278,10 @@ static void graph_case(bool moe, const char *kv)
  * download_start / download_wait): two models on one graph section, the
  * same prompts (200 and 8 tokens), then 70 greedy steps of sequence 0
  * (through the attention bucket at 256) and 30 of both with k = 4 (strided
- * ids), one at a time on one and queued ahead on the other: the same bits
- * (si_ahead_compare); the queued side's
- * steps are graph replays, each launched while the one before runs (its
+ * ids), then 12 of both and 24 of sequence 1 posted (HOST_IDS: each step
+ * queued before the host's pick, not the best, is posted), one at a time
+ * on one and queued ahead on the other: the same bits (si_ahead_compare);
+ * the queued side's steps are graph replays, each launched while the one before runs (its
  * in-graph upload event lets the replay go once that step's copy left the
  * staging). */
 static void ahead_case(bool moe)
@@ -297,17 +298,24 @@ static void ahead_case(bool moe)
     prefill(&ra, &rb, c.V, &st, seqs, pos0, len, 2, 3u);
     ck_assert(SI_HAS_MEMBER(ra.mops, struct si_model_ops, topk_collect) && ra.mops->topk_submit != NULL);
     const int32_t p1[1] = { PRE0 }, t1[1] = { si_ct_tok(1, 2, c.V) };
-    const uint32_t ch = si_ahead_compare(ra.mops, ra.m, rb.m, 1, seqs, p1, t1, 70, 1);
+    const uint32_t ch = si_ahead_compare(ra.mops, ra.m, rb.m, 1, seqs, p1, t1, 70, 1, false);
     /* both sequences (a step of two rows: strided ids), k = 4 */
     const int32_t p2[2] = { PRE0 + 70, PRE1 }, t2[2] = { si_ct_tok(2, 2, c.V), si_ct_tok(3, 2, c.V) };
-    si_ahead_compare(ra.mops, ra.m, rb.m, 2, seqs, p2, t2, 30, 4);
+    si_ahead_compare(ra.mops, ra.m, rb.m, 2, seqs, p2, t2, 30, 4, false);
     ck_assert_msg(ch > 0, "the greedy picks never changed: nothing was fed");
+    /* posted steps (HOST_IDS waiting on the device for the host's pick,
+     * not the best), both sequences with k = 8, then sequence 1 alone */
+    const int32_t p3[2] = { PRE0 + 100, PRE1 + 30 }, t3[2] = { si_ct_tok(4, 2, c.V), si_ct_tok(5, 2, c.V) };
+    const uint32_t chp = si_ahead_compare(ra.mops, ra.m, rb.m, 2, seqs, p3, t3, 12, 8, true);
+    const int32_t p4[1] = { PRE1 + 42 }, t4[1] = { si_ct_tok(6, 2, c.V) };
+    si_ahead_compare(ra.mops, ra.m, rb.m, 1, seqs + 1, p4, t4, 24, 3, true);
+    ck_assert_msg(chp > 0, "the posted picks never changed");
     si_ct_model_close(&ra);
     g_lines = 0;
     si_ct_model_close(&rb);
-    ck_assert_msg(g_lines == 1 && g_replays >= 90, "ahead side: %llu replays", g_replays);
-    printf("  %s ahead: 100 steps the same bits, %u pick changes; %llu replays\n", moe ? "qwen36" : "qwen35", ch,
-           g_replays);
+    ck_assert_msg(g_lines == 1 && g_replays >= 120, "ahead side: %llu replays", g_replays);
+    printf("  %s ahead: 100 fed and 36 posted steps the same bits, %u / %u pick changes; %llu replays\n",
+           moe ? "qwen36" : "qwen35", ch, chp, g_replays);
     si_gguf_close(g);
     unlink(path);
 }
@@ -341,7 +349,7 @@ int main(void)
         "h2d_early = false\n"
         "[backend.graph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = true\nprofile_twice = empty\nh2d_early = false\n"
         "[backend.nograph_f16e]\npath = cuda_sm120.so\nkv_type = f16\ngraph = false\n"
-        "[backend.ahead]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\n";
+        "[backend.ahead]\npath = cuda_sm120.so\nkv_type = i8\ngraph = true\nhost_ids = true\n";
     if (si_config_load_string(text, "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;

@@ -875,9 +875,9 @@ START_TEST(test_decode_ahead)
             env_open(&e, NULL);
             if (async)
                 make_async(&e);
-            load_ok(&e, &c, 2, 64);
+            load_ok(&e, &c, 2, 128);
             si_model *b = NULL;
-            ck_assert_msg(e.mops->load(&e.host, e.g, &e.be, 2, 64, &b, &err) == SI_OK, "%s", err.msg);
+            ck_assert_msg(e.mops->load(&e.host, e.g, &e.be, 2, 128, &b, &err) == SI_OK, "%s", err.msg);
             ck_assert(SI_HAS_MEMBER(e.mops, struct si_model_ops, topk_collect) && e.mops->topk_submit != NULL);
             int32_t toks[6];
             for (uint32_t i = 0; i < 6; i++)
@@ -893,19 +893,27 @@ START_TEST(test_decode_ahead)
              * ids), sequence 1 first */
             const int32_t s1[1] = { 1 }, p1[1] = { 5 }, t1[1] = { toks[5] };
             const int32_t s2[2] = { 1, 0 }, p2[2] = { 25, 3 }, t2[2] = { toks[0], toks[4] };
-            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 1, s1, p1, t1, 20, 3), 0);
-            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 2, s2, p2, t2, 20, 2), 0);
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 1, s1, p1, t1, 20, 3, false), 0);
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 2, s2, p2, t2, 20, 2, false), 0);
             if (async)
                 ck_assert_uint_eq(fake_started, 40);
+            /* posted (the cpu has no post_ids: each posted step runs at its
+             * post), then fed again after them */
+            const int32_t p3[2] = { 45, 23 }, t3[2] = { toks[2], toks[3] };
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 2, s2, p3, t3, 12, 3, true), 0);
+            const int32_t p4[2] = { 57, 35 }, t4[2] = { toks[1], toks[5] };
+            ck_assert_uint_gt(si_ahead_compare(e.mops, a, b, 2, s2, p4, t4, 8, 2, false), 0);
+            if (async)
+                ck_assert_uint_eq(fake_started, 60);
 
             /* What the ABI refuses, each refusal leaving the queue as it
-             * was.  b now: sequence 1 at 45, 0 at 23, the last exec a
+             * was.  b now: sequence 1 at 65, 0 at 43, the last exec a
              * submit of both with k 2. */
             const si_topk_params tp = { .k = 3, .repeat_penalty = 1.0f }, tp2 = { .k = 2, .repeat_penalty = 1.0f };
-            int32_t t = toks[0], p = 45, sq = 1, sq0 = 0, p0 = 24;   /* (sequence 0 after the fed step of both) */
+            int32_t t = toks[0], p = 65, sq = 1, sq0 = 0, p0 = 44;   /* (sequence 0 after the fed step of both) */
             const uint8_t w1 = 1, w2[2] = { 1, 1 }, w0 = 0;
-            int32_t two_t[2] = { 1, 2 }, two_p[2] = { 45, 46 }, two_s[2] = { 1, 1 };
-            const int32_t both_s[2] = { 1, 0 }, both_p[2] = { 45, 23 };
+            int32_t two_t[2] = { 1, 2 }, two_p[2] = { 65, 66 }, two_s[2] = { 1, 1 };
+            const int32_t both_s[2] = { 1, 0 }, both_p[2] = { 65, 43 };
             si_batch one = { .n = 1, .tokens = &t, .pos = &p, .seq = &sq, .want_logits = &w1 };
             si_batch two = { .n = 2, .tokens = two_t, .pos = two_p, .seq = two_s, .want_logits = w2 };
             si_batch both = { .n = 2, .tokens = two_t, .pos = both_p, .seq = both_s, .want_logits = w2 };
@@ -922,14 +930,14 @@ START_TEST(test_decode_ahead)
             ck_assert_int_eq(e.mops->topk_submit(b, &both, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other k */
             ck_assert_msg(e.mops->topk_submit(b, &both, &tp2, SI_SUBMIT_FEED, &err) == SI_OK, "%s", err.msg);
             ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
-            p = 46;
-            two_p[0] = 46;
-            two_p[1] = 47;
+            p = 66;
+            two_p[0] = 66;
+            two_p[1] = 67;
             ck_assert_int_eq(e.mops->topk_submit(b, &two, &tp, 0, &err), SI_EINVAL);  /* one sequence twice */
             ck_assert_int_eq(e.mops->topk_submit(b, &nolog, &tp, 0, &err), SI_EINVAL);
             ck_assert_int_eq(e.mops->topk_submit(b, &one, &pen, 0, &err), SI_EINVAL);  /* penalties */
             ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, 4u, &err), SI_EINVAL);  /* unknown flag */
-            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 46 */
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 66 */
             p++;
             ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp2, SI_SUBMIT_FEED, &err), SI_EINVAL);  /* other k */
             ck_assert_int_eq(e.mops->topk_submit(b, &other, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL); /* other seq */
@@ -945,8 +953,27 @@ START_TEST(test_decode_ahead)
             ck_assert_ptr_nonnull(full);
             ck_assert_msg(e.mops->forward(b, &other, full, &err) == SI_OK, "%s", err.msg);
             ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL);
-            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 48 */
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, 0, &err) == SI_OK, "%s", err.msg);   /* at 68 */
             ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
+            /* posts: the flags together, a post with none waiting; with one
+             * waiting: another submit, a collect of it, a forward, a reset,
+             * a post of the wrong count or a bad token */
+            const int32_t good = 3, bad = (int32_t)V, pair[2] = { 1, 2 };
+            p++;
+            ck_assert_int_eq(e.mops->topk_post(b, &good, 1, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED | SI_SUBMIT_POST, &err), SI_EINVAL);
+            ck_assert_msg(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_POST, &err) == SI_OK, "%s", err.msg);
+            p++;
+            ck_assert_int_eq(e.mops->topk_submit(b, &one, &tp, SI_SUBMIT_FEED, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->topk_collect(b, v, id, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->forward(b, &other, full, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->seq_reset(b, 1, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->topk_post(b, pair, 2, &err), SI_EINVAL);
+            ck_assert_int_eq(e.mops->topk_post(b, &bad, 1, &err), SI_ERANGE);
+            ck_assert_msg(e.mops->topk_post(b, &good, 1, &err) == SI_OK, "%s", err.msg);
+            ck_assert_int_eq(e.mops->topk_post(b, &good, 1, &err), SI_EINVAL);   /* (taken) */
+            ck_assert_msg(e.mops->topk_collect(b, v, id, &err) == SI_OK, "%s", err.msg);
+            ck_assert_msg(e.mops->seq_reset(b, 1, &err) == SI_OK, "%s", err.msg);
             if (async)
                 ck_assert_uint_eq(fake_waited, fake_started);
             free(full);

@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define SI_ABI_MAJOR 1   /* exact match required; bump on any incompatible change */
-#define SI_ABI_MINOR 3   /* bump when a member is appended to any table below     */
+#define SI_ABI_MINOR 4   /* bump when a member is appended to any table below     */
 #define SI_ENTRY_SYMBOL "si_plugin_entry"
 
 #if defined(__GNUC__)
@@ -215,6 +215,8 @@ enum si_op_kind {
     SI_OP_GDN      = 8,  /* gated delta net mixer core, see si_gdn_params                         */
     SI_OP_MOE      = 9,  /* routed + shared-expert FFN, see si_moe_params                         */
     SI_OP_TOPK     = 10, /* since 1.2: the K best logits of each row, see si_topk_params          */
+    SI_OP_HOST_IDS = 11, /* since 1.4: dst (I32 [n], nb[0] any multiple of 4) = the ids the host
+                          * posts (post_ids) after the exec is queued; no src                  */
     SI_OP_KIND_COUNT
 };
 
@@ -369,6 +371,17 @@ struct si_backend_ops {
     int  (*download_start)(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, uint32_t *ticket,
                            si_err *err);
     int  (*download_wait)(si_backend *b, uint32_t ticket, si_err *err);
+    /* since 1.4 — Optional (NULL: the backend runs no SI_OP_HOST_IDS).
+     * Ids given after the list that reads them was queued: each
+     * SI_OP_HOST_IDS, in exec order, waits on the device for the next
+     * post and writes its ids (n of them, as its dst holds, at most
+     * SI_SUBMIT_MAX_ROWS) to dst; the ops after it wait for it, so a
+     * decode step may be queued before its token is drawn.  The caller
+     * posts once for each such op it queued, never more: a post with no
+     * op queued to take it is SI_EINVAL (nothing changes).  An op that
+     * waits unposted for seconds gives up, writing -1s (GET_ROWS then
+     * reports a bad id) rather than hold the device. */
+    int  (*post_ids)(si_backend *b, const int32_t *ids, uint32_t n, si_err *err);
     /* new members are appended here, and only here */
 };
 #define SI_DOWNLOAD_START_MAX  ((uint64_t)64 << 10)
@@ -443,10 +456,21 @@ struct si_model_ops {
     int  (*topk_submit)(si_model *m, const si_batch *batch, const si_topk_params *tp, uint32_t flags,
                         si_err *err);
     int  (*topk_collect)(si_model *m, float *vals, int32_t *ids, si_err *err);
+    /* since 1.4 — Optional (NULL: no SI_SUBMIT_POST).  A submit with
+     * flags SI_SUBMIT_POST (the same sequences and k as the submit just
+     * before, as FEED) takes its tokens from the next topk_post (n of
+     * them, in [0, vocabulary)), which may come after the previous step
+     * is collected: the host draws step t's token from step t's top-K
+     * (any sampling) while step t+1 is queued behind the wait for it.
+     * The step's own collect comes after its post.  Where the backend
+     * has no post_ids the step runs at the post instead (the same
+     * numbers, later). */
+    int  (*topk_post)(si_model *m, const int32_t *tokens, uint32_t n, si_err *err);
     /* new members are appended here, and only here */
 };
 
 #define SI_SUBMIT_FEED       1u
+#define SI_SUBMIT_POST       2u
 #define SI_SUBMITS_IN_FLIGHT 2
 #define SI_SUBMIT_MAX_ROWS   32
 
