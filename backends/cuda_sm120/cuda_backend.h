@@ -185,14 +185,11 @@ struct si_backend {
     unsigned      *flag_dev;
     unsigned      *flag_host;
     bool           flag_pending;    /* a GET_ROWS ran since the last check   */
-    /* download_pinned: CU_DOWNLOAD_PINNED bytes (pinned) that small
-     * downloads land in before the caller's memory; NULL: none. */
-    void          *dl_host;
-#define CU_DOWNLOAD_PINNED ((size_t)64 << 10)
     /* download_start's copies in flight (cuda_sm120.c): pinned landing
      * space (SI_DOWNLOAD_START_MAX bytes and the error flag's 4 words
-     * each, allocated at the first start), an event after each copy; a
-     * ticket is the slot's index and its generation. */
+     * each, allocated at the first start; download_pinned's downloads
+     * use them too), an event after each copy; a ticket is the slot's
+     * index and its generation. */
     struct cu_dl_slot {
         uint8_t    *host;
         unsigned   *flag;

@@ -181,9 +181,10 @@
  *                         358.3 tok/s with false (the same; the GPU idles
  *                         through less host time on slower hosts).
  *   download_pinned = true | false  download() of up to 64 KiB (a decode
- *                         step's top-K rows) copied into a pinned buffer,
- *                         with the GET_ROWS error flag behind it, one
- *                         stream sync for both, then to the caller's
+ *                         step's top-K rows) copied into one of
+ *                         download_start's pinned slots, with the
+ *                         GET_ROWS error flag behind it, one wait for
+ *                         both, then to the caller's
  *                         memory; false: a pageable copy (which waits for
  *                         the stream itself) and then the flag's copy and
  *                         a second sync: two round trips a step.
@@ -1014,7 +1015,6 @@ static void cuda_close(si_backend *b)
     cudaFree(b->moe_ctr);
     cudaFree(b->pm_bar);
     cudaFreeHost(b->flag_host);
-    cudaFreeHost(b->dl_host);
     cudaFreeHost(b->dl_pin);
     cudaFreeHost(b->post_ring);
     cudaFree(b->post_ctr);
@@ -1392,10 +1392,6 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         return si_err_set(err, SI_ENOMEM, CU_NAME ": error flag: %s", cudaGetErrorString(e));
     }
     memset(b->flag_host, 0, 4 * sizeof(unsigned));
-    if (b->download_pinned && cudaMallocHost((void **)&b->dl_host, CU_DOWNLOAD_PINNED) != cudaSuccess) {
-        cudaGetLastError();
-        b->dl_host = NULL;   /* downloads take the pageable path */
-    }
     /* HOST_IDS's posts (knob host_ids): without mapped memory the op is
      * not offered */
     if (host_ids && (cudaHostAlloc((void **)&b->post_ring, CU_POST_RING * sizeof(cu_post_slot),
@@ -1755,24 +1751,6 @@ static int cuda_upload(si_backend *b, si_buf *dst, uint64_t off, const void *src
     return e == cudaSuccess ? SI_OK : si_err_set(err, SI_EDEVICE, "upload: %s", cudaGetErrorString(e));
 }
 
-static int cuda_download(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, si_err *err)
-{
-    int rc = check_range(src, off, n, err);
-    if (rc != SI_OK || n == 0)
-        return rc;
-    /* Knob download_pinned: from pinned memory the copy is only enqueued,
-     * so the flag's copy follows it and one sync waits for both. */
-    const bool pinned = b->dl_host != NULL && n <= CU_DOWNLOAD_PINNED;
-    cudaError_t e = cudaMemcpyAsync(pinned ? b->dl_host : dst, (const char *)src->dev + off, n,
-                                    cudaMemcpyDeviceToHost, b->stream);
-    if (e != cudaSuccess)
-        return si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
-    rc = sync_checked(b, "download", err);
-    if (pinned && rc != SI_EDEVICE)   /* (a bad GET_ROWS id: the bytes still as the device has them) */
-        memcpy(dst, b->dl_host, n);
-    return rc;
-}
-
 /* download_start / download_wait (plugin.h 1.3): the copy, and the error
  * flag's behind it when a GET_ROWS ran, land in the slot's pinned space;
  * the wait syncs the slot's event, not the stream, so ops enqueued after
@@ -1848,14 +1826,37 @@ static int cuda_download_wait(si_backend *b, uint32_t ticket, si_err *err)
     cudaError_t e = cudaEventSynchronize(d->ev);
     if (e != cudaSuccess)
         return si_err_set(err, SI_EDEVICE, CU_NAME ": download: %s", cudaGetErrorString(e));
+    if (d->n > 0)   /* (a bad GET_ROWS id too: the bytes as the device has them) */
+        memcpy(d->dst, d->host, d->n);
     if (d->flagged && d->flag[0] != 0) {
         memcpy(b->flag_host, d->flag, 4 * sizeof(unsigned));
         b->flag_pending = true;   /* cu_flag_check resets the device's flag and says what it held */
         return cu_flag_check(b, err);
     }
-    if (d->n > 0)
-        memcpy(d->dst, d->host, d->n);
     return SI_OK;
+}
+
+static int cuda_download(si_backend *b, void *dst, si_buf *src, uint64_t off, uint64_t n, si_err *err)
+{
+    int rc = check_range(src, off, n, err);
+    if (rc != SI_OK || n == 0)
+        return rc;
+    /* Knob download_pinned: a small one lands in a download_start slot,
+     * its copy only enqueued, the flag's behind it, one wait for both.
+     * Without a free slot or pinned memory: the pageable copy. */
+    if (b->download_pinned && n <= SI_DOWNLOAD_START_MAX) {
+        uint32_t ticket;
+        si_err scratch = { { 0 } };
+        rc = cuda_download_start(b, dst, src, off, n, &ticket, &scratch);
+        if (rc == SI_OK)
+            return cuda_download_wait(b, ticket, err);
+        if (rc == SI_ENOMEM)
+            b->download_pinned = false;   /* (not asked again each step) */
+    }
+    cudaError_t e = cudaMemcpyAsync(dst, (const char *)src->dev + off, n, cudaMemcpyDeviceToHost, b->stream);
+    if (e != cudaSuccess)
+        return si_err_set(err, SI_EDEVICE, "download: %s", cudaGetErrorString(e));
+    return sync_checked(b, "download", err);
 }
 
 /* post_ids (plugin.h 1.4): post g into its slot, the ids before the gen
