@@ -173,10 +173,10 @@ START_TEST(test_host_ids)
     si_backend *b = NULL;
     ck_assert(SI_HAS_MEMBER(ops(), struct si_backend_ops, post_ids) && ops()->post_ids != NULL);
     si_op probe = { .kind = SI_OP_HOST_IDS };
-    ck_assert_msg(ops()->open(&host, "backend.cuda_sm120", &b, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->open(&host, "backend.cuda_noids", &b, &err) == SI_OK, "%s", err.msg);
     ck_assert(!ops()->supports(b, &probe));   /* (knob host_ids off: not offered) */
     ops()->close(b);
-    ck_assert_msg(ops()->open(&host, "backend.cuda_post", &b, &err) == SI_OK, "%s", err.msg);
+    ck_assert_msg(ops()->open(&host, "backend.cuda_sm120", &b, &err) == SI_OK, "%s", err.msg);   /* (on) */
     const int32_t ids1[3] = { 11, 12, 13 }, ids2[2] = { 21, 22 };
     ck_assert_int_eq(ops()->post_ids(b, ids1, 3, &err), SI_EINVAL);   /* none waiting */
     si_buf *buf = NULL;
@@ -255,7 +255,7 @@ int main(void)
     if (si_config_load_string("[backend.bad_device]\npath = x.so\ndevice = banana\n"
                               "[backend.cuda_staged]\npath = x.so\nupload_staged = true\n"
                               "[backend.cuda_dl_pageable]\npath = x.so\ndownload_pinned = false\n"
-                              "[backend.cuda_post]\npath = x.so\nhost_ids = true\n",
+                              "[backend.cuda_noids]\npath = x.so\nhost_ids = false\n",
                               "<test>", &cfg, &err) != SI_OK) {
         fprintf(stderr, "config: %s\n", err.msg);
         return 1;
