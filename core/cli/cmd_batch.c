@@ -13,7 +13,9 @@
  * Every prompt has its own sampler seeded with seed + its index, so a
  * prompt's text does not depend on the others or on P (on the cpu backend
  * it is `run`'s bit for bit; a GPU backend's products may round another
- * way at another batch size).  Results are printed in input order as soon
+ * way at another batch size).  Pure decode steps are queued ahead of the
+ * host's draws where [runtime] decode_ahead allows (ahead_run: the same
+ * text).  Results are printed in input order as soon
  * as all before them are done. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +75,15 @@ typedef struct bt_run {
     float         *vals;
     int32_t       *ids, *pen_id, *pen_count, *pen_off;
     uint32_t       pen_cap;
+    /* decode ahead (ahead_run): while steps are queued the model refuses
+     * seq_reset, so the sequences of slots ended meanwhile are reset
+     * after the last one is collected */
+    bool           in_ahead, ahead_off;
+    uint32_t      *reset_owed, n_reset_owed;
+    long          *row_p;             /* the prompt of each row at its submit */
+    int32_t       *post;              /* the tokens posted to a queued step   */
     /* totals */
-    uint64_t       n_prompt_tok, n_gen_tok, n_rows, n_steps;
+    uint64_t       n_prompt_tok, n_gen_tok, n_rows, n_steps, n_ahead;
     double         fwd_s;
     int            failed;
 } bt_run;
@@ -317,7 +326,9 @@ static void slot_end(bt_run *r, bt_slot *s, const char *finish, const char *msg)
         prompt_fail(r, i, msg);
     }
     si_err err = { { 0 } };
-    if (si_engine_seq_reset(r->e, (uint32_t)(s - r->sl), &err) != SI_OK)
+    if (r->in_ahead)
+        r->reset_owed[r->n_reset_owed++] = (uint32_t)(s - r->sl);
+    else if (si_engine_seq_reset(r->e, (uint32_t)(s - r->sl), &err) != SI_OK)
         fprintf(stderr, "sparkinfer batch: sequence %td: reset: %s\n", s - r->sl, err.msg);
     si_sampler_free(s->smp);
     free(s->prompt.ids);
@@ -358,18 +369,20 @@ static void slot_took(bt_run *r, bt_slot *s, int32_t id)
 }
 
 /* Slot s samples from row j of the last forward (the top-K's or the
- * logits rows). */
-static void slot_draw(bt_run *r, bt_slot *s, bool topk, uint32_t j)
+ * logits rows); the id drawn, -1 when sampling failed (the slot ended). */
+static int32_t slot_draw(bt_run *r, bt_slot *s, bool topk, uint32_t j)
 {
     int32_t id = -1;
     si_err err = { { 0 } };
     int rc = topk ? si_sampler_sample_topk(s->smp, r->vals + (size_t)j * r->k, r->ids + (size_t)j * r->k, r->k, &id,
                                            &err)
                   : si_sampler_sample(s->smp, r->logits + (size_t)j * r->n_vocab, &id, &err);
-    if (rc != SI_OK)
+    if (rc != SI_OK) {
         slot_end(r, s, NULL, err.msg);
-    else
-        slot_took(r, s, id);
+        return -1;
+    }
+    slot_took(r, s, id);
+    return id;
 }
 
 /* Prompt i into free slot s: its tokens (into its sampler's window) and
@@ -520,6 +533,110 @@ static int step(bt_run *r, si_err *err)
     return SI_OK;
 }
 
+/* ---- decode ahead ---------------------------------------------------------
+ * [runtime] decode_ahead (batch: up to SI_SUBMIT_MAX_ROWS sequences; true:
+ * one): while every live slot decodes, drawing from the backend's top-K
+ * without penalties, each step is queued before the previous one's draws
+ * (SI_SUBMIT_POST: the step waits on the device for the host's tokens;
+ * greedy, k = 1: SI_SUBMIT_FEED, fed from the previous step's best id), so
+ * the device does not idle while the host collects, draws and plans the
+ * next step.  The run ends when a slot ends (a waiting prompt may take
+ * it; a smaller step goes on without it): the step already queued is
+ * collected and drawn for the slots still going, the ended slot's row of
+ * it dropped and its sequence reset after (the model refuses seq_reset
+ * while a step is queued).  Each slot draws from the same numbers in the
+ * same order as step by step: the same text. */
+static bool ahead_ok(const bt_run *r, uint32_t live)
+{
+    if (r->ahead_off || r->k == 0 || r->pen_cap != 0 || r->reset_owed == NULL || live == 0 ||
+        live > SI_SUBMIT_MAX_ROWS || si_engine_decode_ahead(r->e) < live ||
+        (r->k > 1 && !si_engine_topk_can_post(r->e)))
+        return false;
+    for (uint32_t i = 0; i < r->n_sl; i++)
+        if (r->sl[i].p >= 0 && r->sl[i].fed != r->sl[i].prompt.n)
+            return false;   /* (a prompt still going in: a step of its own) */
+    return true;
+}
+
+/* Whether a step may be queued behind the n rows' last submitted one: no
+ * row's draw from that one is its last by -n, and the step fits. */
+static bool may_queue(const bt_run *r, uint32_t n)
+{
+    for (uint32_t j = 0; j < n; j++) {
+        const bt_slot *s = r->rows[j];
+        if ((r->a->n_predict >= 0 && s->n_gen + 1 >= (uint32_t)r->a->n_predict) ||
+            (uint32_t)r->b_pos[j] + 1 >= r->n_ctx)
+            return false;
+    }
+    return true;
+}
+
+static int ahead_run(bt_run *r, si_err *err)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_sl; i++) {
+        bt_slot *s = &r->sl[i];
+        if (s->p < 0)
+            continue;
+        r->rows[n] = s;
+        r->row_p[n] = s->p;
+        put(r, &n, s->next, s->pos, i, true);
+    }
+    const si_topk_params tp = { .k = r->k, .repeat_penalty = 1.0f };
+    const uint32_t next = r->k == 1 ? SI_SUBMIT_FEED : SI_SUBMIT_POST;
+    si_batch b = { .n = n, .tokens = r->b_tok, .pos = r->b_pos, .seq = r->b_seq, .want_logits = r->b_want };
+    const double t0 = si_now_seconds();
+    int rc = si_engine_topk_submit(r->e, &b, &tp, 0, err);
+    if (rc == SI_EUNSUPPORTED) {   /* (refused before running: step by step from now on) */
+        r->ahead_off = true;
+        return SI_OK;
+    }
+    r->in_ahead = true;
+    uint32_t queued = rc == SI_OK;
+    bool going = true;   /* every row's slot still has its prompt */
+    while (rc == SI_OK && queued > 0) {
+        bool owed = false;
+        if (going && may_queue(r, n)) {
+            for (uint32_t j = 0; j < n; j++)
+                r->b_pos[j]++;
+            if ((rc = si_engine_topk_submit(r->e, &b, &tp, next, err)) != SI_OK)
+                break;
+            queued++;
+            owed = next == SI_SUBMIT_POST;
+        }
+        rc = si_engine_topk_collect(r->e, r->vals, r->ids, err);
+        queued--;
+        r->n_steps += rc == SI_OK;
+        for (uint32_t j = 0; j < n; j++) {
+            bt_slot *s = r->rows[j];
+            int32_t id = -1;
+            if (rc == SI_OK && s->p == r->row_p[j]) {   /* (an ended slot's row is dropped) */
+                r->n_rows++;
+                r->n_ahead++;
+                s->pos++;
+                id = slot_draw(r, s, true, j);
+            }
+            going &= s->p == r->row_p[j];
+            r->post[j] = id >= 0 ? id : 0;
+        }
+        if (owed) {   /* (whatever happened: the queued step must not wait on) */
+            si_err scratch = { { 0 } };
+            const int r2 = si_engine_topk_post(r->e, r->post, n, rc == SI_OK ? err : &scratch);
+            rc = rc != SI_OK ? rc : r2;
+        }
+    }
+    si_err scratch = { { 0 } };
+    const int r2 = si_engine_topk_drain(r->e, queued, r->vals, r->ids, rc == SI_OK ? err : &scratch);
+    rc = rc != SI_OK ? rc : r2;
+    r->in_ahead = false;
+    r->fwd_s += si_now_seconds() - t0;
+    for (uint32_t i = 0; i < r->n_reset_owed; i++)
+        if (si_engine_seq_reset(r->e, r->reset_owed[i], &scratch) != SI_OK)
+            fprintf(stderr, "sparkinfer batch: sequence %u: reset: %s\n", r->reset_owed[i], scratch.msg);
+    r->n_reset_owed = 0;
+    return rc;
+}
+
 /* Buffers for n_sl rows: logits, and the top-K path's where it is on. */
 static int run_buffers(bt_run *r, const si_cli_model_opts *m)
 {
@@ -552,6 +669,10 @@ static int run_buffers(bt_run *r, const si_cli_model_opts *m)
     r->pen_off = malloc(sizeof *r->pen_off * (r->n_sl + 1));
     if (r->vals == NULL || r->ids == NULL || r->pen_id == NULL || r->pen_count == NULL || r->pen_off == NULL)
         r->k = 0;   /* (the full rows still work) */
+    r->row_p = malloc(sizeof *r->row_p * r->n_sl);
+    r->post = malloc(sizeof *r->post * r->n_sl);
+    r->reset_owed = r->row_p != NULL && r->post != NULL ? malloc(sizeof *r->reset_owed * r->n_sl) : NULL;
+    /* (no reset_owed: step by step, ahead_ok) */
     if (m->verbose)
         fprintf(stderr, "sparkinfer batch: decode samples from the backend's top %u\n", r->k);
     return SI_EXIT_OK;
@@ -582,6 +703,9 @@ static void run_free(bt_run *r)
     free(r->pen_id);
     free(r->pen_count);
     free(r->pen_off);
+    free(r->row_p);
+    free(r->post);
+    free(r->reset_owed);
 }
 
 static int batch_loop(bt_run *r)
@@ -607,7 +731,7 @@ static int batch_loop(bt_run *r)
         }
         if (live == 0)
             break;
-        if ((rc = step(r, &err)) != SI_OK) {
+        if ((rc = ahead_ok(r, live) ? ahead_run(r, &err) : step(r, &err)) != SI_OK) {
             si_cli_error("batch", "forward of %u sequences: %s", live, err.msg);
             break;
         }
@@ -626,6 +750,9 @@ static int batch_loop(bt_run *r)
             r->fwd_s > 0 ? (double)r->n_gen_tok / r->fwd_s : 0.0,
             r->fwd_s > 0 ? (double)(r->n_gen_tok + r->n_prompt_tok) / r->fwd_s : 0.0,
             r->n_steps ? (double)r->n_rows / (double)r->n_steps : 0.0, wall);
+    if (r->a->m.verbose)
+        fprintf(stderr, "sparkinfer batch: decode ahead: %llu of %llu decode rows\n", (unsigned long long)r->n_ahead,
+                (unsigned long long)r->n_rows);
     return rc == SI_OK && !r->failed ? SI_EXIT_OK : SI_EXIT_FAIL;
 }
 

@@ -8,7 +8,8 @@
 # steady states) and at the end of the context, in run and in chat; the
 # -v log says which path each run took: ahead only without penalties,
 # with device sampling on and a top-K the op can give; and `bench`'s JSON
-# says decode_ahead at bs 1 for true, up to 32 sequences for batch.
+# says decode_ahead at bs 1 for true, up to 32 sequences for batch;
+# `batch` gives every prompt the same text with decode_ahead = batch.
 SI_CLI_TAG=da
 . "$(dirname "$0")/lib.sh"
 
@@ -80,6 +81,40 @@ same dense yes --seed 4 -n 64     # the config's sampling (temp 1, top-k 20, top
 printf 'hi\nhow are you\n' >"$TMP/turns"
 same dense yes --temp 0 -n 64 -c 56   # the second answer stops at the end of the context
 CMD=run
+
+# batch: pure decode steps queued ahead of the host's draws (decode_ahead
+# = batch, the default, for any number of sequences up to 32; true for
+# one) give every prompt the same text as step by step (false); the
+# prompts end at different steps (end of generation, -n, the context),
+# so runs of queued steps end and the slots go on to the next prompts.
+# WANT: yes when the -v count of rows decoded ahead must be non-zero.
+same_batch() { # same_batch MODEL WANT ARGS...
+    model=$1; want=$2; shift 2
+    for da in batch false; do
+        if ! "$BIN" batch -m "$TMP/$model.gguf" -f "$TMP/prompts" -t 2 -v --set runtime.decode_ahead=$da "$@"                 >"$TMP/bout.$da" 2>"$TMP/berr.$da"; then
+            fail "batch $model $* (decode_ahead=$da) exited non-zero:"; sed 's/^/    /' "$TMP/berr.$da"
+            return
+        fi
+    done
+    if cmp -s "$TMP/bout.batch" "$TMP/bout.false"; then ok "batch $model $*: same text"; else
+        fail "batch $model $*: the text differs with decode ahead"; diff "$TMP/bout.batch" "$TMP/bout.false" | head -6
+    fi
+    rows=$(sed -n 's/.*decode ahead: \([0-9]*\) of .*/\1/p' "$TMP/berr.batch")
+    if [ -n "$rows" ] && [ "$rows" -gt 0 ]; then got=yes; else got=no; fi
+    if [ "$got" = "$want" ]; then ok "batch $model $*: ahead $want ($rows rows)"; else
+        fail "batch $model $*: ahead $got, expected $want"; grep "ahead" "$TMP/berr.batch" | sed 's/^/    /'
+    fi
+    if ! grep -q "decode ahead: 0 of" "$TMP/berr.false"; then fail "batch $model $*: ahead although false"; fi
+}
+printf 'The quick brown fox\nhello\nOnce upon a time there was\na b c\nwhy\n' >"$TMP/prompts"
+for m in dense moe; do
+    same_batch $m yes --temp 0 -n 24 -np 3
+    same_batch $m yes --temp 1 --top-k 20 -n 30 -np 4 --seed 5
+    same_batch $m yes --temp 0.8 --top-k 40 --top-p 0.9 -n -1 -c 48 -np 2 --seed 9   # to the context's end
+    same_batch $m no --temp 0 -n 16 -np 3 --repeat-penalty 1.3
+done
+same_batch dense yes -n 40 -np 5 --seed 2 --chat     # the config's sampling, chat prompts
+same_batch moe no --temp 0 -n 16 -np 3 --prefill-apart --set runtime.device_sampling=false
 
 # bench: decode_ahead = true queues bs 1 only, batch up to 32 sequences
 bench_ahead() { # bench_ahead VALUE WANT_BS1 WANT_BS2 WANT_BS33
