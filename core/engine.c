@@ -239,9 +239,15 @@ int si_engine_topk_post(si_engine *e, const int32_t *tokens, uint32_t n, si_err 
     return model_ops(e)->topk_post(e->model, tokens, n, err);
 }
 
-int si_engine_topk_drain(si_engine *e, uint32_t n, float *vals, int32_t *ids, si_err *err)
+int si_engine_topk_post_owed(si_engine *e, const int32_t *tokens, uint32_t n, int rc, si_err *err)
 {
-    int rc = SI_OK;
+    si_err scratch = { { 0 } };
+    const int r = si_engine_topk_post(e, tokens, n, rc == SI_OK ? err : &scratch);
+    return rc != SI_OK ? rc : r;
+}
+
+int si_engine_topk_drain(si_engine *e, uint32_t n, float *vals, int32_t *ids, int rc, si_err *err)
+{
     for (; n > 0; n--) {
         si_err scratch = { { 0 } };
         const int r = si_engine_topk_collect(e, vals, ids, &scratch);

@@ -60,10 +60,17 @@ int  si_engine_topk_collect(si_engine *e, float *vals, int32_t *ids, si_err *err
  * it does not). */
 bool si_engine_topk_can_post(const si_engine *e);
 int  si_engine_topk_post(si_engine *e, const int32_t *tokens, uint32_t n, si_err *err);
+/* The post a queued SI_SUBMIT_POST step is owed, made whatever happened
+ * before it (rc: the caller's status so far), since the step would wait
+ * on it for ever: returns rc when that failed (err kept), else the post's
+ * status. */
+int  si_engine_topk_post_owed(si_engine *e, const int32_t *tokens, uint32_t n, int rc, si_err *err);
 /* Collects (and drops) the n steps still queued after a run stopped or
- * failed, so the model is left with none; vals / ids are scratch of one
- * collect's size.  Every step is collected; the first failure is returned. */
-int  si_engine_topk_drain(si_engine *e, uint32_t n, float *vals, int32_t *ids, si_err *err);
+ * failed (rc: the caller's status so far), so the model is left with
+ * none; vals / ids are scratch of one collect's size.  Every step is
+ * collected; returns rc when that failed (err kept), else the first
+ * collect's failure. */
+int  si_engine_topk_drain(si_engine *e, uint32_t n, float *vals, int32_t *ids, int rc, si_err *err);
 /* Whether the runtime may sample on the backend ([runtime] device_sampling). */
 bool si_engine_device_sampling(const si_engine *e);
 

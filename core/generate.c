@@ -208,9 +208,7 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
             rc = si_sampler_sample_topk(s, vals, ids, k, &id, err);
         if (owed) {   /* (whatever happened: the queued step must not wait on) */
             const int32_t give = rc == SI_OK ? id : 0;
-            si_err scratch = { { 0 } };
-            const int r2 = si_engine_topk_post(e, &give, 1, rc == SI_OK ? err : &scratch);
-            rc = rc != SI_OK ? rc : r2;
+            rc = si_engine_topk_post_owed(e, &give, 1, rc, err);
             owed = false;
         }
         if (rc != SI_OK || took_token(tok, s, o, cb, ctx, id, stats)) {
@@ -219,9 +217,7 @@ static int generate_ahead(si_engine *e, const si_tokenizer *tok, si_sampler *s, 
         }
     }
     /* steps still queued (a stop, an error): collected, their picks dropped */
-    si_err scratch = { { 0 } };
-    const int r2 = si_engine_topk_drain(e, queued, vals, ids, rc == SI_OK ? err : &scratch);
-    return rc != SI_OK ? rc : r2;
+    return si_engine_topk_drain(e, queued, vals, ids, rc, err);
 }
 
 int si_generate(si_engine *e, const si_tokenizer *tok, si_sampler *s, const si_gen_opts *o,

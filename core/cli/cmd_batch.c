@@ -464,6 +464,15 @@ static void want_row(bt_run *r, bt_slot *s, bool first, uint32_t *nw, uint32_t *
     (*nw)++;
 }
 
+/* Row j of the step drew for decoding slot s: its position moves on, then
+ * its next token is drawn (returned; < 0 when none). */
+static int32_t decode_row(bt_run *r, bt_slot *s, bool topk, uint32_t j)
+{
+    r->n_rows++;
+    s->pos++;
+    return slot_draw(r, s, topk, j);
+}
+
 /* One forward: every decoding slot's next token, then (unless
  * --prefill-apart) the next chunks of the prompts being prefilled, up to
  * -b tokens in all; then a draw for every decoding slot and for every
@@ -524,11 +533,10 @@ static int step(bt_run *r, si_err *err)
                 slot_end(r, s, "length", NULL);
                 continue;
             }
+            slot_draw(r, s, topk, j);
         } else {
-            r->n_rows++;   /* (a decoding sequence's step) */
-            s->pos++;
+            decode_row(r, s, topk, j);
         }
-        slot_draw(r, s, topk, j);
     }
     return SI_OK;
 }
@@ -611,25 +619,19 @@ static int ahead_run(bt_run *r, si_err *err)
             bt_slot *s = r->rows[j];
             int32_t id = -1;
             if (rc == SI_OK && s->p == r->row_p[j]) {   /* (an ended slot's row is dropped) */
-                r->n_rows++;
                 r->n_ahead++;
-                s->pos++;
-                id = slot_draw(r, s, true, j);
+                id = decode_row(r, s, true, j);
             }
             going &= s->p == r->row_p[j];
             r->post[j] = id >= 0 ? id : 0;
         }
-        if (owed) {   /* (whatever happened: the queued step must not wait on) */
-            si_err scratch = { { 0 } };
-            const int r2 = si_engine_topk_post(r->e, r->post, n, rc == SI_OK ? err : &scratch);
-            rc = rc != SI_OK ? rc : r2;
-        }
+        if (owed)   /* (whatever happened: the queued step must not wait on) */
+            rc = si_engine_topk_post_owed(r->e, r->post, n, rc, err);
     }
-    si_err scratch = { { 0 } };
-    const int r2 = si_engine_topk_drain(r->e, queued, r->vals, r->ids, rc == SI_OK ? err : &scratch);
-    rc = rc != SI_OK ? rc : r2;
+    rc = si_engine_topk_drain(r->e, queued, r->vals, r->ids, rc, err);
     r->in_ahead = false;
     r->fwd_s += si_now_seconds() - t0;
+    si_err scratch = { { 0 } };
     for (uint32_t i = 0; i < r->n_reset_owed; i++)
         if (si_engine_seq_reset(r->e, r->reset_owed[i], &scratch) != SI_OK)
             fprintf(stderr, "sparkinfer batch: sequence %u: reset: %s\n", r->reset_owed[i], scratch.msg);

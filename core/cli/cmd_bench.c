@@ -375,9 +375,7 @@ static int decode_ahead(const bench_run *br, const si_batch *b, int32_t *pos, ui
             queued--;
         }
     }
-    si_err scratch = { { 0 } };
-    si_engine_topk_drain(br->e, queued, vals, next, &scratch);   /* (after an error: rc tells it) */
-    return rc;
+    return si_engine_topk_drain(br->e, queued, vals, next, rc, err);
 }
 
 static void bench_tg(const bench_run *br, uint32_t D, uint32_t B, bench_result *r)
