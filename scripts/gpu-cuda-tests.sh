@@ -28,7 +28,7 @@ done
 # check_cuda_ops runs once per Check test case (its whole run is longer
 # than one time limit): check_cuda_ops:attn and so on, also in SI_TESTS.
 progs=$(for t in $progs; do
-    [ "$t" = check_cuda_ops ] && t="check_cuda_ops:matmul check_cuda_ops:attn check_cuda_ops:gdn check_cuda_ops:moe check_cuda_ops:attn_fa3 check_cuda_ops:gdn_dec check_cuda_ops:gdn_early check_cuda_ops:moe_dec_fuse check_cuda_ops:norm check_cuda_ops:moe_overlap check_cuda_ops:norm_tail check_cuda_ops:gemv_glu check_cuda_ops:gemv_glu_moe check_cuda_ops:moe_sdc check_cuda_ops:gemv_mma check_cuda_ops:gemv_regroup check_cuda_ops:attn_ring check_cuda_ops:attn_i8_ring check_cuda_ops:attn_ring_knobs check_cuda_ops:kv_yield check_cuda_ops:attn_q"
+    [ "$t" = check_cuda_ops ] && t="check_cuda_ops:matmul check_cuda_ops:attn check_cuda_ops:gdn check_cuda_ops:moe check_cuda_ops:attn_fa3 check_cuda_ops:gdn_dec check_cuda_ops:gdn_early check_cuda_ops:moe_dec_fuse check_cuda_ops:norm check_cuda_ops:moe_overlap check_cuda_ops:norm_tail check_cuda_ops:gemv_glu check_cuda_ops:gemv_glu_moe check_cuda_ops:moe_sdc check_cuda_ops:gemv_mma check_cuda_ops:gemv_regroup check_cuda_ops:attn_ring check_cuda_ops:attn_i8_ring check_cuda_ops:attn_ring_knobs check_cuda_ops:kv_yield check_cuda_ops:attn_q check_cuda_ops:moe_persist check_cuda_ops:moe_persist_prof"
     [ "$t" = check_cuda_attn_plugin ] && t="check_cuda_attn_plugin:vs_cpu check_cuda_attn_plugin:v2"
     echo "$t"
 done)

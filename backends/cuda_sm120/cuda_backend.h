@@ -129,6 +129,8 @@ struct si_backend {
     bool           moe_persist;     /* knob moe_persist (one-launch MOE)     */
     unsigned      *pm_bar;          /* moe_persist: its grid barrier word
                                      * (device, 0; each launch leaves it so) */
+    unsigned long long *pm_prof;    /* knob moe_persist_prof: CU_PM_PROF_N
+                                     * device counters, or NULL              */
     bool           pm_said;         /* moe_persist: its first run logged     */
     bool           graph_retry;     /* a knob turned itself off: captures
                                      * that failed are tried again (next exec) */
@@ -351,6 +353,8 @@ int  cu_prof_open(si_backend *b, si_err *err);
 void cu_prof_before(si_backend *b, size_t i, size_t n_ops, const si_op *op);
 void cu_prof_after(si_backend *b);
 void cu_prof_close(si_backend *b);
+/* knob moe_persist_prof: logs the counters' means (INFO), at close */
+void cu_pm_prof_log(si_backend *b);
 
 /* CUDA graphs (cuda_graph.c).  cu_graph_exec runs a whole exec (after its
  * pages were reserved) as a graph: SI_OK or an error when it did,

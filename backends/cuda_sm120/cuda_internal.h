@@ -740,6 +740,7 @@ int si_cu_moe_combine(float *dst, uint64_t dst_stride, const float *y, const flo
  * H % 2048 == 0, E <= 256, K <= 8, router and shared gate F32, routed
  * gate/up Q4_K/Q5_K/Q6_K, down Q4_K/Q5_K/Q6_K, shared expert Q8_0 (its
  * gate/up regrouped or not), 16-byte aligned K-quant rows). */
+#define CU_PM_PROF_N 9   /* moe_persist_prof: 8 intervals' clock sums, then the count */
 typedef struct cu_pmoe {
     const float   *h;                  /* [H] the router's input            */
     const int8_t  *xq;                 /* h's int8 copy (quant_x layout)    */
@@ -759,6 +760,7 @@ typedef struct cu_pmoe {
     float         *logits, *gamma, *wts, *gu, *dst;
     int32_t       *sel;
     unsigned      *bar;
+    unsigned long long *prof;          /* knob moe_persist_prof: [9] sums, or NULL */
     int            H, F, E, K;
     uint32_t       t_gu, t_dn;         /* routed gate/up and down types     */
 } cu_pmoe;

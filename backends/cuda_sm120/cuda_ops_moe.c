@@ -454,7 +454,8 @@ static int moe_persist(si_backend *b, const si_op *op, const si_oc_moe_dims *d, 
         .wr_stride = (int64_t)(W[1]->nb[1] / 4), .wg = g.w, .wu = u.w, .gu_rb = g.row_bytes, .gu_eb = g.expert_bytes,
         .wd = dn.w, .wd_rb = dn.row_bytes, .wd_eb = dn.expert_bytes, .sg = dptr(W[6]), .su = dptr(W[7]),
         .s_rb = W[6]->nb[1], .sd = dptr(W[8]), .sd_rb = W[8]->nb[1], .logits = logits, .gamma = gamma,
-        .wts = wts, .gu = gu, .dst = (float *)dptr(&op->dst), .sel = sel, .bar = b->pm_bar, .H = (int)H,
+        .wts = wts, .gu = gu, .dst = (float *)dptr(&op->dst), .sel = sel, .bar = b->pm_bar, .prof = b->pm_prof,
+        .H = (int)H,
         .F = (int)F, .E = (int)d->E, .K = (int)d->K, .t_gu = g.type, .t_dn = dn.type,
     };
     if (W[1]->nb[1] % 4 != 0)
@@ -497,6 +498,33 @@ static int moe_persist(si_backend *b, const si_op *op, const si_oc_moe_dims *d, 
                      b->n_sm);
     }
     return rc;
+}
+
+void cu_pm_prof_log(si_backend *b)
+{
+    static const char *const part[CU_PM_PROF_N - 1] = { "wait for the launch before", "router + shared gate/up",
+                                                         "barrier 1", "route + h's copy", "routed gate/up",
+                                                         "barrier 2", "SwiGLU copy", "downs + combine" };
+    unsigned long long c[CU_PM_PROF_N];
+    int khz = 0;
+    if (b->pm_prof == NULL || b->stream == NULL || cudaStreamSynchronize(b->stream) != cudaSuccess ||
+        cudaMemcpy(c, b->pm_prof, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, b->device) != cudaSuccess || khz <= 0) {
+        cudaGetLastError();
+        return;
+    }
+    const double n = (double)c[CU_PM_PROF_N - 1];
+    if (n == 0)
+        return;
+    char line[512];
+    int at = snprintf(line, sizeof line, "moe_persist_prof: %.0f block runs, us a block at %d MHz:", n, khz / 1000);
+    double tot = 0;
+    for (int i = 0; i < CU_PM_PROF_N - 1 && at > 0 && (size_t)at < sizeof line; i++) {
+        const double us = (double)c[i] / n / (khz * 1e-3);
+        tot += us;
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s %.2f;", part[i], us);
+    }
+    b->host->log(b->host, SI_LOG_INFO, CU_NAME, "%s total %.2f", line, tot);
 }
 
 int cu_moe_exec(si_backend *b, const si_op *op, si_err *err)

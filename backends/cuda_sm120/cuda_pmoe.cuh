@@ -101,6 +101,32 @@ __device__ __forceinline__ void pm_share(int n, int b, int g, int &lo, int &hi)
     hi = (int)((int64_t)n * (b + 1) / g);
 }
 
+// Knob moe_persist_prof (measurement): thread 0 of each block notes the
+// SM clock at PM_PROF_N - 1 points of the launch (ck[i]); at the end the
+// block adds each interval to p.prof[i] and 1 to p.prof[PM_PROF_N - 1],
+// so the backend can say at close how long a block spends, on average,
+// waiting for the launch before, in each phase and at each barrier, in
+// the real chain (ncu runs a kernel alone, without that overlap).
+#define PM_PROF_N CU_PM_PROF_N   // intervals 0..7 and the count
+__device__ __forceinline__ void pm_stamp(const cu_pmoe &p, long long *ck, int i)
+{
+#ifdef __CUDA_ARCH__
+    if (p.prof != NULL && threadIdx.x == 0)
+        ck[i] = clock64();
+#endif
+}
+
+__device__ __forceinline__ void pm_prof_add(const cu_pmoe &p, const long long *ck)
+{
+#ifdef __CUDA_ARCH__
+    if (p.prof != NULL && threadIdx.x == 0) {
+        for (int i = 0; i + 1 < PM_PROF_N; i++)
+            atomicAdd(p.prof + i, (unsigned long long)(ck[i + 1] - ck[i]));
+        atomicAdd(p.prof + PM_PROF_N - 1, 1ull);
+    }
+#endif
+}
+
 // Phase 1's split: the router's E + 1 rows take a quarter block each, so
 // at 257 rows only blocks [0, 65) of 132 have rows; the F shared index
 // pairs (gate and up rows) go to the blocks past them ([lo, hi) of block
@@ -152,7 +178,7 @@ __device__ __forceinline__ void pm_q8_pair(const cu_pmoe &p, const uint8_t *rg, 
 // blocks of pm_pair_share then make their shared index pairs (h's copy
 // in their shared memory, a warp a pair), raw into gu's row K: they need
 // no route, and phase 2 then has only the route before its routed pairs.
-__device__ __forceinline__ void pm_router(const cu_pmoe &p)
+__device__ __forceinline__ void pm_router(const cu_pmoe &p, long long *ck = NULL)
 {
     __shared__ float part[PM_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = warp >> 2, w4 = warp & 3;
@@ -175,6 +201,7 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p)
             cu_prefetch_l2(p.sd + (uint64_t)lo * p.sd_rb, (uint64_t)(hi - lo) * p.sd_rb);
     }
     cu_pdl_enter();   // (h and its copy come from the kernel before)
+    pm_stamp(p, ck, 1);
     for (int r0 = 0; r0 < rows; r0 += slots) {   // (uniform: the barriers below)
         const int r = r0 + (int)blockIdx.x * 4 + q;
         float acc = 0.0f;
@@ -233,7 +260,7 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p)
 // the one before is multiplied.  The sums go raw into gu ([K + 1][2F]:
 // gate, up; row K, the shared expert's, made in phase 1).
 template <int T>
-__device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
+__device__ __forceinline__ void pm_gate_up(const cu_pmoe &p, long long *ck = NULL)
 {
     uint4 *xsm = gq_dyn_smem();
     __shared__ int32_t s_sel[8];
@@ -249,6 +276,7 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p)
         }
     }
     gq_fill_x(xsm, p.xq, p.H);   // (its barrier: the picks too)
+    pm_stamp(p, ck, 4);
     // this block's rows of phase 3, asked of the L2 now that the picks are known
     {
         int lo, hi;
@@ -306,7 +334,7 @@ __host__ __device__ __forceinline__ size_t pm_smem(int H, int K)
 // 1, U, false, 8>'s units in order), lane 0 the combine (sdc_kernel's
 // cb_sum).
 template <int T>
-__device__ __forceinline__ void pm_down(const cu_pmoe &p)
+__device__ __forceinline__ void pm_down(const cu_pmoe &p, long long *ck = NULL)
 {
     uint4 *xsm = gq_dyn_smem();
     __shared__ int32_t s_sel[8];
@@ -339,6 +367,7 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p)
         rms2_q8(yv, c, xsm + k * upk + gq_swz(c - k * upk), qd, qs);
     }
     __syncthreads();
+    pm_stamp(p, ck, 7);
     const int sub = lane >> 3, sl = lane & 7, pp = lane & 3, bl = sl >> 2;
     const float gm = cb_gate(__ldcg(p.gamma));
     int h0, h1;
@@ -406,11 +435,19 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p)
 template <int TG, int TD>
 __global__ void __launch_bounds__(32 * PM_WARPS, 1) pm_kernel(cu_pmoe p)
 {
-    pm_router(p);
+    long long ck[PM_PROF_N];
+    pm_stamp(p, ck, 0);
+    pm_router(p, ck);
+    pm_stamp(p, ck, 2);
     pm_grid_sync(p.bar);
-    pm_gate_up<TG>(p);
+    pm_stamp(p, ck, 3);
+    pm_gate_up<TG>(p, ck);
+    pm_stamp(p, ck, 5);
     pm_grid_sync(p.bar);
-    pm_down<TD>(p);
+    pm_stamp(p, ck, 6);
+    pm_down<TD>(p, ck);
+    pm_stamp(p, ck, 8);
+    pm_prof_add(p, ck);
 }
 
 static bool pm_kq(uint32_t t) { return t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K || t == SI_TYPE_Q6_K; }

@@ -498,6 +498,16 @@
  *                         366.0 tok/s (+5%); in the graph (profile_twice
  *                         = moe) ~20.6 us a layer against ~27 us for the
  *                         six; greedy tokens the same.  So on.
+ *   moe_persist_prof = false | true  (measurement) each moe_persist
+ *                         launch's blocks add the SM clocks they spend in
+ *                         each part (waiting for the launch before, the
+ *                         router, barrier 1, the route, the routed
+ *                         gate/up, barrier 2, the SwiGLU copy, the downs)
+ *                         to device counters; the means a block, in us,
+ *                         are logged (INFO) when the backend closes.  The
+ *                         timings of the real chain, which ncu (a kernel
+ *                         alone) does not give; costs a few atomics a
+ *                         block.
  *   moe_sdc = true | false  MOE decode of one token (int8 path, in line,
  *                         a shared expert as wide as the routed ones whose
  *                         down runs on v1's mmq_kernel): the combine's
@@ -991,6 +1001,7 @@ static void cuda_close(si_backend *b)
     }
     if (b->stream != NULL)
         cudaStreamSynchronize(b->stream);
+    cu_pm_prof_log(b);
     cu_kernels_fini(b);
     cu_prof_close(b);
     cu_graph_close(b);
@@ -1017,6 +1028,7 @@ static void cuda_close(si_backend *b)
     cudaFree(b->dn_part);
     cudaFree(b->moe_ctr);
     cudaFree(b->pm_bar);
+    cudaFree(b->pm_prof);
     cudaFreeHost(b->flag_host);
     cudaFreeHost(b->dl_pin);
     cudaFreeHost(b->post_ring);
@@ -1102,7 +1114,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
          attn_fa3_ov = true;
     bool gdn_dec = true, gdn_early = true, norm_v2 = true, gemv_glu = true;
     bool moe_dec_fuse = false, moe_dec_fuse_gu = true, moe_sdc = true, gemv_q6r = true, gemv_q8r = true;
-    bool moe_persist = true;
+    bool moe_persist = true, moe_persist_prof = false;
     bool upload_staged = true, h2d_early = true, download_pinned = true, host_ids = true;
     int moe_ovl = 2;           /* moe_overlap = false | true | batch: 0, 1, 2 */
     int route_fused = 2;       /* route_fused = false | true | batch: 0, 1, 2 */
@@ -1141,6 +1153,7 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         { "moe_dec_fuse_gu", "true", "false", &moe_dec_fuse_gu },
         { "moe_sdc", "true", "false", &moe_sdc },
         { "moe_persist", "true", "false", &moe_persist },
+        { "moe_persist_prof", "true", "false", &moe_persist_prof },
         { "gemv_q6r", "true", "false", &gemv_q6r },
         { "gemv_q8r", "true", "false", &gemv_q8r },
         { "gemv_regroup_cols", "true", "false", &gemv_rg_cols },
@@ -1448,6 +1461,13 @@ static int cuda_open(const si_host *h, const char *section, si_backend **out, si
         cudaGetLastError();
         cuda_close(b);
         return si_err_set(err, SI_ENOMEM, CU_NAME ": moe_persist barrier: %s", cudaGetErrorString(e));
+    }
+    if (b->moe_persist && moe_persist_prof &&
+        ((e = cudaMalloc((void **)&b->pm_prof, CU_PM_PROF_N * sizeof *b->pm_prof)) != cudaSuccess ||
+         (e = cudaMemset(b->pm_prof, 0, CU_PM_PROF_N * sizeof *b->pm_prof)) != cudaSuccess)) {
+        cudaGetLastError();
+        cuda_close(b);
+        return si_err_set(err, SI_ENOMEM, CU_NAME ": moe_persist_prof counters: %s", cudaGetErrorString(e));
     }
     h->log(h, SI_LOG_INFO, CU_NAME,
            "device %d: %s, sm_%d%d, %.1f GiB, kv %s, matmul %s, gemv %s%s, prefill_mm %s%s, attn %s, attn_prefill %s, "

@@ -2598,6 +2598,47 @@ START_TEST(test_moe_persist)
 }
 END_TEST
 
+/* Knob moe_persist_prof (measurement): the same bits with the blocks'
+ * clock counters on, and at close one line of their means, with the
+ * launches it counted (3: one a run) and a positive total. */
+static int pmp_said;
+static char pmp_line[600];
+static void pmp_log(const si_host *h, int level, const char *who, const char *fmt, ...)
+{
+    (void)h;
+    (void)level;
+    (void)who;
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (strstr(msg, "moe_persist_prof:") != NULL) {
+        pmp_said++;
+        snprintf(pmp_line, sizeof pmp_line, "%s", msg);
+    }
+}
+
+START_TEST(test_moe_persist_prof)
+{
+    if (as_cpu)
+        return;   /* a cuda_sm120 knob */
+    static const int64_t ns[] = { 1, 1, 1 };
+    void (*keep)(const si_host *, int, const char *, const char *, ...) = host.log;
+    host.log = pmp_log;
+    pmp_said = 0;
+    pmp_line[0] = '\0';
+    moe_ab_35b("backend.cuda_pm_off", "backend.cuda_pm_prof", SI_TYPE_Q5_K, SI_TYPE_Q8_0, ns, 3, "moe_persist_prof");
+    host.log = keep;
+    double runs = 0, total = 0;
+    const char *t = strstr(pmp_line, " total ");
+    ck_assert_msg(pmp_said == 1 && sscanf(pmp_line, "moe_persist_prof: %lf block runs", &runs) == 1 && t != NULL &&
+                      sscanf(t, " total %lf", &total) == 1,
+                  "%d lines, last '%s'", pmp_said, pmp_line);
+    ck_assert_msg(runs > 0 && (long long)runs % 3 == 0 && total > 0, "%s", pmp_line);
+}
+END_TEST
+
 /* Knob route_fused: the MOE decode router's product, shared gate row and
  * top-K in one launch (cuda_matmul.cu rr_kernel) against the two launches
  * (cuda_v1_rr_off), bit for bit, at Qwen3.6-35B-A3B's MOE
@@ -3406,6 +3447,8 @@ int main(void)
     cfg_sec(&ct, "cuda_sdc_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_sdc = false\n", NULL);
     cfg_sec(&ct, "cuda_pm", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_persist = true\n", NULL);
     cfg_sec(&ct, "cuda_pm_off", "cuda_sm120.so", "kv_type = f32\n", dq_extra, as_cpu ? "" : "moe_persist = false\n", NULL);
+    cfg_sec(&ct, "cuda_pm_prof", "cuda_sm120.so", "kv_type = f32\n", dq_extra,
+            as_cpu ? "" : "moe_persist = true\nmoe_persist_prof = true\n", NULL);
     /* (gemv_q6r, gemv_q8r = true | false: test_gemv_regroup) */
     cfg_sec(&ct, "cuda_rg", "cuda_sm120.so", "kv_type = f32\n", as_cpu ? "" : "matmul = dp4a\n", NULL);
     cfg_sec(&ct, "cuda_rg_off", "cuda_sm120.so", "kv_type = f32\n",
@@ -3530,6 +3573,7 @@ int main(void)
     single_case(s, "gemv_glu_moe", test_gemv_glu_moe);
     single_case(s, "moe_sdc", test_moe_sdc);
     single_case(s, "moe_persist", test_moe_persist);
+    single_case(s, "moe_persist_prof", test_moe_persist_prof);
     single_case(s, "gemv_regroup", test_gemv_regroup);
     single_case(s, "attn_ring", test_attn_long_ring);
     single_case(s, "attn_i8_ring", test_attn_i8_ring);
