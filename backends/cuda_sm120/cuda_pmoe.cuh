@@ -11,21 +11,29 @@
 // link of ~1.3 us.  Here one block an SM (every block resident at once)
 // runs three phases apart by two grid-wide barriers (an L2 counter each):
 //  1. the router's E rows and the shared gate row, a quarter block a row
-//     (mm_kernel<F32, 1, 4>'s order: the same logits), and on the blocks
-//     the router leaves idle the F shared gate/up index pairs (gs_kernel's
-//     or the regrouped gq_kernel's sums, raw into gu); the block's static
-//     weights (router rows, shared expert rows) asked of the L2 before the
-//     programmatic-launch wait;
+//     (mm_kernel<F32, 1, 4>'s order: the same logits), the rows spread
+//     over every block (2 a block at E = 256 on 132 SMs); the block's
+//     static weights (router rows, shared expert rows) asked of the L2
+//     before the programmatic-launch wait;
 //  2. every block routes the token itself (route_token over the logits,
-//     no launch for it) while its first warps copy h's int8 copy into
-//     shared memory, then makes its share of the K * F routed index pairs
-//     (gu_kernel's sums), raw into gu;
-//  3. every block makes the whole SwiGLU int8 copy ((K + 1) * F values,
-//     swiglu_q_kernel's arithmetic) in its shared memory, then owns rows
-//     of the output: each row's K routed down sums (gqe_kernel's lanes and
-//     shuffles at 512-wide rows), its shared down sum (mmq_kernel's 8
-//     lanes) and their combine (cb_sum, sdc_kernel's) in one warp, so no
-//     combine pass and no count of finished blocks.
+//     no launch for it) on its last warp while the other warps copy h's
+//     int8 copy into shared memory and make the block's share of the F
+//     shared gate/up index pairs (gs_kernel's or the regrouped
+//     gq_kernel's sums) beside it, then the block makes its share of the
+//     K * F routed index pairs (gu_kernel's sums); each pair's SwiGLU
+//     value silu(gate) * up (swiglu_q_kernel's) goes into gu's gate half;
+//  3. every block makes the whole SwiGLU int8 copy ((K + 1) * F values)
+//     in its shared memory, then owns rows of the output: each row's K
+//     routed down sums (gqe_kernel's lanes and shuffles at 512-wide
+//     rows), its shared down sum (mmq_kernel's 8 lanes) and their
+//     combine (cb_sum, sdc_kernel's) in one warp, so no combine pass and
+//     no count of finished blocks.
+// (moe_persist_prof, H100 35b-a3b, stop 51, with the shared pairs in
+// phase 1 on the blocks the router left idle and the SwiGLU made in
+// phase 3: a block spent 2.6 us in phase 1, 1.4 at barrier 1, 3.1 on the
+// route, 6.6 on the routed pairs, 1.5 at barrier 2, 3.5 on the copy, 5.8
+// on the downs: the shared pairs now hide under the route, phase 1 is
+// balanced, the copy reads half as much and computes no exponentials.)
 // The phases are functions of their own so that the host emulation
 // (tests/cuda/emu/pmoe_emu.cc) runs them as three launches.
 #ifndef SI_CUDA_PMOE_CUH
@@ -94,6 +102,34 @@ __device__ __forceinline__ void pm_grid_sync(unsigned *bar)
     __syncthreads();
 }
 
+// Asks this SM's L1 for the 128-byte lines of bytes [p, p + n) without
+// waiting (read-only data: weights).  A no-op on the host emulation.
+__device__ __forceinline__ void pm_prefetch_l1(const void *p, uint64_t n)
+{
+#ifdef __CUDA_ARCH__
+    for (uintptr_t o = (uintptr_t)p & ~(uintptr_t)127; o < (uintptr_t)p + n; o += 128)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(o));
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+// bar.sync on named barrier id (not 0: __syncthreads') for n threads
+// (cuda_ptx.cuh's named_sync is sm_90a's only; this unit also builds for
+// sm_120); the host emulation's named_sync under g++.
+__device__ __forceinline__ void pm_named_sync(int id, int n)
+{
+#if defined(__CUDA_ARCH__)
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+#elif defined(__CUDACC__)
+    (void)id;   // (nvcc's host pass: never run)
+    (void)n;
+#else
+    named_sync(id, n);
+#endif
+}
+
 // [lo, hi) of n items for block b of g, in order.
 __device__ __forceinline__ void pm_share(int n, int b, int g, int &lo, int &hi)
 {
@@ -127,21 +163,18 @@ __device__ __forceinline__ void pm_prof_add(const cu_pmoe &p, const long long *c
 #endif
 }
 
-// Phase 1's split: the router's E + 1 rows take a quarter block each, so
-// at 257 rows only blocks [0, 65) of 132 have rows; the F shared index
-// pairs (gate and up rows) go to the blocks past them ([lo, hi) of block
-// b; nb: the blocks with router rows) where those are at least half as
-// many, else to every block, after its router rows.
-__device__ __forceinline__ void pm_pair_share(const cu_pmoe &p, int b, int g, int &lo, int &hi)
+// Phase 1's split: the router's E + 1 rows take a quarter block each,
+// rpb quarters of every block (rows b rpb .. b rpb + rpb - 1 of a pass),
+// so that the rows spread over every block (2 a block at 257 rows on
+// 132) rather than filling the first blocks' four quarters.
+__device__ __forceinline__ int pm_rpb(const cu_pmoe &p)
 {
-    const int nb = (p.E + 1 + 3) / 4;
-    if (nb < g && 2 * (g - nb) >= nb) {
-        lo = hi = 0;
-        if (b >= nb)
-            pm_share(p.F, b - nb, g - nb, lo, hi);
-    } else
-        pm_share(p.F, b, g, lo, hi);
+    const int g = (int)gridDim.x, q = (p.E + 1 + g - 1) / g;
+    return q < 4 ? q : 4;
 }
+
+// The SwiGLU value of an index pair (swiglu_q_kernel's arithmetic).
+__device__ __forceinline__ float pm_swiglu(float g, float u) { return __fmul_rn(cu_silu(g), u); }
 
 // A shared gate row and its up row (Q8_0, H wide) against h's copy in
 // xsm, both rows' words loaded before either is multiplied: gs_kernel's
@@ -174,24 +207,21 @@ __device__ __forceinline__ void pm_q8_pair(const cu_pmoe &p, const uint8_t *rg, 
 
 // Phase 1: logits[r] (r < E) and *gamma (r == E), a quarter block (4
 // warps) a row: warp w of it takes 8-float groups 32 w + lane, + 128, ...,
-// fmaf in element order, the warp sums, then the 4 in warp order.  The
-// blocks of pm_pair_share then make their shared index pairs (h's copy
-// in their shared memory, a warp a pair), raw into gu's row K: they need
-// no route, and phase 2 then has only the route before its routed pairs.
+// fmaf in element order, the warp sums, then the 4 in warp order.
 __device__ __forceinline__ void pm_router(const cu_pmoe &p, long long *ck = NULL)
 {
     __shared__ float part[PM_WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = warp >> 2, w4 = warp & 3;
-    const int rows = p.E + 1, slots = 4 * (int)gridDim.x, n8 = p.H / 8;
+    const int rows = p.E + 1, rpb = pm_rpb(p), slots = rpb * (int)gridDim.x, n8 = p.H / 8;
     // (the block's static weights asked of the L2 first: its router rows,
     // the shared gate/up rows of phase 2 and the shared down rows of 3)
-    if (lane == 0 && w4 == 0) {
-        for (int r = (int)blockIdx.x * 4 + q; r < rows; r += slots)
+    if (lane == 0 && w4 == 0 && q < rpb) {
+        for (int r = (int)blockIdx.x * rpb + q; r < rows; r += slots)
             cu_prefetch_l2(r < p.E ? p.wr + (int64_t)r * p.wr_stride : p.wsg, (uint64_t)p.H * 4);
     }
     if (threadIdx.x == 32) {
         int lo, hi;
-        pm_pair_share(p, (int)blockIdx.x, (int)gridDim.x, lo, hi);
+        pm_share(p.F, (int)blockIdx.x, (int)gridDim.x, lo, hi);
         if (hi > lo) {
             cu_prefetch_l2(p.sg + (uint64_t)lo * p.s_rb, (uint64_t)(hi - lo) * p.s_rb);
             cu_prefetch_l2(p.su + (uint64_t)lo * p.s_rb, (uint64_t)(hi - lo) * p.s_rb);
@@ -203,9 +233,9 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p, long long *ck = NULL
     cu_pdl_enter();   // (h and its copy come from the kernel before)
     pm_stamp(p, ck, 1);
     for (int r0 = 0; r0 < rows; r0 += slots) {   // (uniform: the barriers below)
-        const int r = r0 + (int)blockIdx.x * 4 + q;
+        const int r = r0 + (int)blockIdx.x * rpb + q;
         float acc = 0.0f;
-        if (r < rows) {
+        if (q < rpb && r < rows) {
             const float *w = r < p.E ? p.wr + (int64_t)r * p.wr_stride : p.wsg;
 #pragma unroll 4
             for (int g = 32 * w4 + lane; g < n8; g += 128) {
@@ -222,7 +252,7 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p, long long *ck = NULL
         if (lane == 0)
             part[warp] = s;
         __syncthreads();
-        if (w4 == 0 && lane == 0 && r < rows) {
+        if (w4 == 0 && lane == 0 && q < rpb && r < rows) {
             float t = 0.0f;
 #pragma unroll
             for (int k = 0; k < 4; k++)
@@ -234,31 +264,17 @@ __device__ __forceinline__ void pm_router(const cu_pmoe &p, long long *ck = NULL
         }
         __syncthreads();   // (part is rewritten by the next rows)
     }
-    int s0, s1;
-    pm_pair_share(p, (int)blockIdx.x, (int)gridDim.x, s0, s1);
-    if (s1 > s0) {   // (block-uniform: gq_fill_x's barrier)
-        uint4 *xsm = gq_dyn_smem();
-        const int K = p.K, F = p.F;
-        gq_fill_x(xsm, p.xq, p.H);
-        for (int idx = s0 + warp; idx < s1; idx += PM_WARPS) {
-            float g, u;
-            pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
-            if (lane == 0) {
-                p.gu[(size_t)K * 2 * F + idx] = g;
-                p.gu[(size_t)K * 2 * F + F + idx] = u;
-            }
-        }
-    }
 }
 
 // Phase 2: the last warp routes the token (every block routes it; block
-// 0 stores the picks) while the first warps copy h into shared memory
-// (gq_fill_x: H / 16 threads, so the last warp has no part in it below H
-// = 7680), one barrier for both; then this block's routed index pairs t
-// of [0, K F) (expert slot t / F, index t % F: its gate row and its up
-// row), warp w taking t0 + w, + 16, ..., a unit's weights loaded while
-// the one before is multiplied.  The sums go raw into gu ([K + 1][2F]:
-// gate, up; row K, the shared expert's, made in phase 1).
+// 0 stores the picks) while the other warps copy h into shared memory
+// (named barrier 1 among them) and make this block's shared index pairs
+// [s0, s1) of F (a warp a pair; their rows were asked of the L2 before
+// phase 1's wait), SwiGLU'd into gu's row K; one barrier for all; then
+// this block's routed index pairs t of [0, K F) (expert slot t / F, index
+// t % F: its gate row and its up row), warp w taking t0 + w, + 16, ..., a
+// unit's weights loaded while the one before is multiplied, SwiGLU'd
+// into gu ([K + 1][2F]: the gate half holds silu(gate) * up).
 template <int T>
 __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p, long long *ck = NULL)
 {
@@ -274,8 +290,21 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p, long long *ck = NUL
             p.sel[lane] = s_sel[lane];
             p.wts[lane] = s_wts[lane];
         }
+    } else {
+        const int nu = p.H >> 4, nt = 32 * (PM_WARPS - 1);
+        for (int u = (int)threadIdx.x; u < nu; u += nt)
+            xsm[gq_swz(u)] = __ldg((const uint4 *)p.xq + u);
+        pm_named_sync(1, nt);   // (h's copy whole, among the warps that use it)
+        int s0, s1;
+        pm_share(F, (int)blockIdx.x, (int)gridDim.x, s0, s1);
+        for (int idx = s0 + warp; idx < s1; idx += PM_WARPS - 1) {
+            float g, u;
+            pm_q8_pair(p, p.sg + (size_t)idx * p.s_rb, p.su + (size_t)idx * p.s_rb, xsm, g, u);
+            if (lane == 0)
+                p.gu[(size_t)K * 2 * F + idx] = pm_swiglu(g, u);
+        }
     }
-    gq_fill_x(xsm, p.xq, p.H);   // (its barrier: the picks too)
+    __syncthreads();   // (the picks)
     pm_stamp(p, ck, 4);
     // this block's rows of phase 3, asked of the L2 now that the picks are known
     {
@@ -310,10 +339,8 @@ __device__ __forceinline__ void pm_gate_up(const cu_pmoe &p, long long *ck = NUL
         if (st == steps - 1) {
             const float g = cu_warp_sum(ag), u = cu_warp_sum(au);
             const int t = t0 + warp + PM_WARPS * i, kk = t / F, idx = t - kk * F;
-            if (lane == 0) {
-                p.gu[(size_t)kk * 2 * F + idx] = g;
-                p.gu[(size_t)kk * 2 * F + F + idx] = u;
-            }
+            if (lane == 0)
+                p.gu[(size_t)kk * 2 * F + idx] = pm_swiglu(g, u);
             ag = au = 0.0f;
         }
     }
@@ -326,8 +353,8 @@ __host__ __device__ __forceinline__ size_t pm_smem(int H, int K)
     return x + 2 * (n / 32) * sizeof(float);
 }
 
-// Phase 3: the SwiGLU copy of all K + 1 rows (swiglu_q_kernel's bits;
-// slot k's 512 values at xsm + 32 k, swizzled as gq_fill_x's; its scales
+// Phase 3: the int8 copy of all K + 1 rows' SwiGLU values (made in
+// phase 2; swiglu_q_kernel's bits; slot k's 512 values at xsm + 32 k, swizzled as gq_fill_x's; its scales
 // and sums in shared memory too), then this block's output rows, a warp a
 // row: lanes 8 s .. 8 s + 7 make slot s's and s + 4's routed down sums
 // (gqe_kernel<T, 2, R>'s), lanes 0..7 the shared down sum (mmq_kernel<Q8_0,
@@ -349,6 +376,17 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p, long long *ck = NULL)
         s_sel[threadIdx.x] = __ldcg(p.sel + threadIdx.x);
         s_wts[threadIdx.x] = __ldcg(p.wts + threadIdx.x);
     }
+    // (this warp's first row's routed and shared down words asked of the
+    // L1 before the copy, which they do not need: their latency under its
+    // work; the routed ones were asked of the L2 in phase 2)
+    {
+        int h0, h1;
+        pm_share(p.H, (int)blockIdx.x, (int)gridDim.x, h0, h1);
+        if (lane < K && h0 + warp < h1)
+            pm_prefetch_l1(p.wd + (size_t)__ldcg(p.sel + lane) * p.wd_eb + (size_t)(h0 + warp) * p.wd_rb, p.wd_rb);
+        if (lane == 8 && h0 + warp < h1)
+            pm_prefetch_l1(p.sd + (size_t)(h0 + warp) * p.sd_rb, (uint64_t)PM_F / 32 * 34);
+    }
     // the copy in rms2_q8's chunks: thread c the 16 values 16 c .. 16 c + 15
     // of the S rows, a block of 32 on two lanes, so one shuffle passes its
     // sum on (ncu, H100: the copy made of cu_q8_block32's blocks, 9 a warp
@@ -358,12 +396,8 @@ __device__ __forceinline__ void pm_down(const cu_pmoe &p, long long *ck = NULL)
     // swizzled place (no second pass through a linear copy)
     if ((int)threadIdx.x < S * (F / RMS2_E)) {
         const int c = (int)threadIdx.x, k = c / (F / RMS2_E), j = RMS2_E * (c - k * (F / RMS2_E));
-        float gv[RMS2_E], uv[RMS2_E], yv[RMS2_E];
-        rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, gv);
-        rms2_ld<true>(p.gu + (size_t)k * 2 * F + F + j, uv);
-#pragma unroll
-        for (int e = 0; e < RMS2_E; e++)
-            yv[e] = __fmul_rn(cu_silu(gv[e]), uv[e]);
+        float yv[RMS2_E];
+        rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, yv);   // (SwiGLU'd in phase 2)
         rms2_q8(yv, c, xsm + k * upk + gq_swz(c - k * upk), qd, qs);
     }
     __syncthreads();

@@ -4,9 +4,10 @@
 // launches, the blocks in order and shuffled) against what the six
 // launches of the in-line path compute, bit for bit: the router's logits
 // and shared gate (a host replica of mm_kernel<F32, 1, 4>'s order), the
-// picks and weights (route_warp_kernel), the raw gate/up sums of the
-// routed experts (gu_kernel, si_cu_gemvq_glu) and of the shared expert
-// (gs_kernel on Q8_0 rows, gq_kernel on their regrouped copy), and the
+// picks and weights (route_warp_kernel), the SwiGLU values of the raw
+// gate/up sums of the routed experts (gu_kernel, si_cu_gemvq_glu) and of
+// the shared expert (gs_kernel on Q8_0 rows, gq_kernel on their regrouped
+// copy), and the
 // output: the routed downs (gqe_kernel, si_cu_gemvq with experts) on
 // gu_kernel's SwiGLU copy, the shared down (a host replica of
 // mmq_kernel<Q8_0, 1, U, false, 8>'s units and shuffles) and the combine
@@ -38,6 +39,20 @@ static float xor_sum(std::vector<float> v)
         v = t;
     }
     return v[0];
+}
+
+// The S rows' SwiGLU values of gu ([S][2F]): made here from the raw gate
+// and up halves (the in-line path's sums; swiglu_q_kernel's arithmetic),
+// or as the one launch leaves them (silu(gate) * up in the gate half).
+static std::vector<float> swiglu_of(const std::vector<float> &gu, int64_t S, int64_t F, bool raw)
+{
+    std::vector<float> y((size_t)(S * F));
+    for (int64_t k = 0; k < S; k++)
+        for (int64_t i = 0; i < F; i++) {
+            const float g = gu[(size_t)(k * 2 * F + i)];
+            y[(size_t)(k * F + i)] = raw ? __fmul_rn(cu_silu(g), gu[(size_t)(k * 2 * F + F + i)]) : g;
+        }
+    return y;
 }
 
 static float f16_at(const uint8_t *p)
@@ -200,7 +215,7 @@ static int one(uint32_t tg, uint32_t td, bool rg, int grid)
         unsetenv("EMU_BLOCK_ORDER");
         d[0] += ndiff(lg2, lg1) + (memcmp(&gm2[0], &gm1, 4) != 0);
         d[1] += ndiff(sel2, sel1) + ndiff(wts2, wts1);
-        d[2] += ndiff(gu2, gu1);
+        d[2] += ndiff(swiglu_of(gu2, S, F, false), swiglu_of(gu1, S, F, true));
         d[3] += ndiff(dst2, dst1);
         d[4] += bar != 0;   // (the phases alone touch no barrier)
     }

@@ -37,7 +37,7 @@ plant() { emu_plant "$1" "$2" PMOE_KERNELS "$here/pmoe_emu.cc" "$out/emu.o"; }
 # the router's quarter sums added from the block's first quarter
 plant router-part 's/t \+= part\[4 \* q \+ k\];/t += part[k];/'
 # the router rows of a pass only for the first block's slots
-plant router-slot 's/const int r = r0 \+ \(int\)blockIdx\.x \* 4 \+ q;/const int r = r0 + q;/'
+plant router-slot 's/const int r = r0 \+ \(int\)blockIdx\.x \* rpb \+ q;/const int r = r0 + q;/'
 # a routed pair's expert from the first pick
 plant gu-expert 's/const size_t o = \(size_t\)s_sel\[kk\] \* p\.gu_eb/const size_t o = (size_t)s_sel[0] * p.gu_eb/'
 # the up rows read from the gate's matrix
@@ -45,9 +45,12 @@ plant up-from-gate 's/gq_load<T>\(p\.wu \+ o,/gq_load<T>(p.wg + o,/'
 # the shared pairs one index off
 plant shared-index 's/for \(int idx = s0 \+ warp; idx < s1;/for (int idx = s0 + warp + 1; idx < s1;/'
 # the shared pairs' last block's share dropped
-plant pair-share 's/pm_share\(p\.F, b - nb, g - nb, lo, hi\);/pm_share(p.F, b - nb, g - nb + 1, lo, hi);/'
-# the SwiGLU copy's up values read from the gate row
-plant swiglu-up 's/rms2_ld<true>\(p\.gu \+ \(size_t\)k \* 2 \* F \+ F \+ j, uv\);/rms2_ld<true>(p.gu + (size_t)k * 2 * F + j, uv);/'
+plant pair-share 's/pm_share\(F, \(int\)blockIdx\.x, \(int\)gridDim\.x, s0, s1\);/pm_share(F, (int)blockIdx.x, (int)gridDim.x + 1, s0, s1);/'
+# five router rows a block where it has four quarters (each fifth row
+# dropped; at grid 5)
+plant router-rpb 's/return q < 4 \? q : 4;/return q < 4 ? q : 5;/'
+# the SwiGLU's up value taken from the gate
+plant swiglu-up 's/float pm_swiglu\(float g, float u\) \{ return __fmul_rn\(cu_silu\(g\), u\);/float pm_swiglu(float g, float u) { return __fmul_rn(cu_silu(g), g);/'
 # the SwiGLU copy's chunks for the first slot's rows only
 plant swiglu-slot 's/if \(\(int\)threadIdx\.x < S \* \(F \/ RMS2_E\)\) \{/if ((int)threadIdx.x < F \/ RMS2_E) {/'
 # the combine's weights all slot 0's
